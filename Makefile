@@ -1,0 +1,38 @@
+# olav developer entry points. `make run` and `make test` are all a fresh machine needs.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO ?= .demo-workspace
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint fmt bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	test -d $(DEMO)/.olav || $(BIN)/olav init $(DEMO)
+	cd $(DEMO) && ../$(BIN)/olav
+
+lint: $(STAMP)
+	$(BIN)/ruff check olav tests
+	$(BIN)/ruff format --check olav tests
+	$(BIN)/mypy
+
+fmt: $(STAMP)
+	$(BIN)/ruff format olav tests
+	$(BIN)/ruff check --fix olav tests
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest -q -m bench -p no:randomly -s
+
+clean:
+	rm -rf $(VENV) $(DEMO) .mypy_cache .ruff_cache

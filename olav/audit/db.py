@@ -1,0 +1,137 @@
+"""audit.duckdb: numbered schema migrations and short-lived, retrying connections.
+
+DuckDB lets only one process open a database file at a time ("Conflicting lock"), even
+read-only. So every operation opens a connection, does its work and closes it, retrying with
+jittered back-off while another process holds the file.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from olav.errors import OlavError
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (
+        1,
+        "runs, tool calls and recalls",
+        """
+        CREATE TABLE runs (
+            id VARCHAR PRIMARY KEY,
+            agent VARCHAR NOT NULL,
+            session_id VARCHAR,
+            status VARCHAR NOT NULL,          -- running | completed | error | cancelled
+            query VARCHAR,
+            model VARCHAR,
+            error VARCHAR,
+            started_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ
+        );
+        CREATE TABLE tool_calls (
+            id VARCHAR PRIMARY KEY,
+            run_id VARCHAR NOT NULL,
+            agent VARCHAR,
+            tool VARCHAR NOT NULL,
+            args JSON,
+            result VARCHAR,
+            status VARCHAR NOT NULL,          -- success | error
+            duration_ms DOUBLE,
+            created_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE recalls (
+            id VARCHAR PRIMARY KEY,
+            run_id VARCHAR,
+            agent VARCHAR,
+            query VARCHAR,
+            candidates JSON,                  -- [{id, category, distance, fts_score, score}]
+            injected JSON,                    -- [id, ...]
+            latency_ms DOUBLE,
+            created_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE memory_events (
+            id VARCHAR PRIMARY KEY,
+            memory_id VARCHAR,
+            action VARCHAR NOT NULL,          -- add | update | delete | commit | supersede ...
+            actor VARCHAR,
+            detail JSON,
+            created_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
+)
+
+
+class AuditBusyError(OlavError):
+    pass
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text
+
+
+@contextmanager
+def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Iterator[Any]:
+    """A short-lived connection, retried with jittered back-off while the file is locked."""
+    import duckdb
+
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc) or attempt == attempts - 1:
+                raise AuditBusyError(
+                    f"audit database {path} is locked by another process",
+                    hint="Retry in a moment; if it persists, stop the other olav process",
+                ) from None
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.5)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def applied_versions(con: Any) -> list[int]:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        "version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ DEFAULT now())"
+    )
+    return [
+        r[0] for r in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()
+    ]
+
+
+def migrate(path: Path) -> list[int]:
+    """Apply pending migrations in order, each in a transaction. Returns the versions applied."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    applied: list[int] = []
+    with connect(path) as con:
+        done = set(applied_versions(con))
+        for version, name, sql in MIGRATIONS:
+            if version in done:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(sql)
+                con.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [version, name]
+                )
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+            applied.append(version)
+    return applied
+
+
+def with_audit(path: Path, fn: Callable[[Any], Any]) -> Any:
+    with connect(path) as con:
+        return fn(con)

@@ -1,0 +1,81 @@
+"""The ``olav`` command. Heavy libraries are imported inside commands, never at start-up."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from olav import __version__
+from olav.cli import agent, doctor, init, kb, memory
+from olav.errors import OlavError
+
+app = typer.Typer(
+    name="olav",
+    help="olav: an agent platform for local small models, steered by memory.\n\n"
+    "Run `olav` with no command inside a workspace to chat.",
+    no_args_is_help=False,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+app.command("init")(init.init)
+app.command("doctor")(doctor.doctor)
+app.command("config")(doctor.show_config)
+app.add_typer(kb.app, name="kb", help="Knowledge base: guides, export/import, re-embedding.")
+app.add_typer(memory.app, name="memory", help="Inspect and manage what is in memory.")
+app.add_typer(agent.app, name="agent", help="Install and list agents.")
+
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"olav {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(invoke_without_command=True)
+def root(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+) -> None:
+    _state["debug"] = debug or os.environ.get("OLAV_DEBUG", "") in {"1", "true", "yes"}
+    if ctx.invoked_subcommand is None:
+        from olav.cli.chat import chat
+
+        chat()
+
+
+def main() -> None:
+    from rich.text import Text
+
+    from olav.cli.common import err_console
+
+    try:
+        app()
+    except OlavError as exc:
+        if _state["debug"]:
+            raise
+        err_console.print(Text("error: ", style="bold red") + Text(exc.one_line()), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)
+    except Exception as exc:
+        if _state["debug"]:
+            raise
+        err_console.print(
+            Text("internal error: ", style="bold red")
+            + Text(f"{type(exc).__name__}: {exc}. Run again with --debug for the traceback"),
+            soft_wrap=True,
+        )
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

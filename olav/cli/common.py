@@ -1,0 +1,42 @@
+"""Helpers shared by the command modules: the console, JSON output, opening the workspace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+console = Console(highlight=False, soft_wrap=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def open_workspace() -> Any:
+    from olav.config import Workspace
+
+    return Workspace.open()
+
+
+def open_store(ws: Any | None = None) -> Any:
+    from olav.memory.store import MemoryStore
+
+    return MemoryStore.for_workspace(ws or open_workspace())
+
+
+def progress_bar(description: str, total: int | None) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )

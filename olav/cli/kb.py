@@ -1,0 +1,135 @@
+"""``olav kb``: guides, JSONL export/import, re-embedding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from olav.cli.common import console, open_store, open_workspace, print_json, progress_bar
+from olav.errors import OlavError
+
+app = typer.Typer(no_args_is_help=True)
+
+
+@app.command("import-guides")
+def import_guides_cmd(
+    directory: Path | None = typer.Argument(
+        None, help="Folder to import (default: every agent folder of the workspace)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """(Re)load every *.guide.yaml into memory. Unchanged guides write nothing."""
+    from olav.memory.guides import find_guides, import_guides
+
+    ws = open_workspace()
+    store = open_store(ws)
+    if directory is not None:
+        if not directory.is_dir():
+            raise OlavError(f"{directory} is not a folder", hint="Pass a folder of *.guide.yaml")
+        files, prune = find_guides(directory), directory
+    else:
+        files = [f for d in ws.agent_dirs() for f in find_guides(d)]
+        prune = ws.root
+    with progress_bar("Importing guides", len(files)) as bar:
+        task = bar.add_task("Importing guides", total=len(files))
+        summary = import_guides(
+            store,
+            files,
+            base=ws.root,
+            prune_under=prune,
+            progress=lambda n: bar.advance(task, n),
+        )
+    if as_json:
+        print_json(summary.to_json())
+    else:
+        for err in summary.errors:
+            console.print(f"[red]✗[/] {err.one_line()}", soft_wrap=True)
+        console.print(
+            f"{len(files)} guide files: [green]{len(summary.added)} added[/], "
+            f"{len(summary.updated)} updated, {len(summary.unchanged)} unchanged, "
+            f"{len(summary.pruned)} pruned, "
+            + (f"[red]{len(summary.errors)} errors[/]" if summary.errors else "0 errors")
+        )
+    if summary.errors:
+        raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(file: Path = typer.Argument(..., help="Destination .jsonl file.")) -> None:
+    """Write every memory row, vectors included, to a JSONL file."""
+    from olav.memory.transfer import export_jsonl
+
+    store = open_store()
+    n = export_jsonl(store, file)
+    console.print(f"[green]✓[/] exported {n} rows to {file}")
+
+
+@app.command("import")
+def import_cmd(
+    file: Path = typer.Argument(..., help="A .jsonl file written by `olav kb export`."),
+) -> None:
+    """Import memory rows from a JSONL export (vectors are kept when the embedder matches)."""
+    from olav.memory.transfer import import_jsonl
+
+    if file.suffix != ".jsonl":
+        raise OlavError(
+            f"{file}: only .jsonl exports can be imported here",
+            hint="Export one with `olav kb export FILE.jsonl`",
+        )
+    store = open_store()
+    result = import_jsonl(store, file)
+    console.print(
+        f"[green]✓[/] imported {len(result.added) + len(result.updated)} rows from {file} "
+        f"({len(result.added)} new, {len(result.updated)} replaced)"
+    )
+
+
+@app.command("re-embed")
+def reembed_cmd(
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Rebuild memory with the configured embedder; the old table is kept as a backup."""
+    from olav.memory.embedders import make_embedder
+    from olav.memory.store import reembed
+
+    ws = open_workspace()
+    embedder = make_embedder(ws.config)
+    if not yes:
+        typer.confirm(
+            f"Re-embed every memory row with {embedder.name} ({embedder.dim}-d)?", abort=True
+        )
+    with progress_bar("Re-embedding", None) as bar:
+        task = bar.add_task("Re-embedding", total=None)
+        rows, backup = reembed(
+            ws.memory_path, embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
+        )
+    console.print(f"[green]✓[/] re-embedded {rows} rows with {embedder.name}")
+    console.print(f"  the previous table is kept as [bold]{backup}[/]; delete it with")
+    console.print(f"  olav kb drop-backup {backup}")
+
+
+@app.command("backups")
+def backups_cmd() -> None:
+    """List memory tables kept by `olav kb re-embed`."""
+    ws = open_workspace()
+    names = sorted(p.stem for p in ws.memory_path.glob("memory_backup_*.lance"))
+    if not names:
+        console.print("no backups")
+    for name in names:
+        console.print(name)
+
+
+@app.command("drop-backup")
+def drop_backup_cmd(
+    name: str,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete a backup table kept by `olav kb re-embed`."""
+    from olav.memory.store import drop_backup
+
+    ws = open_workspace()
+    if not yes:
+        typer.confirm(f"Delete backup {name} for good?", abort=True)
+    drop_backup(ws.memory_path, name)
+    console.print(f"[green]✓[/] deleted {name}")

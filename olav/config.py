@@ -1,0 +1,201 @@
+"""Workspace discovery and configuration (``olav.yaml`` overridden by ``OLAV_*`` variables)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from olav.errors import ConfigError, WorkspaceNotFoundError
+from olav.settings import SETTINGS, SETTINGS_BY_KEY, Setting
+
+OLAV_DIR = ".olav"
+CONFIG_NAME = "olav.yaml"
+
+
+def env_flag(name: str) -> bool:
+    """True when a declared process variable is set to a truthy value."""
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The workspace root: ``OLAV_HOME``, or the nearest parent directory holding ``.olav/``."""
+    home = os.environ.get("OLAV_HOME")
+    if home:
+        root = Path(home).expanduser().resolve()
+        if not (root / OLAV_DIR).is_dir():
+            raise ConfigError(
+                f"OLAV_HOME={home} is not an olav workspace (no .olav/ inside)",
+                hint=f"Run `olav init {home}` or unset OLAV_HOME",
+            )
+        return root
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / OLAV_DIR).is_dir():
+            return candidate
+    raise WorkspaceNotFoundError(str(here))
+
+
+def _coerce(setting: Setting, value: Any, source: str) -> Any:
+    want = setting.type
+    try:
+        if want is bool:
+            if isinstance(value, bool):
+                out: Any = value
+            elif str(value).strip().lower() in {"1", "true", "yes", "on"}:
+                out = True
+            elif str(value).strip().lower() in {"0", "false", "no", "off"}:
+                out = False
+            else:
+                raise ValueError(value)
+        elif want is int and isinstance(value, bool):
+            raise ValueError(value)
+        else:
+            out = want(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{source}: {setting.key} must be {want.__name__}, got {value!r}",
+            hint=f"Fix the value (default: {setting.default!r})",
+        ) from None
+    if setting.choices and out not in setting.choices:
+        raise ConfigError(
+            f"{source}: {setting.key} is {out!r}",
+            hint="Use one of: " + ", ".join(setting.choices),
+        )
+    return out
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, full + "."))
+        else:
+            flat[full] = value
+    return flat
+
+
+@dataclass
+class Config:
+    """Resolved settings. Read with ``cfg["llm.model"]``."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @classmethod
+    def load(cls, path: Path | None, *, environ: dict[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        raw: dict[str, Any] = {}
+        if path is not None and path.exists():
+            try:
+                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                where = f" line {mark.line + 1}" if mark else ""
+                raise ConfigError(
+                    f"{path}:{where} is not valid YAML", hint="Fix the syntax or re-run `olav init`"
+                ) from None
+            if not isinstance(loaded, dict):
+                raise ConfigError(f"{path} must hold a mapping", hint="Re-run `olav init`")
+            raw = loaded
+        agents = raw.pop("agents", None) or {}
+        flat = _flatten(raw)
+        values: dict[str, Any] = {}
+        for key, val in flat.items():
+            if key not in SETTINGS_BY_KEY:
+                raise ConfigError(
+                    f"{path}: unknown key '{key}'",
+                    hint="Remove it; `olav config` lists every key (docs/configuration.md)",
+                )
+            values[key] = _coerce(SETTINGS_BY_KEY[key], val, str(path))
+        for setting in SETTINGS:
+            if setting.env in env:
+                values[setting.key] = _coerce(setting, env[setting.env], setting.env)
+            values.setdefault(setting.key, setting.default)
+        if not isinstance(agents, dict):
+            raise ConfigError(f"{path}: 'agents' must be a mapping of agent name to overrides")
+        return cls(values=values, agents=agents)
+
+
+@dataclass
+class Workspace:
+    root: Path
+    config: Config
+
+    @classmethod
+    def open(cls, root: Path | None = None) -> Workspace:
+        root = root.resolve() if root else find_root()
+        return cls(root=root, config=Config.load(root / OLAV_DIR / CONFIG_NAME))
+
+    @property
+    def olav_dir(self) -> Path:
+        return self.root / OLAV_DIR
+
+    @property
+    def config_path(self) -> Path:
+        return self.olav_dir / CONFIG_NAME
+
+    def _path(self, key: str) -> Path:
+        p = Path(self.config[key]).expanduser()
+        return p if p.is_absolute() else self.root / p
+
+    @property
+    def databases(self) -> Path:
+        return self._path("paths.databases")
+
+    @property
+    def memory_path(self) -> Path:
+        return self.databases / "memory.lance"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.databases / "audit.duckdb"
+
+    @property
+    def logs(self) -> Path:
+        return self._path("paths.logs")
+
+    @property
+    def exports(self) -> Path:
+        return self._path("paths.exports")
+
+    def agent_dirs(self) -> list[Path]:
+        """Agent folders: direct children holding a SKILL.md."""
+        return sorted(p for p in self.root.iterdir() if (p / "SKILL.md").is_file())
+
+
+def render_default_config() -> str:
+    """The commented olav.yaml written by ``olav init``; generated from the settings registry."""
+    lines = [
+        "# olav workspace configuration.",
+        "# Every key can be overridden by an environment variable: llm.model -> OLAV_LLM_MODEL.",
+        "# Reference: docs/configuration.md",
+        "",
+    ]
+    section = None
+    for s in SETTINGS:
+        head, name = s.key.split(".", 1)
+        if head != section:
+            if section is not None:
+                lines.append("")
+            lines.append(f"{head}:")
+            section = head
+        lines.append(f"  # {s.doc} ({s.env})")
+        lines.append(f"  {name}: {json.dumps(s.default)}")
+    lines += [
+        "",
+        "# Per-agent overrides of the chat model, e.g.:",
+        "# agents:",
+        "#   netops:",
+        "#     model: qwen3:30b-a3b",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,99 @@
+"""Health checks behind ``olav doctor``. Each check returns a status and a fix hint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from olav.errors import OlavError
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
+    import httpx
+
+    try:
+        resp = httpx.get(base_url.rstrip("/") + "/api/tags", timeout=timeout)
+        resp.raise_for_status()
+    except (httpx.HTTPError, ConnectionError, OSError) as exc:
+        return Check(
+            "ollama",
+            "warn",
+            f"not reachable at {base_url} ({type(exc).__name__})",
+            "Start it with `ollama serve`, or set llm.base_url; memory works without it",
+        )
+    names = {m.get("name") for m in resp.json().get("models", [])}
+    names |= {n.split(":")[0] for n in list(names) if n and n.endswith(":latest")}
+    if model not in names:
+        return Check(
+            "ollama", "warn", f"reachable, but {model} is not pulled", f"Run `ollama pull {model}`"
+        )
+    return Check("ollama", "ok", f"{base_url} serves {model}")
+
+
+def run_checks(start: Path | None = None) -> list[Check]:
+    from olav.config import Workspace, find_root
+
+    checks: list[Check] = []
+    try:
+        root = find_root(start)
+        checks.append(Check("workspace", "ok", str(root)))
+        ws = Workspace.open(root)
+        checks.append(Check("config", "ok", str(ws.config_path)))
+    except OlavError as exc:
+        checks.append(Check("workspace/config", "fail", exc.message, exc.hint or ""))
+        return checks
+
+    store: Any = None
+    try:
+        from olav.memory.embedders import make_embedder
+
+        embedder = make_embedder(ws.config)
+        checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
+        from olav.memory.store import MemoryStore
+
+        store = MemoryStore.for_workspace(ws, embedder)
+        checks.append(Check("memory", "ok", f"{store.count()} rows in {ws.memory_path.name}"))
+    except OlavError as exc:
+        checks.append(Check("embedder/memory", "fail", exc.message, exc.hint or ""))
+    if store is not None:
+        fts = store.index_state()["fts"]
+        if fts is None:
+            checks.append(Check("fts index", "fail", "missing", "Run `olav kb import-guides`"))
+        else:
+            pending = fts.get("unindexed") or 0
+            checks.append(
+                Check("fts index", "ok", f"{fts['indexed']} indexed, {pending} pending (ICU)")
+            )
+    try:
+        from olav.audit.db import MIGRATIONS, applied_versions, connect
+
+        if not ws.audit_path.exists():
+            raise OlavError(f"{ws.audit_path} is missing", hint="Run `olav init` again")
+        with connect(ws.audit_path) as con:
+            versions = applied_versions(con)
+        latest = MIGRATIONS[-1][0]
+        if versions and versions[-1] == latest:
+            checks.append(Check("audit db", "ok", f"schema version {latest}"))
+        else:
+            checks.append(
+                Check(
+                    "audit db",
+                    "fail",
+                    f"schema at {versions}, expected {latest}",
+                    "Run `olav init` again to migrate it",
+                )
+            )
+    except OlavError as exc:
+        checks.append(Check("audit db", "fail", exc.message, exc.hint or ""))
+    if ws.config["llm.provider"] == "ollama":
+        checks.append(check_ollama(ws.config["llm.base_url"], ws.config["llm.model"]))
+    return checks

@@ -1,0 +1,122 @@
+"""The one memory table: its columns, categories and the record type."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+TABLE = "memory"
+
+CATEGORIES = (
+    "usage_guide",
+    "expert_knowledge",
+    "operational_event",
+    "reflection",
+    "query_pattern",
+    "format_guide",
+    "fact",
+    "decision",
+    "preference",
+    "audit",
+    "topology",
+    "document",
+)
+ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
+
+META_EMBEDDER = b"olav.embedder"
+META_DIM = b"olav.dim"
+META_VERSION = b"olav.schema_version"
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def build_schema(dim: int, embedder: str) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field("category", pa.string(), nullable=False),
+            pa.field("scope", pa.string(), nullable=False),
+            pa.field("metadata", pa.string()),
+            pa.field("origin", pa.string()),
+            pa.field("confidence", pa.float32()),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("created_at", TS),
+            pa.field("updated_at", TS),
+            pa.field("expires_at", TS),
+            pa.field("invalidated_at", TS),
+            pa.field("superseded_by", pa.string()),
+            pa.field("access_count", pa.int64()),
+        ],
+        metadata={
+            META_EMBEDDER: embedder.encode(),
+            META_DIM: str(dim).encode(),
+            META_VERSION: str(SCHEMA_VERSION).encode(),
+        },
+    )
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class MemoryRecord:
+    """One row of the memory table. ``vector`` is filled by the store when it is None."""
+
+    id: str
+    text: str
+    category: str
+    scope: str = "global"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    origin: str = "agent"
+    confidence: float = 0.5
+    tags: list[str] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
+    invalidated_at: datetime | None = None
+    superseded_by: str | None = None
+    access_count: int = 0
+    vector: list[float] | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["metadata"] = json.dumps(self.metadata, ensure_ascii=False, sort_keys=True)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in row.items() if k in known}
+        meta = data.get("metadata")
+        data["metadata"] = json.loads(meta) if meta else {}
+        data["tags"] = list(data.get("tags") or [])
+        if data.get("vector") is not None:
+            data["vector"] = [float(x) for x in data["vector"]]
+        data["access_count"] = int(data.get("access_count") or 0)
+        conf = data.get("confidence")
+        data["confidence"] = round(float(conf), 6) if conf is not None else 0.5
+        return cls(**data)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe dict (times as ISO 8601), used by --json output and kb export."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key, val in out.items():
+            if isinstance(val, datetime):
+                out[key] = val.isoformat()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
+        data = dict(data)
+        for key in ("created_at", "updated_at", "expires_at", "invalidated_at"):
+            if data.get(key):
+                data[key] = datetime.fromisoformat(data[key])
+        return cls(**data)

@@ -1,0 +1,584 @@
+"""MemoryStore: the library API over the one LanceDB ``memory`` table.
+
+Writers are serialised across processes with a file lock next to the database, because two
+processes running ``merge_insert`` on the same ids leave duplicates. Readers open the table with
+a zero read-consistency interval, so they see other processes' writes. Scope, category, expiry
+and invalidation are always LanceDB pre-filters, never post-filters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from olav.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
+from olav.memory.embedders import Embedder
+from olav.memory.schema import (
+    CATEGORIES,
+    META_DIM,
+    META_EMBEDDER,
+    ORIGINS,
+    TABLE,
+    MemoryRecord,
+    build_schema,
+    now,
+)
+
+os.environ.setdefault("LANCE_LOG", "error")  # keep lance's Rust warnings off the terminal
+
+SEARCH_MODES = ("vector", "fts", "hybrid")
+_WORD = re.compile(r"\w", re.UNICODE)
+REEMBED_TABLE = "memory_reembed"
+BACKUP_PREFIX = "memory_backup_"
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal with quotes escaped."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    vals = list(values)
+    if not vals:
+        return "false"
+    return f"{column} IN ({', '.join(sql_str(v) for v in vals)})"
+
+
+def sql_ts(when: datetime) -> str:
+    return f"CAST('{when.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S.%f')}' AS TIMESTAMP)"
+
+
+def live_filter(
+    *,
+    scopes: Sequence[str] | None = None,
+    categories: Sequence[str] | None = None,
+    at: datetime | None = None,
+    include_invalid: bool = False,
+    extra: str | None = None,
+) -> str | None:
+    """The pre-filter predicate for rows that may be recalled."""
+    parts = []
+    if scopes is not None:
+        parts.append(sql_in("scope", scopes))
+    if categories is not None:
+        parts.append(sql_in("category", categories))
+    if not include_invalid:
+        parts.append("invalidated_at IS NULL")
+        parts.append(f"(expires_at IS NULL OR expires_at > {sql_ts(at or now())})")
+    if extra:
+        parts.append(f"({extra})")
+    return " AND ".join(parts) if parts else None
+
+
+@dataclass
+class Hit:
+    """A search result: the row plus how it ranked."""
+
+    record: MemoryRecord
+    score: float
+    distance: float | None = None
+    fts_score: float | None = None
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.record.to_json()
+        rec.pop("vector", None)
+        return {
+            **rec,
+            "score": self.score,
+            "distance": self.distance,
+            "fts_score": self.fts_score,
+            "vector_rank": self.vector_rank,
+            "fts_rank": self.fts_rank,
+        }
+
+
+@dataclass
+class UpsertResult:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+
+
+def rrf_fuse(
+    rankings: Sequence[Sequence[str]], *, k: int = 60, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """Reciprocal-rank fusion: sum of weight / (k + rank) over rankings (rank from 1)."""
+    scores: dict[str, float] = {}
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + w / (k + rank)
+    return scores
+
+
+class MemoryStore:
+    """Open (or create) the memory table at ``path`` for ``embedder``."""
+
+    def __init__(
+        self,
+        path: Path,
+        embedder: Embedder,
+        *,
+        rrf_k: int = 60,
+        ann_threshold: int = 20000,
+        lock_timeout: float = 120.0,
+        allow_destructive: bool = False,
+    ) -> None:
+        import lancedb
+        from filelock import FileLock
+
+        self.path = Path(path)
+        self.embedder = embedder
+        self.rrf_k = rrf_k
+        self.ann_threshold = ann_threshold
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self.schema = build_schema(embedder.dim, embedder.name)
+        with self.write_lock():
+            self._recover_swap()
+            self._table = self._open_or_create(allow_destructive)
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def for_workspace(cls, ws: Any, embedder: Embedder | None = None) -> MemoryStore:
+        from olav.config import env_flag
+        from olav.memory.embedders import make_embedder
+
+        return cls(
+            ws.memory_path,
+            embedder or make_embedder(ws.config),
+            rrf_k=ws.config["memory.rrf_k"],
+            ann_threshold=ws.config["memory.ann_threshold"],
+            allow_destructive=env_flag("OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION"),
+        )
+
+    def write_lock(self) -> Any:
+        from filelock import Timeout
+
+        lock = self._lock
+
+        class _Guard:
+            def __enter__(self) -> None:
+                try:
+                    lock.acquire()
+                except Timeout:
+                    raise MemoryStoreError(
+                        f"another olav process has held the memory write lock ({lock.lock_file}) "
+                        "for too long",
+                        hint="Wait for it to finish, or stop the stuck process",
+                    ) from None
+
+            def __exit__(self, *exc: object) -> None:
+                lock.release()
+
+        return _Guard()
+
+    def _tables(self) -> list[str]:
+        return list(self._db.list_tables().tables)
+
+    def _recover_swap(self) -> None:
+        """Finish a re-embed swap that was interrupted between its two renames."""
+        tables = self._tables()
+        if TABLE not in tables and REEMBED_TABLE in tables:
+            os.rename(self.path / f"{REEMBED_TABLE}.lance", self.path / f"{TABLE}.lance")
+
+    def _open_or_create(self, allow_destructive: bool) -> Any:
+        if TABLE not in self._tables():
+            return self._create(TABLE)
+        table = self._db.open_table(TABLE)
+        meta = table.schema.metadata or {}
+        stored = meta.get(META_EMBEDDER, b"?").decode()
+        stored_dim = int(meta.get(META_DIM, b"0").decode() or 0)
+        if stored != self.embedder.name or stored_dim != self.embedder.dim:
+            if not allow_destructive:
+                raise EmbeddingDimMismatchError(
+                    stored=stored,
+                    stored_dim=stored_dim,
+                    configured=self.embedder.name,
+                    configured_dim=self.embedder.dim,
+                )
+            self._db.drop_table(TABLE)
+            return self._create(TABLE)
+        return table
+
+    def _create(self, name: str) -> Any:
+        from lancedb.index import FTS
+
+        table = self._db.create_table(name, schema=self.schema)
+        table.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+        return table
+
+    @property
+    def table(self) -> Any:
+        return self._table
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _validate(self, rec: MemoryRecord) -> None:
+        if not rec.id:
+            raise MemoryStoreError("a memory record needs a non-empty id")
+        if rec.category not in CATEGORIES:
+            raise MemoryStoreError(
+                f"unknown category {rec.category!r} for memory {rec.id}",
+                hint="Use one of: " + ", ".join(CATEGORIES),
+            )
+        if rec.origin not in ORIGINS:
+            raise MemoryStoreError(
+                f"unknown origin {rec.origin!r} for memory {rec.id}",
+                hint="Use one of: " + ", ".join(ORIGINS),
+            )
+        if not rec.scope:
+            raise MemoryStoreError(f"memory {rec.id} needs a scope (global, an agent, team:<id>)")
+        if not 0.0 <= rec.confidence <= 1.0:
+            raise MemoryStoreError(f"confidence of memory {rec.id} must be within 0.0 and 1.0")
+        if rec.vector is not None and len(rec.vector) != self.embedder.dim:
+            raise MemoryStoreError(
+                f"memory {rec.id} has a {len(rec.vector)}-d vector; the table is "
+                f"{self.embedder.dim}-d ({self.embedder.name})",
+                hint="Re-embed it (omit the vector) or import into a workspace with the "
+                "same embedder",
+            )
+
+    def _embed_missing(self, records: list[MemoryRecord], batch: int = 64) -> None:
+        todo = [r for r in records if r.vector is None]
+        for i in range(0, len(todo), batch):
+            chunk = todo[i : i + batch]
+            vecs = self.embedder.embed_passages([r.text for r in chunk])
+            for rec, vec in zip(chunk, vecs, strict=True):
+                rec.vector = [float(x) for x in vec]
+
+    def upsert(self, records: Iterable[MemoryRecord], *, restore: bool = False) -> UpsertResult:
+        """Insert or replace rows by id. Keeps ``created_at`` and ``access_count`` of existing
+        rows (unless ``restore``, which writes the records exactly as given). Idempotent:
+        writing the same records twice changes nothing."""
+        by_id: dict[str, MemoryRecord] = {}
+        for rec in records:
+            self._validate(rec)
+            by_id[rec.id] = rec
+        result = UpsertResult()
+        if not by_id:
+            return result
+        batch = list(by_id.values())
+        self._embed_missing(batch)  # slow work outside the lock
+        stamp = now()
+        with self.write_lock():
+            existing = {r.id: r for r in self._fetch_ids(list(by_id))}
+            for rec in batch:
+                old = existing.get(rec.id)
+                if restore:
+                    (result.updated if old is not None else result.added).append(rec.id)
+                elif old is not None:
+                    rec.created_at = old.created_at
+                    rec.access_count = old.access_count
+                    rec.updated_at = rec.updated_at or stamp
+                    result.updated.append(rec.id)
+                else:
+                    rec.created_at = rec.created_at or stamp
+                    rec.updated_at = rec.updated_at or rec.created_at
+                    result.added.append(rec.id)
+            data = pa.Table.from_pylist([r.to_row() for r in batch], schema=self.schema)
+            (
+                self._table.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
+        return result
+
+    def update(self, memory_id: str, **changes: Any) -> MemoryRecord:
+        """Change fields of one row; a new ``text`` is re-embedded."""
+        rec = self.get(memory_id, with_vector=True)
+        if rec is None:
+            raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+        for key, val in changes.items():
+            if not hasattr(rec, key) or key in {"id", "created_at", "access_count"}:
+                raise MemoryStoreError(f"field {key!r} cannot be updated")
+            setattr(rec, key, val)
+        if "text" in changes:
+            rec.vector = None
+        rec.updated_at = now()
+        self.upsert([rec])
+        return rec
+
+    def delete(self, *, ids: Sequence[str] | None = None, where: str | None = None) -> int:
+        """Delete by ids or by predicate; returns the number of rows deleted."""
+        if ids is None and where is None:
+            raise MemoryStoreError("delete needs ids or a predicate")
+        pred = sql_in("id", ids) if ids is not None else str(where)
+        with self.write_lock():
+            before = self._table.count_rows()
+            self._table.delete(pred)
+            return int(before - self._table.count_rows())
+
+    def bump_access(self, ids: Sequence[str]) -> None:
+        """Count one more recall hit on each row."""
+        if not ids:
+            return
+        with self.write_lock():
+            self._table.update(
+                where=sql_in("id", ids), values_sql={"access_count": "access_count + 1"}
+            )
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _columns(self, with_vector: bool) -> list[str]:
+        return [f.name for f in self.schema if with_vector or f.name != "vector"]
+
+    def _fetch_ids(self, ids: list[str], with_vector: bool = False) -> list[MemoryRecord]:
+        out: list[MemoryRecord] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            rows = (
+                self._table.search()
+                .where(sql_in("id", chunk))
+                .select(self._columns(with_vector))
+                .limit(len(chunk) * 4 + 10)
+                .to_list()
+            )
+            out.extend(MemoryRecord.from_row(r) for r in rows)
+        return out
+
+    def get(self, memory_id: str, *, with_vector: bool = False) -> MemoryRecord | None:
+        found = self._fetch_ids([memory_id], with_vector)
+        return found[0] if found else None
+
+    def count(self, where: str | None = None) -> int:
+        return int(self._table.count_rows(where) if where else self._table.count_rows())
+
+    def list_rows(
+        self, where: str | None = None, *, limit: int | None = None, with_vector: bool = False
+    ) -> list[MemoryRecord]:
+        total = self.count()
+        if total == 0:
+            return []
+        q = self._table.search().select(self._columns(with_vector))
+        if where:
+            q = q.where(where)
+        rows = q.limit(limit or total).to_list()
+        return [MemoryRecord.from_row(r) for r in rows]
+
+    def column_values(self, columns: list[str], where: str | None = None) -> pa.Table:
+        total = self.count()
+        q = self._table.search().select(columns)
+        if where:
+            q = q.where(where)
+        return q.limit(max(total, 1)).to_arrow()
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        scopes: Sequence[str] | None = None,
+        categories: Sequence[str] | None = None,
+        k: int = 10,
+        include_invalid: bool = False,
+        where: str | None = None,
+        candidates: int | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """Search live rows. Returns hits with distance, FTS score and fused score."""
+        if mode not in SEARCH_MODES:
+            raise MemoryStoreError(
+                f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
+            )
+        pred = live_filter(
+            scopes=scopes, categories=categories, include_invalid=include_invalid, extra=where
+        )
+        n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
+        vec_rows: list[dict[str, Any]] = []
+        fts_rows: list[dict[str, Any]] = []
+        qv: np.ndarray | None = None
+        if mode in ("vector", "hybrid"):
+            qv = query_vector if query_vector is not None else self.embedder.embed_query(query)
+            q = self._table.search(qv, vector_column_name="vector").select(
+                [*self._columns(False), "_distance"]
+            )
+            if pred:
+                q = q.where(pred, prefilter=True)
+            vec_rows = q.limit(n).to_list()
+        if mode in ("fts", "hybrid") and _WORD.search(query):
+            q = self._table.search(query, query_type="fts", fts_columns="text").select(
+                [*self._columns(False), "_score"]
+            )
+            if pred:
+                q = q.where(pred, prefilter=True)
+            fts_rows = q.limit(n).to_list()
+        return self._fuse(vec_rows, fts_rows, k, qv)
+
+    def _fuse(
+        self,
+        vec_rows: list[dict[str, Any]],
+        fts_rows: list[dict[str, Any]],
+        k: int,
+        qv: np.ndarray | None,
+    ) -> list[Hit]:
+        hits: dict[str, Hit] = {}
+        for rank, row in enumerate(vec_rows, start=1):
+            dist = float(row.pop("_distance"))
+            hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0, distance=dist, vector_rank=rank)
+        for rank, row in enumerate(fts_rows, start=1):
+            score = float(row.pop("_score"))
+            hit = hits.get(row["id"])
+            if hit is None:
+                hit = hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0)
+            hit.fts_score, hit.fts_rank = score, rank
+        fused = rrf_fuse([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]], k=self.rrf_k)
+        for key, hit in hits.items():
+            hit.score = fused.get(key, 0.0)
+        ordered = sorted(hits.values(), key=lambda h: (-h.score, h.record.id))
+        if qv is not None:
+            self._fill_distances([h for h in ordered[:k] if h.distance is None], qv)
+        return ordered[:k]
+
+    def _fill_distances(self, hits: list[Hit], qv: np.ndarray) -> None:
+        """FTS-only hits get their vector distance too, so gates can use it."""
+        if not hits:
+            return
+        rows = self._fetch_ids([h.record.id for h in hits], with_vector=True)
+        vecs = {r.id: np.asarray(r.vector, dtype=np.float32) for r in rows if r.vector}
+        for h in hits:
+            v = vecs.get(h.record.id)
+            if v is not None:
+                h.distance = float(np.sum((v - qv) ** 2))
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    def index_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"fts": None, "vector": None}
+        for idx in self._table.list_indices():
+            stats = self._table.index_stats(idx.name)
+            entry = {
+                "name": idx.name,
+                "type": str(idx.index_type),
+                "indexed": getattr(stats, "num_indexed_rows", None),
+                "unindexed": getattr(stats, "num_unindexed_rows", None),
+            }
+            if "text" in idx.columns:
+                state["fts"] = entry
+            elif "vector" in idx.columns:
+                state["vector"] = entry
+        return state
+
+    def maintain(self, *, force_optimize: bool = False) -> dict[str, Any]:
+        """Fold new rows into the indexes and build the ANN index past the threshold."""
+        done: dict[str, Any] = {"optimized": False, "ann_built": False}
+        with self.write_lock():
+            state = self.index_state()
+            if state["fts"] is None:
+                from lancedb.index import FTS
+
+                self._table.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+            unindexed = (state["fts"] or {}).get("unindexed") or 0
+            if unindexed and (force_optimize or unindexed >= 256):
+                self._table.optimize()
+                done["optimized"] = True
+            rows = self._table.count_rows()
+            if state["vector"] is None and rows >= self.ann_threshold:
+                self._table.create_index(
+                    metric="l2", vector_column_name="vector", index_type="IVF_HNSW_SQ"
+                )
+                done["ann_built"] = True
+        return done
+
+    def stats(self) -> dict[str, Any]:
+        cols = self.column_values(["category", "scope"]).to_pylist()
+        by_cat: dict[str, int] = {}
+        by_scope: dict[str, int] = {}
+        for row in cols:
+            by_cat[row["category"]] = by_cat.get(row["category"], 0) + 1
+            by_scope[row["scope"]] = by_scope.get(row["scope"], 0) + 1
+        return {
+            "rows": len(cols),
+            "embedder": self.embedder.name,
+            "dim": self.embedder.dim,
+            "by_category": dict(sorted(by_cat.items())),
+            "by_scope": dict(sorted(by_scope.items())),
+            "indexes": self.index_state(),
+            "version": self._table.version,
+        }
+
+    # -- re-embedding ------------------------------------------------------------------------
+
+    def backups(self) -> list[str]:
+        return sorted(t for t in self._tables() if t.startswith(BACKUP_PREFIX))
+
+
+def reembed(
+    path: Path,
+    embedder: Embedder,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = 64,
+) -> tuple[int, str]:
+    """Rebuild the memory table at ``path`` with ``embedder``.
+
+    The new table is built beside the old one and swapped in only when complete; the old one
+    is kept as ``memory_backup_<timestamp>``. Returns (rows, backup name).
+    """
+    import lancedb
+    from filelock import FileLock
+
+    path = Path(path)
+    with FileLock(str(path) + ".lock", timeout=120):
+        return _reembed_locked(path, lancedb.connect(str(path)), embedder, progress, batch)
+
+
+def _reembed_locked(
+    path: Path,
+    db: Any,
+    embedder: Embedder,
+    progress: Callable[[int, int], None] | None,
+    batch: int,
+) -> tuple[int, str]:
+    tables = list(db.list_tables().tables)
+    if TABLE not in tables:
+        raise MemoryStoreError(f"there is no memory table under {path}", hint="Run `olav init`")
+    old = db.open_table(TABLE)
+    total = old.count_rows()
+    schema = build_schema(embedder.dim, embedder.name)
+    if REEMBED_TABLE in tables:
+        db.drop_table(REEMBED_TABLE)  # leftovers of an interrupted attempt
+    new = db.create_table(REEMBED_TABLE, schema=schema)
+    cols = [f.name for f in schema if f.name != "vector"]
+    rows = old.search().select(cols).limit(max(total, 1)).to_list() if total else []
+    done = 0
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        vecs = embedder.embed_passages([r["text"] for r in chunk])
+        for row, vec in zip(chunk, vecs, strict=True):
+            row["vector"] = [float(x) for x in vec]
+        new.add(pa.Table.from_pylist(chunk, schema=schema))
+        done += len(chunk)
+        if progress:
+            progress(done, total)
+    from lancedb.index import FTS
+
+    new.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+    if new.count_rows() != total:
+        raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
+    backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
+    os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
+    return total, backup
+
+
+def drop_backup(path: Path, name: str) -> None:
+    if not name.startswith(BACKUP_PREFIX) or "/" in name:
+        raise MemoryStoreError(f"{name!r} is not a memory backup")
+    target = Path(path) / f"{name}.lance"
+    if not target.is_dir():
+        raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
+    shutil.rmtree(target)

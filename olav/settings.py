@@ -1,0 +1,109 @@
+"""The one declared registry of configuration keys and ``OLAV_*`` environment variables.
+
+Every key in ``olav.yaml`` is declared here with its type, default and documentation, and each
+maps to exactly one environment variable (``llm.base_url`` -> ``OLAV_LLM_BASE_URL``). Process
+variables that are not configuration keys (``OLAV_HOME``, ``OLAV_DEBUG`` ...) are declared in
+:data:`PROCESS_VARS`. A test asserts that no other module reads an ``OLAV_`` literal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    type: type
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def env(self) -> str:
+        return "OLAV_" + self.key.upper().replace(".", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "llm.provider",
+        str,
+        "ollama",
+        "Chat model backend: ollama, openai (any OpenAI-compatible server) or scripted "
+        "(replays a script; for tests and demos only).",
+        ("ollama", "openai", "scripted"),
+    ),
+    Setting("llm.model", str, "qwen3:8b", "Chat model name, e.g. qwen3:8b or qwen3:30b-a3b."),
+    Setting("llm.base_url", str, "http://localhost:11434", "Where the chat model server listens."),
+    Setting(
+        "llm.api_key_env",
+        str,
+        "OPENAI_API_KEY",
+        "Name of the environment variable that holds the API key (openai provider only).",
+    ),
+    Setting("llm.thinking", bool, True, "Keep the model's thinking mode on."),
+    Setting("llm.num_ctx", int, 16384, "Context window requested from Ollama."),
+    Setting("llm.num_predict", int, 4096, "Maximum tokens generated per call."),
+    Setting("llm.temperature", float, 0.2, "Sampling temperature."),
+    Setting(
+        "llm.tier",
+        str,
+        "auto",
+        "small, medium, large, or auto (from the model name).",
+        ("auto", "small", "medium", "large"),
+    ),
+    Setting("llm.script", str, "", "Path of the script replayed by the scripted provider."),
+    Setting(
+        "embedder.provider",
+        str,
+        "e5",
+        "Embedder: e5 (bundled, offline), ollama, openai, or hash (tests only).",
+        ("e5", "ollama", "openai", "hash"),
+    ),
+    Setting(
+        "embedder.model",
+        str,
+        "multilingual-e5-small",
+        "Embedding model name (e.g. bge-m3 for ollama, text-embedding-3-small for openai).",
+    ),
+    Setting(
+        "embedder.base_url", str, "", "Embedding server URL (ollama/openai). Empty: the LLM's."
+    ),
+    Setting(
+        "embedder.api_key_env",
+        str,
+        "OPENAI_API_KEY",
+        "Environment variable holding the embedding API key (openai provider only).",
+    ),
+    Setting("embedder.cache_size", int, 256, "Query embeddings kept in the LRU cache."),
+    Setting("memory.token_budget", int, 1000, "Token budget of the <relevant-memories> block."),
+    Setting("memory.rrf_k", int, 60, "The k constant of reciprocal-rank fusion."),
+    Setting(
+        "memory.reflection_gate",
+        float,
+        0.65,
+        "Maximum squared-L2 distance at which a reflection is still injected.",
+    ),
+    Setting(
+        "memory.ann_threshold",
+        int,
+        20000,
+        "Rows after which an ANN (IVF_HNSW_SQ) vector index is built.",
+    ),
+    Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),
+    Setting("paths.logs", str, ".olav/logs", "Log folder."),
+    Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),
+)
+
+SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+
+# Environment variables that are not olav.yaml keys.
+PROCESS_VARS: dict[str, str] = {
+    "OLAV_HOME": "Workspace root. Without it, the nearest parent directory holding .olav/.",
+    "OLAV_DEBUG": "Set to 1 to print full tracebacks.",
+    "OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION": (
+        "Set to 1 to let olav drop and recreate the memory table when the embedder dimension "
+        "changes. Destroys every row; prefer `olav kb re-embed`."
+    ),
+}

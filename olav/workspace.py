@@ -1,0 +1,143 @@
+"""``olav init``: create or refresh a workspace from ``workspace_template/``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from olav.config import CONFIG_NAME, OLAV_DIR, Workspace, render_default_config
+from olav.errors import EmbeddingDimMismatchError, OlavError
+
+MANIFEST = "template-manifest.json"
+
+
+def template_dir() -> Path:
+    """The agent templates shipped with olav (the repository's ``workspace_template/``)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_template", here.parent / "workspace_template"):
+        if candidate.is_dir():
+            return candidate
+    raise OlavError(
+        "olav's workspace_template/ folder is missing from this installation",
+        hint="Reinstall from the repository with `make install`",
+    )
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class InitReport:
+    root: Path
+    created: bool
+    copied: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+    kept_edited: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
+    primed: Any = None  # ImportSummary
+    reprimed_for_embedder: bool = False
+
+
+def sync_template(root: Path, report: InitReport) -> None:
+    """Copy template files; refresh unedited ones; keep (and never clobber) edited ones."""
+    src_root = template_dir()
+    manifest_path = root / OLAV_DIR / MANIFEST
+    manifest: dict[str, str] = (
+        json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    for src in sorted(p for p in src_root.rglob("*") if p.is_file()):
+        rel = src.relative_to(src_root).as_posix()
+        if "__pycache__" in rel:
+            continue
+        dest = root / rel
+        new_hash = _sha(src)
+        if not dest.exists():
+            if rel in manifest:  # the user deleted it on purpose
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+            report.copied.append(rel)
+        else:
+            current = _sha(dest)
+            if current == new_hash:
+                pass
+            elif manifest.get(rel) == current:  # unedited copy of an older template
+                backup = root / OLAV_DIR / "backups" / stamp / rel
+                backup.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(dest, backup)
+                shutil.copy2(src, dest)
+                report.refreshed.append(rel)
+                report.backups.append(str(backup.relative_to(root)))
+            else:
+                report.kept_edited.append(rel)
+                continue  # keep the manifest's record of what we last installed
+        manifest[rel] = new_hash
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+
+
+def init_workspace(root: Path, *, prime: bool = True) -> InitReport:
+    root = root.expanduser().resolve()
+    created = not (root / OLAV_DIR).is_dir()
+    report = InitReport(root=root, created=created)
+    (root / OLAV_DIR).mkdir(parents=True, exist_ok=True)
+    config_path = root / OLAV_DIR / CONFIG_NAME
+    if not config_path.exists():
+        config_path.write_text(render_default_config(), encoding="utf-8")
+    ws = Workspace.open(root)
+    for folder in (ws.databases, ws.logs, ws.exports):
+        folder.mkdir(parents=True, exist_ok=True)
+    sync_template(root, report)
+
+    from olav.audit.db import migrate
+
+    migrate(ws.audit_path)
+    if prime:
+        report.primed, report.reprimed_for_embedder = prime_guides(ws)
+    return report
+
+
+def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
+    """Open the store; if only directive rows exist and the embedder changed, rebuild it.
+
+    Re-priming is safe then, because every row can be regenerated from the guide files. When
+    any other row exists (captures, user facts ...), the mismatch error stands.
+    """
+    from olav.memory.embedders import make_embedder
+    from olav.memory.store import MemoryStore
+
+    embedder = make_embedder(ws.config)
+    try:
+        return MemoryStore.for_workspace(ws, embedder), False
+    except EmbeddingDimMismatchError:
+        import lancedb
+
+        db = lancedb.connect(str(ws.memory_path))
+        table = db.open_table("memory")
+        if table.count_rows("origin != 'directive'") > 0:
+            raise
+    store = MemoryStore(
+        ws.memory_path,
+        embedder,
+        rrf_k=ws.config["memory.rrf_k"],
+        ann_threshold=ws.config["memory.ann_threshold"],
+        allow_destructive=True,
+    )
+    return store, True
+
+
+def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
+    from olav.memory.guides import find_guides, import_guides
+
+    reprimed = False
+    if store is None:
+        store, reprimed = open_store_for_priming(ws)
+    files = [f for d in ws.agent_dirs() for f in find_guides(d)]
+    summary = import_guides(store, files, base=ws.root, prune_under=ws.root)
+    return summary, reprimed
