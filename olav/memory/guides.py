@@ -237,7 +237,8 @@ def import_guides(
         if stale:
             store.delete(where=sql_in("id", stale) + " AND origin = 'directive'")
             summary.pruned.extend(stale)
-    store.maintain(force_optimize=True)  # fold new rows into the FTS index now
+    if changed or summary.pruned:
+        store.maintain(force_optimize=True)  # fold the new rows into the FTS index now
     return summary
 
 

@@ -487,9 +487,9 @@ class MemoryStore:
                 done["optimized"] = True
             rows = self._table.count_rows()
             if state["vector"] is None and rows >= self.ann_threshold:
-                self._table.create_index(
-                    metric="l2", vector_column_name="vector", index_type="IVF_HNSW_SQ"
-                )
+                from lancedb.index import IvfHnswSq
+
+                self._table.create_index("vector", config=IvfHnswSq(distance_type="l2"))
                 done["ann_built"] = True
         return done
 

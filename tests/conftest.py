@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+os.environ.setdefault("COLUMNS", "120")
+for _var in [v for v in os.environ if v.startswith("OLAV_")]:
+    del os.environ[_var]  # tests never inherit the developer's configuration
+
+HASH_CONFIG = """\
+embedder:
+  provider: hash
+  model: hash-64
+llm:
+  base_url: http://127.0.0.1:9
+"""
+
+
+def write_config(root: Path, text: str = HASH_CONFIG) -> None:
+    (root / ".olav").mkdir(parents=True, exist_ok=True)
+    (root / ".olav" / "olav.yaml").write_text(text)
+
+
+@pytest.fixture
+def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh workspace using the test-only hash embedder; cwd is its root."""
+    from olav.workspace import init_workspace
+
+    root = tmp_path / "ws"
+    write_config(root)
+    init_workspace(root)
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def _e5_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from olav.workspace import init_workspace
+
+    root = tmp_path_factory.mktemp("e5tpl") / "ws"
+    root.mkdir()
+    (root / ".olav").mkdir()
+    from olav.config import render_default_config
+
+    (root / ".olav" / "olav.yaml").write_text(
+        render_default_config().replace(
+            'base_url: "http://localhost:11434"', 'base_url: "http://127.0.0.1:9"'
+        )
+    )
+    init_workspace(root)
+    return root
+
+
+@pytest.fixture
+def e5_ws(_e5_ws_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workspace primed with the bundled e5 embedder (initialised once per session)."""
+    root = tmp_path / "ws"
+    shutil.copytree(_e5_ws_template, root)
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def olav(runner: CliRunner) -> Iterator[object]:
+    """Invoke the CLI in-process: ``olav("memory", "stats")`` returns the click Result."""
+    from olav.cli.app import app
+
+    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, list(args), input=input, catch_exceptions=True)
+
+    yield invoke

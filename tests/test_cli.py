@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import run_olav
+
+HEAVY = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
+
+
+def test_help_and_version_import_no_heavy_library() -> None:
+    for args in (["--help"], ["--version"], ["memory", "--help"], ["kb", "--help"]):
+        code = (
+            "import sys\n"
+            f"sys.argv = ['olav', *{args!r}]\n"
+            "from olav.cli.app import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert "LOADED []" in out.stdout, (args, out.stdout[-300:], out.stderr[-300:])
+
+
+def test_outside_a_workspace_says_so_in_one_line(tmp_path: Path) -> None:
+    result = run_olav("memory", "stats", cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "no olav workspace" in lines[0] and "olav init" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_flag_shows_the_traceback(tmp_path: Path) -> None:
+    result = run_olav("--debug", "memory", "stats", cwd=tmp_path)
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_bad_config_value_is_one_line_naming_key(hash_ws: Path) -> None:
+    cfg = hash_ws / ".olav" / "olav.yaml"
+    cfg.write_text(cfg.read_text().replace("model: hash-64", "model: hash-64\n  cache_size: lots"))
+    result = run_olav("memory", "stats", cwd=hash_ws)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "embedder.cache_size must be int" in result.stderr
+
+
+def test_env_override_mismatch_is_reported_with_the_fix(hash_ws: Path) -> None:
+    result = run_olav("memory", "stats", cwd=hash_ws, env={"OLAV_EMBEDDER_MODEL": "hash-32"})
+    assert result.returncode == 1
+    line = result.stderr.strip()
+    assert "\n" not in line
+    assert "hash:hash-64 (64-d)" in line and "hash:hash-32 (32-d)" in line
+    assert "olav kb re-embed" in line
+
+
+def test_memory_commands_json(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    res = olav("memory", "search", "backup router configuration", "--json", "-k", "3")
+    assert res.exit_code == 0, res.output
+    hits = json.loads(res.output)
+    assert len(hits) == 3
+    assert {"id", "distance", "fts_score", "score", "category", "scope"} <= hits[0].keys()
+    first = hits[0]["id"]
+
+    res = olav("memory", "search", "backup", "--agent", "admin", "--json", "-k", "50")
+    assert {h["scope"] for h in json.loads(res.output)} <= {"admin", "global"}
+    res = olav("memory", "search", "x", "--category", "format_guide", "--json", "-k", "50")
+    assert {h["category"] for h in json.loads(res.output)} == {"format_guide"}
+
+    res = olav("memory", "show", first, "--json")
+    assert json.loads(res.output)["id"] == first
+    res = olav("memory", "list", "--category", "format_guide", "--json")
+    assert all(r["category"] == "format_guide" for r in json.loads(res.output))
+
+    stats = json.loads(olav("memory", "stats", "--json").output)
+    assert stats["dim"] == 64 and stats["embedder"] == "hash:hash-64"
+    assert stats["indexes"]["fts"] is not None
+    total = stats["rows"]
+
+    res = olav("memory", "delete", first, input="n\n")
+    assert res.exit_code != 0
+    res = olav("memory", "delete", first, "--yes")
+    assert res.exit_code == 0
+    assert json.loads(olav("memory", "stats", "--json").output)["rows"] == total - 1
+    res = olav("memory", "show", "nope")
+    assert res.exit_code != 0
+
+
+def test_import_guides_cli_reports_bad_file_and_exits_nonzero(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    bad = hash_ws / "netops" / "guides" / "oops.guide.yaml"
+    bad.write_text("intent: oops\nagent: netops\nkeywords: [x]\n")
+    res = olav("kb", "import-guides", "--json")
+    assert res.exit_code == 1
+    data = json.loads(res.output)
+    assert data["unchanged"] >= 15 and data["added"] == 0
+    assert len(data["errors"]) == 1
+    assert re.search(
+        r"netops/guides/oops\.guide\.yaml: field 'body': is required", data["errors"][0]
+    )
+
+
+def test_kb_export_import_cli(hash_ws: Path, olav, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "dump.jsonl"
+    res = olav("kb", "export", str(out))
+    assert res.exit_code == 0 and out.exists()
+    res = olav("kb", "import", str(out))
+    assert res.exit_code == 0 and "replaced" in res.output
+
+
+def test_doctor_reports_each_check(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    res = olav("doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(res.output)}
+    for name in ("workspace", "config", "embedder", "memory", "fts index", "audit db"):
+        assert checks[name]["status"] == "ok", checks[name]
+    assert checks["ollama"]["status"] == "warn"
+    assert "ollama serve" in checks["ollama"]["fix"]
+    assert res.exit_code == 0
+
+
+def test_agent_list(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    res = olav("agent", "list", "--json")
+    names = {a["name"] for a in json.loads(res.output)}
+    assert {"core", "admin", "netops"} <= names
+
+
+def test_reembed_cli_switches_embedder(hash_ws: Path) -> None:
+    env = {"OLAV_EMBEDDER_MODEL": "hash-32"}
+    res = run_olav("kb", "re-embed", "--yes", cwd=hash_ws, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "memory_backup_" in res.stdout
+    res = run_olav("memory", "stats", "--json", cwd=hash_ws, env=env)
+    assert json.loads(res.stdout)["dim"] == 32
+    res = run_olav("kb", "backups", cwd=hash_ws, env=env)
+    assert res.stdout.startswith("memory_backup_")
