@@ -160,6 +160,10 @@ class Workspace:
         return self.databases / "audit.duckdb"
 
     @property
+    def domain_path(self) -> Path:
+        return self.databases / "domain.duckdb"
+
+    @property
     def logs(self) -> Path:
         return self._path("paths.logs")
 

@@ -98,6 +98,7 @@ def init_workspace(root: Path, *, prime: bool = True) -> InitReport:
     from olav.audit.db import migrate
 
     migrate(ws.audit_path)
+    load_domain_data(ws)
     if prime:
         report.primed, report.reprimed_for_embedder = prime_guides(ws)
     return report
@@ -141,3 +142,28 @@ def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
     files = [f for d in ws.agent_dirs() for f in find_guides(d)]
     summary = import_guides(store, files, base=ws.root, prune_under=ws.root)
     return summary, reprimed
+
+
+def load_domain_data(ws: Workspace) -> list[str]:
+    """(Re)build domain.duckdb from every agent's ``data/*.csv`` (one table per file)."""
+    import duckdb
+
+    from olav.audit.db import connect
+
+    csvs = sorted(p for d in ws.agent_dirs() for p in (d / "data").glob("*.csv"))
+    loaded = []
+    with connect(ws.domain_path) as con:
+        for csv in csvs:
+            table = csv.stem.replace("-", "_")
+            try:
+                con.execute(
+                    f'CREATE OR REPLACE TABLE "{table}" AS SELECT * FROM read_csv_auto(?)',
+                    [str(csv)],
+                )
+            except duckdb.Error as exc:
+                raise OlavError(
+                    f"{csv}: cannot be loaded as a table ({exc})",
+                    hint="Fix the CSV header and rows",
+                ) from None
+            loaded.append(table)
+    return loaded

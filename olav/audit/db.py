@@ -63,6 +63,26 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        "messages and run events",
+        """
+        CREATE TABLE messages (
+            id VARCHAR PRIMARY KEY,
+            run_id VARCHAR NOT NULL,
+            role VARCHAR NOT NULL,            -- user | assistant | tool
+            content VARCHAR,                  -- secrets redacted
+            created_at TIMESTAMPTZ NOT NULL
+        );
+        CREATE TABLE events (
+            id VARCHAR PRIMARY KEY,
+            run_id VARCHAR,
+            kind VARCHAR NOT NULL,            -- approval | denial | error | ...
+            detail JSON,
+            created_at TIMESTAMPTZ NOT NULL
+        );
+        """,
+    ),
 )
 
 

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from olav import __version__
-from olav.cli import agent, doctor, init, kb, memory
+from olav.cli import agent, chat, doctor, init, kb, memory
 from olav.errors import OlavError
 
 app = typer.Typer(
@@ -23,6 +23,8 @@ app = typer.Typer(
 app.command("init")(init.init)
 app.command("doctor")(doctor.doctor)
 app.command("config")(doctor.show_config)
+app.command("chat")(chat.chat)
+app.command("ask")(chat.ask)
 app.add_typer(kb.app, name="kb", help="Knowledge base: guides, export/import, re-embedding.")
 app.add_typer(memory.app, name="memory", help="Inspect and manage what is in memory.")
 app.add_typer(agent.app, name="agent", help="Install and list agents.")
@@ -46,9 +48,7 @@ def root(
 ) -> None:
     _state["debug"] = debug or os.environ.get("OLAV_DEBUG", "") in {"1", "true", "yes"}
     if ctx.invoked_subcommand is None:
-        from olav.cli.chat import chat
-
-        chat()
+        chat.chat(agent="core", auto_approve=False)
 
 
 def main() -> None:

@@ -1,38 +1,78 @@
-"""The terminal chat (``olav`` with no command)."""
+"""``olav`` (no command), ``olav chat`` and ``olav ask``."""
 
 from __future__ import annotations
 
-from olav.cli.common import console, open_store, open_workspace
+from typing import Any
+
+import typer
+
+from olav.cli.common import console, open_store, open_workspace, print_json
+from olav.errors import ModelError
 
 PREVIEW_QUERY = "备份路由器配置"
 
 
-def recall_preview(query: str = PREVIEW_QUERY) -> None:
+def recall_preview(ws: Any, query: str = PREVIEW_QUERY) -> None:
     """Show what memory would inject for a query: proof that memory works offline."""
-    store = open_store(open_workspace())
+    store = open_store(ws)
     hits = store.search(query, k=3)
     console.print(f"Memory recall preview for [bold]{query!r}[/] ({store.count()} memories):")
     for h in hits:
         body = " ".join((h.record.metadata.get("body") or h.record.text).split())[:100]
-        console.print(
-            f"  [cyan]{h.record.id}[/] [dim]({h.record.category})[/] {body}", soft_wrap=True
-        )
+        console.print(f"  [cyan]{h.record.id}[/] [dim]({h.record.category})[/]", soft_wrap=True)
+        console.print(f"    {body}", markup=False, soft_wrap=True)
 
 
-def chat() -> None:
+def model_problem(ws: Any) -> Any:
+    """A doctor Check when the configured Ollama server/model is unavailable, else None."""
+    if ws.config["llm.provider"] != "ollama":
+        return None
     from olav.doctor import check_ollama
 
+    check = check_ollama(ws.config["llm.base_url"], ws.config["llm.model"])
+    return None if check.status == "ok" else check
+
+
+def chat(
+    agent: str = typer.Option("core", "--agent", "-a", help="Agent to talk to."),
+    auto_approve: bool = typer.Option(
+        False, "--auto-approve", help="Run dangerous tools without asking."
+    ),
+) -> None:
+    """Interactive chat in the terminal (the same as `olav` with no command)."""
     ws = open_workspace()
-    if ws.config["llm.provider"] == "ollama":
-        check = check_ollama(ws.config["llm.base_url"], ws.config["llm.model"])
-        if check.status != "ok":
-            recall_preview()
-            console.print(f"\n[yellow]The chat model is not available:[/] {check.detail}.")
-            console.print(f"{check.fix}. For example:")
-            console.print("  ollama serve &")
-            console.print(f"  ollama pull {ws.config['llm.model']}")
-            console.print("  olav")
-            return
+    problem = model_problem(ws)
+    if problem is not None:
+        recall_preview(ws)
+        console.print(f"\n[yellow]The chat model is not available:[/] {problem.detail}.")
+        console.print(f"{problem.fix}. For example:")
+        console.print("  ollama serve &")
+        console.print(f"  ollama pull {ws.config['llm.model']}")
+        console.print("  olav")
+        return
     from olav.runtime.repl import run_repl
 
-    run_repl(ws)
+    run_repl(ws, agent=agent, auto_approve=auto_approve)
+
+
+def ask(
+    question: str = typer.Argument(..., help="The request."),
+    agent: str = typer.Option("core", "--agent", "-a", help="Agent to ask."),
+    as_json: bool = typer.Option(False, "--json", help="Print the answer and run id as JSON."),
+    auto_approve: bool = typer.Option(
+        False, "--auto-approve", help="Run dangerous tools without asking (else they are denied)."
+    ),
+) -> None:
+    """Ask once, print the answer and exit (non-zero on error)."""
+    from olav.runtime.runner import Session
+
+    ws = open_workspace()
+    problem = model_problem(ws)
+    if problem is not None:
+        raise ModelError(problem.detail, hint=problem.fix)
+    session = Session(ws, agent=agent, approver=lambda name, args: auto_approve)
+    result = session.ask(question)
+    if as_json:
+        print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer})
+    else:
+        console.print(result.answer, markup=False, soft_wrap=True)

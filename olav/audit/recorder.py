@@ -1,0 +1,129 @@
+"""AuditRecorder: what every run did, in audit.duckdb.
+
+Each write opens a short-lived connection (see :mod:`olav.audit.db`), so the chat and a
+scheduler process can both write without "Conflicting lock" errors reaching the user. A
+failed audit write never breaks a run: it is reported once on stderr and dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from olav.audit.db import connect
+from olav.memory.redact import redact, redact_text
+
+MAX_TEXT = 20000
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _id() -> str:
+    return uuid.uuid4().hex
+
+
+class AuditRecorder:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._warned = False
+
+    def _write(self, sql: str, params: list[Any]) -> None:
+        try:
+            with connect(self.path) as con:
+                con.execute(sql, params)
+        except Exception as exc:  # auditing must never take a run down
+            if not self._warned:
+                self._warned = True
+                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
+
+    def start_run(self, agent: str, session_id: str, query: str, model: str) -> str:
+        run_id = _id()
+        self._write(
+            "INSERT INTO runs (id, agent, session_id, status, query, model, started_at) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?)",
+            [run_id, agent, session_id, redact_text(query)[:MAX_TEXT], model, _now()],
+        )
+        return run_id
+
+    def end_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        self._write(
+            "UPDATE runs SET status = ?, error = ?, ended_at = ? WHERE id = ?",
+            [status, redact_text(error)[:MAX_TEXT] if error else None, _now(), run_id],
+        )
+
+    def tool_call(
+        self,
+        run_id: str | None,
+        agent: str,
+        tool: str,
+        args: dict[str, Any],
+        result: str,
+        status: str,
+        duration_ms: float,
+    ) -> None:
+        self._write(
+            "INSERT INTO tool_calls (id, run_id, agent, tool, args, result, status, duration_ms, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                _id(),
+                run_id or "",
+                agent,
+                tool,
+                json.dumps(redact(args), ensure_ascii=False, default=str),
+                redact_text(result)[:MAX_TEXT],
+                status,
+                duration_ms,
+                _now(),
+            ],
+        )
+
+    def message(self, run_id: str, role: str, content: str) -> None:
+        self._write(
+            "INSERT INTO messages (id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
+            [_id(), run_id, role, redact_text(content)[:MAX_TEXT], _now()],
+        )
+
+    def event(self, run_id: str | None, kind: str, detail: dict[str, Any]) -> None:
+        self._write(
+            "INSERT INTO events (id, run_id, kind, detail, created_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                _id(),
+                run_id,
+                kind,
+                json.dumps(redact(detail), ensure_ascii=False, default=str),
+                _now(),
+            ],
+        )
+
+    def recall(self, run_id: str | None, agent: str, result: Any) -> None:
+        self._write(
+            "INSERT INTO recalls (id, run_id, agent, query, candidates, injected, latency_ms, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                _id(),
+                run_id,
+                agent,
+                redact_text(result.query)[:MAX_TEXT],
+                json.dumps([c.to_json() for c in result.candidates], ensure_ascii=False),
+                json.dumps(result.injected_ids),
+                result.latency_ms,
+                _now(),
+            ],
+        )
+
+    def memory_event(self, memory_id: str, action: str, actor: str, detail: dict[str, Any]) -> None:
+        self._write(
+            "INSERT INTO memory_events (id, memory_id, action, actor, detail, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [_id(), memory_id, action, actor, json.dumps(redact(detail), default=str), _now()],
+        )
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        with connect(self.path) as con:
+            return list(con.execute(sql, params or []).fetchall())

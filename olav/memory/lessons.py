@@ -1,0 +1,44 @@
+"""Reflections: one-line lessons from failures (scope global, 30-day TTL, deduplicated)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from olav.memory.schema import MemoryRecord
+
+REFLECTION_TTL_DAYS = 30
+DEDUP_DISTANCE = 0.3
+
+
+def add_reflection(
+    store: Any,
+    lesson: str,
+    *,
+    source: str = "trace_learner",
+    dedup_distance: float = DEDUP_DISTANCE,
+) -> tuple[bool, str]:
+    """Store a lesson unless a near-identical live one exists. Returns (added, id)."""
+    text = " ".join(lesson.split())
+    if not text:
+        raise ValueError("a lesson needs text")
+    hits = store.search(text, mode="vector", categories=["reflection"], k=1)
+    if hits and hits[0].distance is not None and hits[0].distance <= dedup_distance:
+        return False, hits[0].record.id
+    rid = "refl_" + hashlib.sha256(text.lower().encode()).hexdigest()[:16]
+    store.upsert(
+        [
+            MemoryRecord(
+                id=rid,
+                text=text,
+                category="reflection",
+                scope="global",
+                origin="agent",
+                confidence=0.6,
+                metadata={"source": source},
+                expires_at=datetime.now(UTC) + timedelta(days=REFLECTION_TTL_DAYS),
+            )
+        ]
+    )
+    return True, rid

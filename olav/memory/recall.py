@@ -1,0 +1,201 @@
+"""AutoRecall's selection logic: which memories reach the model for a query, and why.
+
+The steps (docs/architecture.md): hybrid search with scope/expiry/invalidation pre-filters;
+a snake_case keyword boost; the reflection distance gate; per-category quotas capped by the
+model tier; a token budget; rendering; ``access_count`` bumps. Framework-free, so the chat
+middleware, ``/memory`` and the benchmarks all share it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from olav.memory.store import Hit, MemoryStore
+
+QUOTAS: dict[str, int] = {
+    "usage_guide": 3,
+    "expert_knowledge": 3,
+    "query_pattern": 2,
+    "format_guide": 1,
+    "reflection": 1,
+    "fact": 2,
+    "preference": 1,
+    "decision": 1,
+    "operational_event": 2,
+    "topology": 1,
+    "document": 2,
+}
+TIER_K = {"small": 1, "medium": 2, "large": 13}
+TIER_TOTAL = {"small": 6, "medium": 8, "large": 13}
+LABELS = {
+    "usage_guide": "directive",
+    "format_guide": "format rule",
+    "expert_knowledge": "pattern",
+    "query_pattern": "query precedent",
+    "operational_event": "precedent",
+    "reflection": "lesson",
+}
+SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
+
+
+def estimate_tokens(text: str) -> int:
+    """Cheap token estimate: one per CJK character, one per four other characters."""
+    cjk = len(_CJK.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+@dataclass
+class Candidate:
+    hit: Hit
+    boosted: bool = False
+    decision: str = "candidate"  # injected | gated | over_quota | over_budget | over_total
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.hit.record
+        return {
+            "id": r.id,
+            "category": r.category,
+            "scope": r.scope,
+            "distance": None if self.hit.distance is None else round(self.hit.distance, 4),
+            "fts_score": None if self.hit.fts_score is None else round(self.hit.fts_score, 3),
+            "score": round(self.hit.score, 5),
+            "boosted": self.boosted,
+            "decision": self.decision,
+        }
+
+
+@dataclass
+class RecallResult:
+    query: str
+    agent: str
+    tier: str
+    candidates: list[Candidate] = field(default_factory=list)
+    block: str = ""
+    latency_ms: float = 0.0
+
+    @property
+    def injected(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.decision == "injected"]
+
+    @property
+    def injected_ids(self) -> list[str]:
+        return [c.hit.record.id for c in self.injected]
+
+
+def memory_body(hit: Hit) -> str:
+    rec = hit.record
+    return str(rec.metadata.get("body") or rec.text).strip()
+
+
+def render_block(items: Sequence[Hit]) -> str:
+    if not items:
+        return ""
+    lines = [
+        "<relevant-memories>",
+        "Memories recalled for this request. Follow directives and format rules; use "
+        "precedents and lessons where they apply. Act through tool calls, do not just "
+        "describe them.",
+    ]
+    for hit in items:
+        rec = hit.record
+        label = LABELS.get(rec.category, rec.category)
+        title = rec.metadata.get("intent") or rec.id
+        lines.append(f"\n[{label}: {title}]\n{memory_body(hit)}")
+    lines.append("</relevant-memories>")
+    return "\n".join(lines)
+
+
+class Recaller:
+    """Selects and renders memories for one agent. One instance per agent is cheap."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        agent: str,
+        tier: str = "small",
+        token_budget: int = 1000,
+        reflection_gate: float = 0.65,
+        candidates: int = 40,
+        audit: Any = None,
+        bump_access: bool = True,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.tier = tier
+        self.token_budget = token_budget
+        self.reflection_gate = reflection_gate
+        self.n_candidates = candidates
+        self.audit = audit
+        self.bump = bump_access
+
+    @property
+    def scopes(self) -> list[str]:
+        return [self.agent, "global"] if self.agent != "global" else ["global"]
+
+    def recall(
+        self, query: str, *, run_id: str | None = None, dry_run: bool = False
+    ) -> RecallResult:
+        started = time.perf_counter()
+        result = RecallResult(query=query, agent=self.agent, tier=self.tier)
+        if not query.strip():
+            return result
+        hits = self.store.search(
+            query,
+            mode="hybrid",
+            scopes=self.scopes,
+            categories=list(QUOTAS),
+            k=self.n_candidates,
+        )
+        idents = set(SNAKE.findall(query))
+        cands = [
+            Candidate(h, boosted=bool(idents) and any(i in h.record.text for i in idents))
+            for h in hits
+        ]
+        cands.sort(key=lambda c: not c.boosted)  # stable: boosted first, fused order kept
+        self._select(cands)
+        result.candidates = cands
+        chosen = [c.hit for c in cands if c.decision == "injected"]
+        result.block = render_block(chosen)
+        result.latency_ms = (time.perf_counter() - started) * 1000
+        if not dry_run:
+            if self.bump and chosen:
+                self.store.bump_access([h.record.id for h in chosen])
+            if self.audit is not None:
+                self.audit.recall(run_id, self.agent, result)
+        return result
+
+    def _select(self, cands: list[Candidate]) -> None:
+        per_cat = min(TIER_K.get(self.tier, 1), 13)
+        total_cap = TIER_TOTAL.get(self.tier, 6)
+        used: dict[str, int] = {}
+        tokens = estimate_tokens(render_block([]) or "<relevant-memories></relevant-memories>")
+        tokens += 40
+        taken = 0
+        for c in cands:
+            rec = c.hit.record
+            if rec.category == "reflection" and (
+                c.hit.distance is None or c.hit.distance > self.reflection_gate
+            ):
+                c.decision = "gated"
+                continue
+            cap = min(QUOTAS.get(rec.category, 0), per_cat)
+            if used.get(rec.category, 0) >= cap:
+                c.decision = "over_quota"
+                continue
+            if taken >= total_cap:
+                c.decision = "over_total"
+                continue
+            cost = estimate_tokens(memory_body(c.hit)) + 12
+            if tokens + cost > self.token_budget and taken > 0:
+                c.decision = "over_budget"
+                continue
+            c.decision = "injected"
+            used[rec.category] = used.get(rec.category, 0) + 1
+            tokens += cost
+            taken += 1

@@ -1,0 +1,161 @@
+"""Build deepagents agents from the workspace's agent folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from olav.config import Workspace
+from olav.errors import OlavError
+from olav.memory.recall import Recaller
+from olav.runtime.middleware import (
+    AutoRecallMiddleware,
+    RunContext,
+    StaticContextMiddleware,
+    ToolGuardMiddleware,
+)
+from olav.runtime.models import make_chat_model, model_tier
+from olav.runtime.skills import ORCHESTRATOR, Agent, load_agent
+from olav.runtime.tools import ToolContext, build_tools
+
+RULES = """
+Rules:
+- When you decide to use a tool, emit the tool call now. Never only announce it.
+- To write, save or export anything, call format_and_export. There is no other way to save.
+- Follow the <relevant-memories> directives placed next to the user's message.
+- Answer in the user's language. Be brief and concrete.
+""".strip()
+
+
+@dataclass
+class BuiltAgent:
+    graph: Any
+    agent: Agent
+    model_name: str
+    tier: str
+    recallers: dict[str, Recaller]
+
+
+def system_prompt(agent: Agent, subagents: list[Agent]) -> str:
+    parts = [agent.role.strip(), RULES]
+    for rel in agent.spec.static_context:  # L0: every turn
+        parts.append(f"## {rel}\n" + (agent.folder / rel).read_text(encoding="utf-8").strip())
+    if subagents:
+        lines = [f"- {s.name}: {s.spec.description}" for s in subagents]
+        parts.append("Delegate with the task tool to one of these sub-agents:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _on_intent(agent: Agent) -> list[tuple[list[str], str, str]]:
+    return [
+        (o.keywords, o.file, (agent.folder / o.file).read_text(encoding="utf-8"))
+        for o in agent.spec.on_intent
+    ]
+
+
+def load_agents(ws: Workspace) -> dict[str, Agent]:
+    agents = {a.name: a for a in (load_agent(d) for d in ws.agent_dirs())}
+    if ORCHESTRATOR not in agents:
+        raise OlavError(
+            f"the workspace {ws.root} has no {ORCHESTRATOR}/ agent",
+            hint="Run `olav init` to restore it",
+        )
+    return agents
+
+
+def build(
+    ws: Workspace,
+    run: RunContext,
+    *,
+    agent: str = ORCHESTRATOR,
+    store: Any = None,
+    model: Any = None,
+) -> BuiltAgent:
+    """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents."""
+    from deepagents import FilesystemPermission, SubAgent, create_deep_agent
+    from deepagents.backends import FilesystemBackend
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from olav.memory.store import MemoryStore
+
+    agents = load_agents(ws)
+    if agent not in agents:
+        raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
+    main = agents[agent]
+    subs = [a for n, a in sorted(agents.items()) if n != agent] if agent == ORCHESTRATOR else []
+    cfg = ws.config
+    store = store or MemoryStore.for_workspace(ws)
+
+    def model_for(a: Agent) -> tuple[Any, str]:
+        override = a.spec.model or (cfg.agents.get(a.name) or {}).get("model")
+        name = override or cfg["llm.model"]
+        if model is not None and not override:
+            return model, name
+        return make_chat_model(cfg, model=name, root=ws.root), name
+
+    recallers: dict[str, Recaller] = {}
+
+    def middleware_for(a: Agent, tools: list[str], sub_names: set[str], name: str) -> list[Any]:
+        rec = Recaller(
+            store,
+            agent=a.name,
+            tier=model_tier(name, cfg["llm.tier"]),
+            token_budget=cfg["memory.token_budget"],
+            reflection_gate=cfg["memory.reflection_gate"],
+            audit=run.audit,
+        )
+        recallers[a.name] = rec
+        allowed = set(tools) | ({"task"} if sub_names else set())
+        return [
+            StaticContextMiddleware(a.name, _on_intent(a)),
+            AutoRecallMiddleware(rec, run),
+            ToolGuardMiddleware(a.name, allowed, sub_names, run),
+        ]
+
+    def tools_for(a: Agent) -> list[Any]:
+        ctx = ToolContext(
+            root=ws.root,
+            exports=ws.exports,
+            domain_db=ws.domain_path,
+            audit_db=ws.audit_path,
+            agent=a.name,
+            store_factory=lambda: store,
+            agent_dir=a.folder,
+        )
+        return build_tools(a.spec.tools, ctx)
+
+    sub_specs: list[Any] = []
+    for sub in subs:
+        sub_model, sub_name = model_for(sub)
+        spec: SubAgent = {
+            "name": sub.name,
+            "description": sub.spec.description,
+            "system_prompt": system_prompt(sub, []),
+            "tools": tools_for(sub),
+            "model": sub_model,
+            "middleware": middleware_for(sub, sub.spec.tools, set(), sub_name),
+        }
+        sub_specs.append(spec)
+    main_model, main_name = model_for(main)
+    permissions = [
+        FilesystemPermission(operations=["write"], paths=["/exports/**"], mode="allow"),
+        FilesystemPermission(operations=["write"], paths=["/**"], mode="deny"),
+    ]
+    graph = create_deep_agent(
+        main_model,
+        tools=tools_for(main),
+        system_prompt=system_prompt(main, subs),
+        middleware=middleware_for(main, main.spec.tools, {s.name for s in subs}, main_name),
+        subagents=sub_specs,
+        backend=FilesystemBackend(root_dir=ws.root, virtual_mode=True),
+        permissions=permissions,
+        checkpointer=InMemorySaver(),
+        name=f"olav-{main.name}",
+    )
+    return BuiltAgent(
+        graph=graph,
+        agent=main,
+        model_name=main_name,
+        tier=model_tier(main_name, cfg["llm.tier"]),
+        recallers=recallers,
+    )

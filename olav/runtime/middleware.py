@@ -1,0 +1,226 @@
+"""olav's agent middleware. Every hook has a sync and an async version.
+
+- :class:`AutoRecallMiddleware` puts a ``<relevant-memories>`` block next to the last human
+  message, for this model call only; the stored history is never changed.
+- :class:`StaticContextMiddleware` adds ``on_intent`` reference files (L1) when the query hits
+  their keywords. ``static_context`` files (L0) are part of the system prompt already.
+- :class:`ToolGuardMiddleware` enforces the agent's tool list, asks a human before dangerous
+  tools, audits every call, and reports progress to the terminal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain.agents.middleware.types import AgentMiddleware
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from olav.memory.recall import Recaller, RecallResult
+from olav.runtime.tools import DANGEROUS
+
+
+@dataclass
+class RunContext:
+    """Shared by the middleware of one session: the current run and the UI hooks."""
+
+    run_id: str | None = None
+    audit: Any = None
+    approver: Callable[[str, dict[str, Any]], bool] | None = None
+    on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
+    on_tool_end: Callable[[str, str, str, float], None] | None = None
+    recalls: list[RecallResult] = field(default_factory=list)
+
+
+def message_text(msg: BaseMessage) -> str:
+    content = msg.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+def last_human_index(messages: list[Any]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return i
+    return None
+
+
+class AutoRecallMiddleware(AgentMiddleware):
+    def __init__(self, recaller: Recaller, run: RunContext) -> None:
+        super().__init__()
+        self.recaller = recaller
+        self.run = run
+        self._cache: tuple[str | None, str, RecallResult] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"olav_auto_recall_{self.recaller.agent}"
+
+    def recall_for(self, query: str) -> RecallResult:
+        # The tool loop calls the model several times for one human message: recall once.
+        key = (self.run.run_id, query)
+        if self._cache is not None and self._cache[:2] == key:
+            return self._cache[2]
+        result = self.recaller.recall(query, run_id=self.run.run_id)
+        self._cache = (self.run.run_id, query, result)
+        self.run.recalls.append(result)
+        return result
+
+    def _inject(self, request: Any) -> Any:
+        messages = list(request.messages)
+        idx = last_human_index(messages)
+        if idx is None:
+            return request
+        query = message_text(messages[idx])
+        result = self.recall_for(query)
+        if not result.block:
+            return request
+        messages[idx] = HumanMessage(content=f"{result.block}\n\n{query}", id=messages[idx].id)
+        return request.override(messages=messages)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._inject(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._inject(request))
+
+
+class StaticContextMiddleware(AgentMiddleware):
+    """L1: reference files whose keywords appear in the query join the system prompt."""
+
+    def __init__(self, agent_name: str, on_intent: list[tuple[list[str], str, str]]) -> None:
+        super().__init__()
+        self.agent_name = agent_name
+        self.on_intent = on_intent  # (keywords, file name, content)
+
+    @property
+    def name(self) -> str:
+        return f"olav_static_context_{self.agent_name}"
+
+    def _extend(self, request: Any) -> Any:
+        idx = last_human_index(list(request.messages))
+        if idx is None or not self.on_intent:
+            return request
+        query = message_text(request.messages[idx]).lower()
+        extra = [
+            f"## Reference: {name}\n{content}"
+            for kws, name, content in self.on_intent
+            if any(k.lower() in query for k in kws)
+        ]
+        if not extra:
+            return request
+        base = message_text(request.system_message) if request.system_message else ""
+        return request.override(
+            system_message=SystemMessage(content=base + "\n\n" + "\n\n".join(extra))
+        )
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._extend(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._extend(request))
+
+
+class ToolGuardMiddleware(AgentMiddleware):
+    def __init__(
+        self, agent_name: str, allowed: set[str], subagents: set[str], run: RunContext
+    ) -> None:
+        super().__init__()
+        self.agent_name = agent_name
+        self.allowed = allowed
+        self.subagents = subagents
+        self.run = run
+
+    @property
+    def name(self) -> str:
+        return f"olav_tool_guard_{self.agent_name}"
+
+    def _visible(self, request: Any) -> Any:
+        tools = [
+            t
+            for t in request.tools
+            if (getattr(t, "name", None) or (t.get("name") if isinstance(t, dict) else None))
+            in self.allowed
+        ]
+        return request.override(tools=tools)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._visible(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._visible(request))
+
+    def _refuse(self, call: dict[str, Any]) -> ToolMessage | None:
+        name, args = call["name"], call.get("args") or {}
+        if name not in self.allowed:
+            reason = (
+                f"Error: tool {name!r} is not available to {self.agent_name}. "
+                f"Use one of: {', '.join(sorted(self.allowed))}"
+            )
+        elif name == "task" and args.get("subagent_type") not in self.subagents:
+            reason = (
+                f"Error: unknown sub-agent {args.get('subagent_type')!r}. "
+                f"Delegate to one of: {', '.join(sorted(self.subagents))}"
+            )
+        elif name in DANGEROUS and self.run.approver is not None:
+            approved = self.run.approver(name, args)
+            if self.run.audit:
+                self.run.audit.event(
+                    self.run.run_id,
+                    "approval" if approved else "denial",
+                    {"tool": name, "args": args, "agent": self.agent_name},
+                )
+            if approved:
+                return None
+            reason = f"Error: the user denied {name}. Do not retry it; ask what to do instead."
+        else:
+            return None
+        return ToolMessage(content=reason, tool_call_id=call["id"], name=name, status="error")
+
+    def _start(self, call: dict[str, Any]) -> float:
+        if self.run.on_tool_start:
+            self.run.on_tool_start(self.agent_name, call["name"], call.get("args") or {})
+        return time.perf_counter()
+
+    def _finish(self, call: dict[str, Any], result: Any, started: float) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        text = message_text(result) if isinstance(result, ToolMessage) else str(result)
+        failed = (isinstance(result, ToolMessage) and result.status == "error") or text.startswith(
+            "Error"
+        )
+        status = "error" if failed else "success"
+        if self.run.audit:
+            self.run.audit.tool_call(
+                self.run.run_id,
+                self.agent_name,
+                call["name"],
+                call.get("args") or {},
+                text,
+                status,
+                ms,
+            )
+        if self.run.on_tool_end:
+            self.run.on_tool_end(self.agent_name, call["name"], status, ms)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        call = request.tool_call
+        started = self._start(call)
+        result = self._refuse(call) or handler(request)
+        self._finish(call, result, started)
+        return result
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        call = request.tool_call
+        started = self._start(call)
+        result = self._refuse(call) or await handler(request)
+        self._finish(call, result, started)
+        return result

@@ -1,0 +1,210 @@
+"""The model factory: ``ollama`` (default), ``openai`` (any compatible server) and ``scripted``.
+
+``scripted`` replays a YAML/JSON script of assistant turns and tool calls. It exists for tests
+and demos only; it sits behind the same factory so tests exercise the real agent code paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from pydantic import Field
+
+from olav.errors import ConfigError, ModelError
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
+
+
+def model_tier(model: str, override: str = "auto") -> str:
+    """small (<= 9B), medium (<= 34B) or large, from the parameter count in the model name."""
+    if override != "auto":
+        return override
+    sizes = [float(m) for m in _SIZE.findall(model.replace("-a3b", "").replace("-a22b", ""))]
+    if not sizes:
+        return "medium"
+    size = max(sizes)
+    return "small" if size <= 9 else "medium" if size <= 34 else "large"
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replays scripted turns: ``{"content": str, "tool_calls": [{"name", "args"}]}``.
+
+    Every call records the messages it received in ``calls``, so tests can assert exactly
+    what the model saw. **For tests and demos only.**
+    """
+
+    turns: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[list[BaseMessage]] = Field(default_factory=list)
+    bound_tools: list[list[str]] = Field(default_factory=list)
+    position: int = 0
+    _lock: Any = None
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        self._lock = threading.Lock()
+
+    @property
+    def _llm_type(self) -> str:
+        return "olav-scripted"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        names = [
+            getattr(t, "name", None) or (t.get("name") if isinstance(t, dict) else None)
+            for t in tools
+        ]
+        self.bound_tools.append([n for n in names if n])
+        return self
+
+    def _next_turn(self, messages: list[BaseMessage]) -> AIMessage:
+        with self._lock:
+            self.calls.append(list(messages))
+            if self.position >= len(self.turns):
+                turn: dict[str, Any] = {"content": "(the script has no more turns)"}
+            else:
+                turn = self.turns[self.position]
+            self.position += 1
+        calls = [
+            {
+                "name": c["name"],
+                "args": c.get("args", {}),
+                "id": f"call_{self.position}_{i}",
+                "type": "tool_call",
+            }
+            for i, c in enumerate(turn.get("tool_calls") or [])
+        ]
+        return AIMessage(content=turn.get("content", ""), tool_calls=calls)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._next_turn(messages))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        msg = self._next_turn(messages)
+        text = str(msg.content)
+        words = re.findall(r"\S+\s*", text) or [""]
+        for i, word in enumerate(words):
+            last = i == len(words) - 1
+            chunk = AIMessageChunk(
+                content=word,
+                tool_call_chunks=[
+                    {
+                        "name": c["name"],
+                        "args": json.dumps(c["args"]),
+                        "id": c["id"],
+                        "index": j,
+                        "type": "tool_call_chunk",
+                    }
+                    for j, c in enumerate(msg.tool_calls)
+                ]
+                if last
+                else [],
+            )
+            if run_manager:
+                run_manager.on_llm_new_token(word, chunk=ChatGenerationChunk(message=chunk))
+            yield ChatGenerationChunk(message=chunk)
+
+
+def load_script(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise ConfigError(f"llm.script {path} does not exist", hint="Point llm.script at a file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError):
+        raise ConfigError(f"{path} is not valid JSON/YAML", hint="Fix the script file") from None
+    turns = data.get("turns") if isinstance(data, dict) else data
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise ConfigError(f"{path}: expected a list of turns", hint="See docs/configuration.md")
+    return turns
+
+
+def make_chat_model(
+    config: Any, *, model: str | None = None, root: Path | None = None
+) -> BaseChatModel:
+    """Build the configured chat model; ``model`` overrides the name (per-agent override)."""
+    provider = config["llm.provider"]
+    name = model or config["llm.model"]
+    if provider == "ollama":
+        from langchain_ollama import ChatOllama
+
+        return ChatOllama(
+            model=name,
+            base_url=config["llm.base_url"],
+            num_ctx=config["llm.num_ctx"],
+            num_predict=config["llm.num_predict"],
+            temperature=config["llm.temperature"],
+            reasoning=config["llm.thinking"],
+        )
+    if provider == "openai":
+        try:
+            from langchain_openai import ChatOpenAI
+        except ImportError:
+            raise ConfigError(
+                "llm.provider openai needs the langchain-openai package",
+                hint="Run `pip install langchain-openai` in olav's environment",
+            ) from None
+        key = os.environ.get(config["llm.api_key_env"]) or "not-needed"
+        from pydantic import SecretStr
+
+        return ChatOpenAI(
+            model=name,
+            base_url=config["llm.base_url"],
+            api_key=SecretStr(key),
+            temperature=config["llm.temperature"],
+            max_completion_tokens=config["llm.num_predict"],
+        )
+    if provider == "scripted":
+        script = Path(config["llm.script"])
+        if not script.is_absolute() and root is not None:
+            script = root / script
+        return ScriptedChatModel(turns=load_script(script))
+    raise ModelError(f"unknown llm.provider {provider!r}")
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Ollama down raises builtin ConnectionError or httpx.ConnectError (unrelated classes)."""
+    import httpx
+
+    return isinstance(
+        exc, ConnectionError | httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError
+    )
+
+
+def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
+    """A one-line, actionable ModelError for known failures, else None."""
+    base = config["llm.base_url"]
+    if is_connection_error(exc):
+        return ModelError(
+            f"cannot reach the model server at {base} ({type(exc).__name__})",
+            hint="Start it with `ollama serve`, or set llm.base_url",
+        )
+    try:
+        import ollama
+
+        if isinstance(exc, ollama.ResponseError) and exc.status_code == 404:
+            return ModelError(f"Ollama has no model {model!r}", hint=f"Run `ollama pull {model}`")
+    except ImportError:  # pragma: no cover - ollama is a dependency
+        pass
+    return None

@@ -1,0 +1,221 @@
+"""The interactive terminal chat."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from olav.config import Workspace
+from olav.errors import OlavError
+from olav.runtime.runner import RunCancelled, Session
+
+HELP = """\
+/help            this help
+/agent NAME      talk to another agent directly (core delegates by itself)
+/new             start a new conversation
+/memory QUERY    what AutoRecall would inject for QUERY, and why
+/history         the runs of this session
+/exit            leave (Ctrl-D works too)
+Esc then Enter inserts a new line. Ctrl-C cancels a running answer."""
+
+
+def _short(args: dict[str, Any], width: int = 70) -> str:
+    parts = []
+    for k, v in args.items():
+        val = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+        val = " ".join(str(val).split())
+        parts.append(f"{k}={val[:30] + '…' if len(val) > 30 else val}")
+    text = ", ".join(parts)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class Chat:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        agent: str = "core",
+        auto_approve: bool = False,
+        console: Console | None = None,
+    ) -> None:
+        self.ws = ws
+        self.console = console or Console(highlight=False)
+        self.auto_approve = auto_approve
+        self._streamed = False
+        self.session = Session(
+            ws,
+            agent=agent,
+            approver=self.approve,
+            on_token=self.token,
+            on_tool_start=self.tool_start,
+            on_tool_end=self.tool_end,
+        )
+
+    # -- UI hooks ----------------------------------------------------------------------------
+
+    def token(self, text: str) -> None:
+        if text:
+            self._streamed = True
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def tool_start(self, agent: str, name: str, args: dict[str, Any]) -> None:
+        if self._streamed:
+            sys.stdout.write("\n")
+            self._streamed = False
+        self.console.print(Text(f"  ⚙ {agent} → {name}({_short(args)})", style="cyan"))
+
+    def tool_end(self, agent: str, name: str, status: str, ms: float) -> None:
+        mark = "[green]✓[/]" if status == "success" else "[red]✗[/]"
+        self.console.print(f"    {mark} {name} {status} · {ms:.0f} ms")
+
+    def approve(self, name: str, args: dict[str, Any]) -> bool:
+        if self.auto_approve:
+            return True
+        self.console.print(
+            Text(f"  {name} needs your approval: {_short(args, 120)}", style="yellow")
+        )
+        try:
+            answer = input("  Allow? [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            return False
+        return answer.strip().lower() in {"y", "yes"}
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def show_memory(self, query: str) -> None:
+        recaller = self.session.built.recallers[self.session.agent_name]
+        result = recaller.recall(query, dry_run=True)
+        table = Table(
+            title=f"AutoRecall for {query!r} · agent {recaller.agent} · tier {recaller.tier}",
+            box=None,
+            pad_edge=False,
+        )
+        for col in ("decision", "category", "id", "dist", "rrf"):
+            table.add_column(col)
+        for c in result.candidates[:12]:
+            d = c.to_json()
+            style = "green" if c.decision == "injected" else "dim"
+            table.add_row(
+                Text(c.decision + (" ↑kw" if c.boosted else ""), style=style),
+                d["category"],
+                d["id"],
+                "-" if d["distance"] is None else f"{d['distance']:.3f}",
+                f"{d['score']:.4f}",
+            )
+        self.console.print(table)
+        if not result.candidates:
+            self.console.print("no memory matches")
+
+    def show_history(self) -> None:
+        rows = self.session.audit.query(
+            "SELECT started_at, agent, status, query FROM runs WHERE session_id = ? "
+            "ORDER BY started_at",
+            [self.session.session_id],
+        )
+        if not rows:
+            self.console.print("no runs yet in this session")
+        for started, agent, status, query in rows:
+            self.console.print(
+                f"{started:%H:%M:%S} {agent:<8} {status:<10} {query[:80]}", markup=False
+            )
+
+    def command(self, line: str) -> bool:
+        """Handle a slash command; False means leave the chat."""
+        cmd, _, arg = line.strip().partition(" ")
+        arg = arg.strip()
+        if cmd in ("/exit", "/quit"):
+            return False
+        if cmd == "/help":
+            self.console.print(HELP, markup=False)
+        elif cmd == "/new":
+            self.session.new_thread()
+            self.console.print("new conversation")
+        elif cmd == "/agent":
+            if not arg:
+                self.console.print(f"current agent: {self.session.agent_name}")
+            else:
+                from olav.runtime.builder import load_agents
+
+                if arg not in load_agents(self.ws):
+                    raise OlavError(f"no agent named {arg!r}", hint="See `olav agent list`")
+                self.session.switch_agent(arg)
+                self.console.print(f"now talking to {arg}")
+        elif cmd == "/memory":
+            if not arg:
+                self.console.print("usage: /memory QUERY")
+            else:
+                self.show_memory(arg)
+        elif cmd == "/history":
+            self.show_history()
+        else:
+            self.console.print(f"unknown command {cmd}; /help lists them", markup=False)
+        return True
+
+    def turn(self, text: str) -> None:
+        self._streamed = False
+        try:
+            result = self.session.ask(text)
+        except RunCancelled:
+            self.console.print("\n[yellow]cancelled[/]")
+            return
+        if not self._streamed and result.answer:
+            self.console.print(result.answer, markup=False)
+        elif self._streamed:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+
+    def loop(self) -> None:
+        read = self._reader()
+        while True:
+            try:
+                line = read()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                continue
+            if not line.strip():
+                continue
+            try:
+                if line.startswith("/"):
+                    if not self.command(line):
+                        break
+                else:
+                    self.turn(line)
+            except OlavError as exc:
+                self.console.print(Text("error: ", style="bold red") + Text(exc.one_line()))
+        self.console.print("bye")
+
+    def _reader(self) -> Any:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            return lambda: input("olav> ")
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory
+        from prompt_toolkit.key_binding import KeyBindings
+
+        keys = KeyBindings()
+
+        @keys.add("escape", "enter")
+        def _newline(event: Any) -> None:
+            event.current_buffer.insert_text("\n")
+
+        prompt: PromptSession[str] = PromptSession(
+            history=FileHistory(str(self.ws.olav_dir / "chat_history")), key_bindings=keys
+        )
+        return lambda: prompt.prompt(f"{self.session.agent_name}> ")
+
+
+def run_repl(ws: Workspace, *, agent: str = "core", auto_approve: bool = False) -> None:
+    chat = Chat(ws, agent=agent, auto_approve=auto_approve)
+    built = chat.session.built
+    count = built.recallers[agent].store.count()
+    chat.console.print(
+        f"[bold]olav[/] · agent {agent} · model {built.model_name} ({built.tier}) · "
+        f"{count} memories · /help for commands"
+    )
+    chat.loop()

@@ -1,0 +1,119 @@
+"""A chat session: runs turns through the agent graph and records them in the audit log."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+
+from olav.audit.recorder import AuditRecorder
+from olav.config import Workspace
+from olav.errors import ModelError, OlavError
+from olav.runtime.builder import BuiltAgent, build
+from olav.runtime.middleware import RunContext, message_text
+from olav.runtime.models import translate_model_error
+
+RECURSION_LIMIT = 80
+
+
+def _is_main(meta: dict[str, Any]) -> bool:
+    """Tokens of the top-level agent (sub-agents run inside the tools node)."""
+    return "tools:" not in str(meta.get("langgraph_checkpoint_ns", ""))
+
+
+class RunCancelled(OlavError):
+    exit_code = 130
+
+
+@dataclass
+class TurnResult:
+    run_id: str
+    answer: str
+    status: str
+
+
+class Session:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        agent: str = "core",
+        approver: Callable[[str, dict[str, Any]], bool] | None = None,
+        on_token: Callable[[str], None] | None = None,
+        on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None,
+        on_tool_end: Callable[[str, str, str, float], None] | None = None,
+        model: Any = None,
+        store: Any = None,
+    ) -> None:
+        self.ws = ws
+        self.audit = AuditRecorder(ws.audit_path)
+        self.run = RunContext(
+            audit=self.audit,
+            approver=approver,
+            on_tool_start=on_tool_start,
+            on_tool_end=on_tool_end,
+        )
+        self.on_token = on_token
+        self._model = model
+        self._store = store
+        self.agent_name = agent
+        self.session_id = uuid.uuid4().hex[:12]
+        self.thread_id = self.session_id
+        self._built: BuiltAgent | None = None
+
+    @property
+    def built(self) -> BuiltAgent:
+        if self._built is None:
+            self._built = build(
+                self.ws, self.run, agent=self.agent_name, store=self._store, model=self._model
+            )
+        return self._built
+
+    def switch_agent(self, agent: str) -> None:
+        self.agent_name = agent
+        self._built = None
+        self.new_thread()
+
+    def new_thread(self) -> None:
+        self.thread_id = uuid.uuid4().hex[:12]
+
+    def ask(self, text: str) -> TurnResult:
+        built = self.built
+        run_id = self.audit.start_run(self.agent_name, self.session_id, text, built.model_name)
+        self.run.run_id = run_id
+        self.audit.message(run_id, "user", text)
+        config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
+        final: AIMessage | None = None
+        try:
+            for mode, payload in built.graph.stream(
+                {"messages": [HumanMessage(content=text)]},
+                config=config,
+                stream_mode=["messages", "values"],
+            ):
+                if mode == "messages":
+                    chunk, meta = payload
+                    if self.on_token and isinstance(chunk, AIMessageChunk) and _is_main(meta):
+                        self.on_token(message_text(chunk))
+                elif mode == "values":
+                    msgs = payload.get("messages") or []
+                    if msgs and isinstance(msgs[-1], AIMessage):
+                        final = msgs[-1]
+        except KeyboardInterrupt:
+            self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
+            raise RunCancelled("cancelled") from None
+        except OlavError as exc:
+            self.audit.end_run(run_id, "error", exc.one_line())
+            raise
+        except Exception as exc:
+            translated = translate_model_error(exc, self.ws.config, built.model_name)
+            self.audit.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
+            if translated is not None:
+                raise translated from exc
+            raise ModelError(f"the run failed: {type(exc).__name__}: {exc}") from exc
+        answer = message_text(final) if final is not None else ""
+        self.audit.message(run_id, "assistant", answer)
+        self.audit.end_run(run_id, "completed")
+        return TurnResult(run_id=run_id, answer=answer, status="completed")

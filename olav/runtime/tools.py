@@ -1,0 +1,508 @@
+"""olav's built-in tools. Argument schemas are strict pydantic models (no ``Any``), string
+arguments lose leaked literal quotes, and failures go back to the model as values
+("Error: ... " strings), never as exceptions that end the run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field, field_validator
+
+from olav.errors import OlavError
+
+# Tools that change the outside world and need a human's approval in the chat.
+DANGEROUS = frozenset({"execute_skill_script", "take_snapshot"})
+_QUOTES = "\"'`“”‘’"
+_READ_ONLY_SQL = re.compile(
+    r"^\s*(select|with|describe|show|explain|summarize|pragma\s+table_info)\b", re.I
+)
+
+
+def strip_quote_leak(value: str) -> str:
+    """Small models sometimes wrap string arguments in literal quotes: '"reports"' -> reports."""
+    out = value.strip()
+    while len(out) >= 2 and out[0] in _QUOTES and out[-1] in _QUOTES:
+        out = out[1:-1].strip()
+    return out
+
+
+class _Args(BaseModel):
+    """Base for tool arguments: every str field is stripped of leaked quotes."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strip(cls, v: object) -> object:
+        return strip_quote_leak(v) if isinstance(v, str) else v
+
+
+@dataclass
+class ToolContext:
+    root: Path
+    exports: Path
+    domain_db: Path
+    audit_db: Path
+    agent: str
+    store_factory: Callable[[], Any]
+    agent_dir: Path | None = None
+    _store: Any = field(default=None, repr=False)
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            self._store = self.store_factory()
+        return self._store
+
+
+def _error(msg: str) -> str:
+    return f"Error: {msg}"
+
+
+def _safe_export_path(ctx: ToolContext, filename: str, fmt: str) -> Path:
+    name = filename.replace("\\", "/").lstrip("/")
+    if name.startswith("exports/"):
+        name = name[len("exports/") :]
+    target = (ctx.exports / name).resolve()
+    if not target.is_relative_to(ctx.exports.resolve()) or not name:
+        raise OlavError(f"{filename!r} is outside exports/; pass a plain file name")
+    if not target.suffix:
+        target = target.with_suffix(f".{fmt}")
+    return target
+
+
+class ExportArgs(_Args):
+    data: str = Field(description="The full content to write, as one plain string.")
+    format: Literal["md", "json", "csv", "html", "txt"] = Field(
+        description="File format: md, json, csv, html or txt."
+    )
+    filename: str = Field(description="File name inside exports/, e.g. bgp_audit.md")
+
+
+def format_and_export(ctx: ToolContext, data: str, format: str, filename: str) -> str:
+    try:
+        target = _safe_export_path(ctx, filename, format)
+    except OlavError as exc:
+        return _error(str(exc))
+    if format == "json":
+        try:
+            data = json.dumps(json.loads(data), ensure_ascii=False, indent=2)
+        except json.JSONDecodeError as exc:
+            return _error(f"data is not valid JSON ({exc.msg} at char {exc.pos}); fix and retry")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(data, encoding="utf-8")
+    tmp.replace(target)
+    rel = target.relative_to(ctx.root)
+    return f"Saved {rel} ({len(data.encode())} bytes)"
+
+
+def _domain_connection(ctx: ToolContext) -> Any:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    schemas = []
+    for alias, path in (("domain", ctx.domain_db), ("audit", ctx.audit_db)):
+        if not path.exists():
+            continue
+        for _ in range(20):
+            try:
+                con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)")
+                schemas.append(f"{alias}.main")
+                break
+            except duckdb.Error:
+                time.sleep(0.05)
+    if schemas:
+        con.execute(f"SET search_path = '{','.join(schemas)}'")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+class QueryArgs(_Args):
+    sql: str = Field(description="One read-only SQL statement (SELECT/WITH/DESCRIBE/SHOW).")
+
+
+def _rows_text(cols: list[str], rows: list[tuple[Any, ...]], limit: int = 50) -> str:
+    if not rows:
+        return "(0 rows) columns: " + ", ".join(cols)
+    lines = [" | ".join(cols)]
+    lines += [" | ".join("" if v is None else str(v) for v in r) for r in rows[:limit]]
+    more = (
+        f"\n({len(rows)} rows, first {limit} shown)"
+        if len(rows) > limit
+        else f"\n({len(rows)} rows)"
+    )
+    return "\n".join(lines) + more
+
+
+def db_query(ctx: ToolContext, sql: str) -> str:
+    statement = sql.strip().rstrip(";").strip()
+    if ";" in statement:
+        return _error("send one statement at a time")
+    if not _READ_ONLY_SQL.match(statement):
+        return _error("db_query is read-only: use SELECT, WITH, DESCRIBE or SHOW")
+    import duckdb
+
+    con = _domain_connection(ctx)
+    try:
+        cur = con.execute(statement)
+        cols = [d[0] for d in cur.description or []]
+        rows = cur.fetchmany(501)
+    except duckdb.Error as exc:
+        msg = str(exc).splitlines()[0]
+        hint = (
+            " Call describe_table to see the real columns."
+            if ("column" in msg.lower() or "table" in msg.lower())
+            else ""
+        )
+        return _error(msg + hint)
+    finally:
+        con.close()
+    return _rows_text(cols, rows)
+
+
+class DescribeArgs(_Args):
+    name: str = Field(description="Table or view name, e.g. devices or runs.")
+
+
+def describe_table(ctx: ToolContext, name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+        return _error(f"{name!r} is not a table name")
+    con = _domain_connection(ctx)
+    try:
+        tables = con.execute(
+            "SELECT table_schema || '.' || table_name, table_catalog FROM "
+            "information_schema.tables WHERE table_catalog IN ('domain', 'audit')"
+        ).fetchall()
+        names = sorted({t[0].split(".")[-1] for t in tables})
+        short = name.split(".")[-1]
+        if short not in names:
+            return _error(f"no table {name!r}. Tables: {', '.join(names)}")
+        cols = con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_name = ? ORDER BY ordinal_position",
+            [short],
+        ).fetchall()
+    finally:
+        con.close()
+    return f"{short}: " + ", ".join(f"{c} {t}" for c, t in cols)
+
+
+class RecallArgs(_Args):
+    query: str = Field(description="What to look for in memory.")
+    category: str | None = Field(default=None, description="Optional category filter.")
+    scope: str | None = Field(default=None, description="Optional scope (an agent or global).")
+
+
+def recall_memory(
+    ctx: ToolContext, query: str, category: str | None = None, scope: str | None = None
+) -> str:
+    scopes = [scope] if scope else [ctx.agent, "global"]
+    try:
+        hits = ctx.store.search(
+            query, scopes=scopes, categories=[category] if category else None, k=5
+        )
+    except OlavError as exc:
+        return _error(str(exc))
+    if not hits:
+        return "No memories match."
+    out = []
+    for h in hits:
+        body = " ".join(str(h.record.metadata.get("body") or h.record.text).split())[:400]
+        out.append(f"- [{h.record.category} {h.record.id}] {body}")
+    return "\n".join(out)
+
+
+class ScriptArgs(_Args):
+    script: str = Field(description="Script name in the agent's scripts/ folder, e.g. check.py")
+    input_json: str = Field(default="{}", description="JSON object passed on stdin.")
+
+
+def execute_skill_script(
+    ctx: ToolContext, script: str, input_json: str = "{}", timeout: float = 60.0
+) -> str:
+    if ctx.agent_dir is None:
+        return _error("this agent has no scripts/ folder")
+    folder = (ctx.agent_dir / "scripts").resolve()
+    target = (folder / script).resolve()
+    if not target.is_relative_to(folder) or target.suffix != ".py" or not target.is_file():
+        available = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+        return _error(f"no script {script!r}; available: {', '.join(available) or 'none'}")
+    try:
+        json.loads(input_json)
+    except json.JSONDecodeError:
+        return _error("input_json must be a JSON object")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(target)],
+            input=input_json,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            cwd=ctx.agent_dir,
+        )
+    except subprocess.TimeoutExpired:
+        return _error(f"{script} timed out after {timeout:.0f}s")
+    if proc.returncode != 0:
+        return _error(f"{script} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return proc.stdout.strip()[:8000]
+
+
+class DevicesArgs(_Args):
+    role: str | None = Field(default=None, description="border, core or access")
+    site: str | None = Field(default=None, description="Site code, e.g. sh1")
+
+
+def _devices(
+    ctx: ToolContext,
+    role: str | None = None,
+    site: str | None = None,
+    names: list[str] | None = None,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    con = _domain_connection(ctx)
+    try:
+        sql = "SELECT * FROM devices WHERE 1=1"
+        params: list[Any] = []
+        if role:
+            sql += " AND role = ?"
+            params.append(role)
+        if site:
+            sql += " AND site = ?"
+            params.append(site)
+        if names:
+            sql += " AND hostname IN (SELECT unnest(?::VARCHAR[]))"
+            params.append(names)
+        cur = con.execute(sql + " ORDER BY hostname", params)
+        return [d[0] for d in cur.description], cur.fetchall()
+    finally:
+        con.close()
+
+
+def list_devices(ctx: ToolContext, role: str | None = None, site: str | None = None) -> str:
+    try:
+        cols, rows = _devices(ctx, role, site)
+    except Exception as exc:
+        return _error(f"the inventory is not available ({exc})")
+    return _rows_text(cols, rows)
+
+
+class BackupArgs(_Args):
+    device: str = Field(description="Hostname from the inventory, e.g. sh1-border01")
+
+
+def backup_device_config(ctx: ToolContext, device: str) -> str:
+    """Lab simulator: renders the device's configuration from the inventory and saves it."""
+    cols, rows = _devices(ctx, names=[device])
+    if not rows:
+        return _error(f"unknown device {device!r}; call list_devices first")
+    d = dict(zip(cols, rows[0], strict=True))
+    config = "\n".join(
+        [
+            f"! {d['hostname']} ({d['vendor']} {d['model']}, {d['os_version']})",
+            f"hostname {d['hostname']}",
+            "interface Loopback0",
+            f" ip address {d['loopback']} 255.255.255.255",
+            "interface Management0",
+            f" ip address {d['mgmt_ip']} 255.255.255.0",
+            f"router bgp {d['asn']}",
+            f" bgp router-id {d['loopback']}",
+            "end",
+        ]
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return format_and_export(ctx, config, "txt", f"backups/{device}_{stamp}.cfg")
+
+
+class SnapshotArgs(_Args):
+    devices: list[str] = Field(description="Hostnames to snapshot.")
+
+
+def take_snapshot(ctx: ToolContext, devices: list[str]) -> str:
+    _, rows = _devices(ctx, names=[strip_quote_leak(d) for d in devices])
+    if not rows:
+        return _error("none of those devices are in the inventory; call list_devices first")
+    found = [r[0] for r in rows]
+    snap = {"taken_at": datetime.now(UTC).isoformat(), "devices": found}
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    saved = format_and_export(ctx, json.dumps(snap), "json", f"snapshots/snapshot_{stamp}.json")
+    missing = sorted(set(devices) - set(found))
+    return saved + (f"; not in inventory: {', '.join(missing)}" if missing else "")
+
+
+class NoArgs(_Args):
+    pass
+
+
+def memory_stats(ctx: ToolContext) -> str:
+    s = ctx.store.stats()
+    cats = ", ".join(f"{k} {v}" for k, v in s["by_category"].items())
+    scopes = ", ".join(f"{k} {v}" for k, v in s["by_scope"].items())
+    return f"{s['rows']} rows ({s['embedder']}, {s['dim']}-d). Categories: {cats}. Scopes: {scopes}"
+
+
+class ScanArgs(_Args):
+    days: int = Field(default=7, ge=1, le=90, description="How many days back to scan.")
+
+
+def scan_error_signatures_tool(ctx: ToolContext, days: int = 7) -> str:
+    from olav.learning.signatures import scan_error_signatures
+
+    sigs = scan_error_signatures(ctx.audit_db, ctx.root / ".olav" / "logs", days=days)
+    if not sigs:
+        return f"No errors in the last {days} days."
+    return "\n".join(f"{s.count:>4}x {s.signature}" for s in sigs[:20])
+
+
+class LessonArgs(_Args):
+    lesson: str = Field(description="One-line constraint learned from a failure.")
+
+
+def record_reflection(ctx: ToolContext, lesson: str) -> str:
+    from olav.memory.lessons import add_reflection
+
+    added, rid = add_reflection(ctx.store, lesson, source="agent")
+    return f"Recorded lesson {rid}" if added else f"Skipped: a near-identical lesson exists ({rid})"
+
+
+class DraftArgs(_Args):
+    intent: str = Field(description="snake_case name of the memory, e.g. r1_loopback")
+    keywords: list[str] = Field(description="Words that should recall it (both languages).")
+    body: str = Field(description="The memory itself, as the user stated it.")
+    category: Literal["usage_guide", "fact", "preference", "decision", "document", "topology"] = (
+        "fact"
+    )
+    agent: str = Field(default="core", description="Agent the memory belongs to.")
+    scope: str | None = Field(default=None, description="global, an agent, or team:<id>.")
+
+
+def propose_memory_draft(
+    ctx: ToolContext,
+    intent: str,
+    keywords: list[str],
+    body: str,
+    category: str = "fact",
+    agent: str = "core",
+    scope: str | None = None,
+) -> str:
+    from olav.memory.curator import propose_draft
+
+    try:
+        return propose_draft(
+            ctx.root,
+            intent=intent,
+            keywords=keywords,
+            body=body,
+            category=category,
+            agent=agent,
+            scope=scope,
+        )
+    except OlavError as exc:
+        return _error(str(exc))
+
+
+class CommitArgs(_Args):
+    from_draft: bool = Field(default=True, description="Must be true: commit the draft.")
+    intent: str | None = Field(default=None, description="Which draft; default the latest.")
+
+
+def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | None = None) -> str:
+    from olav.memory.curator import commit_draft
+
+    if not from_draft:
+        return _error("commit_to_memory only commits a draft the user has confirmed")
+    try:
+        return commit_draft(ctx.root, ctx.store, intent=intent, audit_path=ctx.audit_db)
+    except OlavError as exc:
+        return _error(str(exc))
+
+
+_SPECS: dict[str, tuple[Callable[..., str], type[BaseModel], str]] = {
+    "format_and_export": (
+        format_and_export,
+        ExportArgs,
+        "Write or save content to a file in exports/. The only way to save.",
+    ),
+    "db_query": (
+        db_query,
+        QueryArgs,
+        "Run one read-only SQL query over the workspace tables (devices, runs, ...).",
+    ),
+    "describe_table": (
+        describe_table,
+        DescribeArgs,
+        "Show a table's columns. Use it after an unknown column/table error.",
+    ),
+    "recall_memory": (recall_memory, RecallArgs, "Search memory explicitly."),
+    "execute_skill_script": (
+        execute_skill_script,
+        ScriptArgs,
+        "Run a script from this agent's scripts/ folder with JSON input.",
+    ),
+    "list_devices": (list_devices, DevicesArgs, "List inventory devices by role and/or site."),
+    "backup_device_config": (
+        backup_device_config,
+        BackupArgs,
+        "Save one device's running configuration to exports/backups/.",
+    ),
+    "take_snapshot": (take_snapshot, SnapshotArgs, "Record a state snapshot of devices."),
+    "memory_stats": (memory_stats, NoArgs, "Summarise memory rows per category and scope."),
+    "scan_error_signatures": (
+        scan_error_signatures_tool,
+        ScanArgs,
+        "Histogram of normalised recent errors from the audit log.",
+    ),
+    "record_reflection": (
+        record_reflection,
+        LessonArgs,
+        "Store a one-line lesson learned from a failure.",
+    ),
+    "propose_memory_draft": (
+        propose_memory_draft,
+        DraftArgs,
+        "Turn 1 of 'remember that': write a draft and return a preview to quote. Stores nothing.",
+    ),
+    "commit_to_memory": (
+        commit_to_memory,
+        CommitArgs,
+        "Turn 2: commit the draft after the user confirmed it.",
+    ),
+}
+BUILTIN_TOOLS = tuple(_SPECS)
+
+
+def build_tools(names: list[str], ctx: ToolContext) -> list[BaseTool]:
+    """The named built-in tools bound to a context. Unknown names are a build-time error."""
+    tools: list[BaseTool] = []
+    for name in names:
+        if name not in _SPECS:
+            raise OlavError(
+                f"agent {ctx.agent} lists unknown tool {name!r}",
+                hint="Built-in tools: " + ", ".join(BUILTIN_TOOLS),
+            )
+        fn, schema, desc = _SPECS[name]
+
+        def bound(_fn: Callable[..., str] = fn, **kwargs: Any) -> str:
+            try:
+                return _fn(ctx, **kwargs)
+            except Exception as exc:  # returned to the model as a value
+                return _error(f"{type(exc).__name__}: {exc}")
+
+        tools.append(
+            StructuredTool.from_function(
+                func=bound, name=name, description=desc, args_schema=schema
+            )
+        )
+    return tools
+
+
+def expires_in(days: int) -> datetime:
+    return datetime.now(UTC) + timedelta(days=days)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from olav.config import Workspace
+from olav.runtime.models import ScriptedChatModel
+from olav.runtime.runner import Session
+
+
+def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
+    (root / "script.yaml").write_text(yaml.safe_dump(turns, allow_unicode=True))
+    cfg = root / ".olav" / "olav.yaml"
+    text = cfg.read_text()
+    if "provider: scripted" not in text:
+        cfg.write_text(text + "\nllm:\n  provider: scripted\n  script: script.yaml\n")
+    return Workspace.open(root)
+
+
+@pytest.fixture
+def session_for(hash_ws: Path):  # type: ignore[no-untyped-def]
+    """session_for(turns, **kw) -> (Session, ScriptedChatModel) over the hash workspace."""
+
+    def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
+        ws = scripted_ws(hash_ws, turns)
+        model = ScriptedChatModel(turns=turns)
+        return Session(ws, model=model, **kw), model
+
+    return make
