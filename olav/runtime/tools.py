@@ -42,7 +42,10 @@ class _Args(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _strip(cls, v: object) -> object:
-        return strip_quote_leak(v) if isinstance(v, str) else v
+        # only short single-line values (names, formats, ids); content is left as written
+        if isinstance(v, str) and "\n" not in v and len(v) <= 200:
+            return strip_quote_leak(v)
+        return v
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_tool_cap_is_a_build_time_error_naming_the_agent(tmp_path: Path) -> None
     (agent / "SKILL.md").write_text(
         "---\nname: bloated\ndescription: too many tools\ntools: [a, b, c, d, e, f]\n---\n"
     )
-    with pytest.raises(SkillError, match="agent bloated has 6 tools; .* at most 5"):
+    with pytest.raises(SkillError, match=r"agent bloated has 6 tools; .* at most 5"):
         load_agent(agent)
 
 

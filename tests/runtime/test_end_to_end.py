@@ -1,0 +1,140 @@
+"""The real Ollama client end to end, against a stub server that speaks Ollama's protocol."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import duckdb
+import pexpect
+import pytest
+
+from olav.workspace import init_workspace
+from tests.conftest import write_config
+from tests.helpers import run_olav
+from tests.stubs.ollama_stub import StubState, ollama_stub
+
+
+def stub_workspace(root: Path, url: str) -> Path:
+    write_config(
+        root,
+        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
+        "embedder:\n  provider: ollama\n  model: bge-m3\n",
+    )
+    init_workspace(root)
+    return root
+
+
+@pytest.mark.slow
+def test_olav_ask_through_the_real_ollama_client(tmp_path: Path) -> None:
+    state = StubState()
+    with ollama_stub(state) as (url, _):
+        ws = stub_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [
+            {
+                "tool_calls": [
+                    {
+                        "name": "format_and_export",
+                        "args": {
+                            "data": "hostname,site\nsh1-border01,sh1\n",
+                            "format": "csv",
+                            "filename": '"border"',
+                        },
+                    }
+                ]
+            },
+            {"content": "Saved exports/border.csv"},
+        ]
+        res = run_olav("ask", "save the border routers as csv", "--json", cwd=ws)
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert out["answer"] == "Saved exports/border.csv" and out["status"] == "completed"
+        assert (ws / "exports" / "border.csv").read_text() == "hostname,site\nsh1-border01,sh1\n"
+        chats = [body for path, body in state.requests if path == "/api/chat"]
+        assert len(chats) == 2
+        assert chats[0]["model"] == "qwen3:8b"
+        assert chats[0]["options"]["num_ctx"] >= 8192
+        assert any(t["function"]["name"] == "format_and_export" for t in chats[0]["tools"])
+        user = [m for m in chats[0]["messages"] if m["role"] == "user"][-1]["content"]
+        assert user.startswith("<relevant-memories>")
+        assert chats[1]["messages"][-1]["role"] == "tool"
+        assert any(path == "/api/embed" for path, _ in state.requests)
+    con = duckdb.connect(str(ws / ".olav/databases/audit.duckdb"), read_only=True)
+    runs = con.execute("SELECT id, status, model FROM runs").fetchall()
+    tools = con.execute("SELECT run_id, tool, status FROM tool_calls").fetchall()
+    con.close()
+    assert [(r[1], r[2]) for r in runs] == [("completed", "qwen3:8b")]
+    assert tools == [(runs[0][0], "format_and_export", "success")]
+
+
+@pytest.mark.slow
+def test_connection_lost_mid_run_is_an_audited_error(tmp_path: Path) -> None:
+    state = StubState(drop_chat=True)
+    with ollama_stub(state) as (url, _):
+        ws = stub_workspace(tmp_path / "ws", url)
+        res = run_olav("ask", "hello", cwd=ws)
+    assert res.returncode != 0
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    con = duckdb.connect(str(ws / ".olav/databases/audit.duckdb"), read_only=True)
+    runs = con.execute("SELECT status, error FROM runs").fetchall()
+    con.close()
+    assert runs and runs[0][0] == "error"
+
+
+def test_ask_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
+    res = run_olav("ask", "hello", cwd=hash_ws)
+    assert res.returncode == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "ollama serve" in lines[0] and "llm.base_url" in lines[0]
+
+
+def test_model_not_pulled_says_ollama_pull(tmp_path: Path) -> None:
+    with ollama_stub(StubState(models={"bge-m3": 16})) as (url, _):
+        ws = stub_workspace(tmp_path / "ws", url)
+        res = run_olav("ask", "hello", cwd=ws)
+    assert res.returncode == 1
+    assert "ollama pull qwen3:8b" in res.stderr
+
+
+def test_chat_without_a_server_shows_recall_preview_and_hint(hash_ws: Path) -> None:
+    res = run_olav(cwd=hash_ws)
+    assert res.returncode == 0
+    assert "Memory recall preview" in res.stdout
+    assert "ollama serve" in res.stdout
+
+
+@pytest.mark.slow
+def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
+    state = StubState()
+    with ollama_stub(state) as (url, _):
+        ws = stub_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [{"content": "There are 4 border routers."}]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+        env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
+        child = pexpect.spawn(
+            sys.executable,
+            ["-c", "from olav.cli.app import main; main()"],
+            cwd=str(ws),
+            env=env,
+            encoding="utf-8",
+            timeout=120,
+            dimensions=(40, 120),
+        )
+        try:
+            child.expect("/help for commands")
+            child.expect("core> ")
+            child.sendline("how many border routers are there?")
+            child.expect("There are 4 border routers.")
+            child.expect("core> ")
+            child.sendline("/memory backup router configuration")
+            child.expect("AutoRecall for 'backup router configuration'")
+            child.expect("injected")
+            child.expect("core> ")
+            child.sendline("/exit")
+            child.expect("bye")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
