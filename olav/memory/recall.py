@@ -110,6 +110,19 @@ def render_block(items: Sequence[Hit]) -> str:
     return "\n".join(lines)
 
 
+_WRITER: Any = None
+
+
+def _writer() -> Any:
+    """One background thread for recall bookkeeping, so writes stay ordered."""
+    global _WRITER
+    if _WRITER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="olav-recall")
+    return _WRITER
+
+
 class Recaller:
     """Selects and renders memories for one agent. One instance per agent is cheap."""
 
@@ -133,6 +146,7 @@ class Recaller:
         self.n_candidates = candidates
         self.audit = audit
         self.bump = bump_access
+        self._pending: list[Any] = []
 
     @property
     def scopes(self) -> list[str]:
@@ -163,12 +177,22 @@ class Recaller:
         chosen = [c.hit for c in cands if c.decision == "injected"]
         result.block = render_block(chosen)
         result.latency_ms = (time.perf_counter() - started) * 1000
-        if not dry_run:
-            if self.bump and chosen:
-                self.store.bump_access([h.record.id for h in chosen])
-            if self.audit is not None:
-                self.audit.recall(run_id, self.agent, result)
+        if not dry_run and ((self.bump and chosen) or self.audit is not None):
+            # bookkeeping writes leave the hot path: they overlap the model call
+            self._pending.append(_writer().submit(self._record, result, run_id))
         return result
+
+    def _record(self, result: RecallResult, run_id: str | None) -> None:
+        if self.bump and result.injected_ids:
+            self.store.bump_access(result.injected_ids)
+        if self.audit is not None:
+            self.audit.recall(run_id, self.agent, result)
+
+    def flush(self) -> None:
+        """Wait for pending access-count bumps and recall-log writes."""
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            fut.result()
 
     def _select(self, cands: list[Candidate]) -> None:
         per_cat = min(TIER_K.get(self.tier, 1), 13)

@@ -121,6 +121,18 @@ def rrf_fuse(
     return scores
 
 
+_POOL: Any = None
+
+
+def _pool() -> Any:
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="olav-search")
+    return _POOL
+
+
 class MemoryStore:
     """Open (or create) the memory table at ``path`` for ``embedder``."""
 
@@ -398,24 +410,39 @@ class MemoryStore:
             scopes=scopes, categories=categories, include_invalid=include_invalid, extra=where
         )
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
-        vec_rows: list[dict[str, Any]] = []
-        fts_rows: list[dict[str, Any]] = []
         qv: np.ndarray | None = None
         if mode in ("vector", "hybrid"):
             qv = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
+
+        def vector_rows() -> list[dict[str, Any]]:
+            if qv is None:
+                return []
             q = self._table.search(qv, vector_column_name="vector").select(
                 [*self._columns(False), "_distance"]
             )
             if pred:
                 q = q.where(pred, prefilter=True)
-            vec_rows = q.limit(n).to_list()
-        if mode in ("fts", "hybrid") and _WORD.search(query):
+            return list(q.limit(n).to_list())
+
+        def text_rows() -> list[dict[str, Any]]:
+            if not do_fts:
+                return []
+            # the vector comes along so that FTS-only hits get a distance without a 2nd query
+            cols = self._columns(qv is not None)
             q = self._table.search(query, query_type="fts", fts_columns="text").select(
-                [*self._columns(False), "_score"]
+                [*cols, "_score"]
             )
             if pred:
                 q = q.where(pred, prefilter=True)
-            fts_rows = q.limit(n).to_list()
+            return list(q.limit(n).to_list())
+
+        if qv is not None and do_fts:  # both searches at once; LanceDB releases the GIL
+            fut = _pool().submit(text_rows)
+            vec_rows = vector_rows()
+            fts_rows = fut.result()
+        else:
+            vec_rows, fts_rows = vector_rows(), text_rows()
         return self._fuse(vec_rows, fts_rows, k, qv)
 
     def _fuse(
@@ -431,28 +458,19 @@ class MemoryStore:
             hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0, distance=dist, vector_rank=rank)
         for rank, row in enumerate(fts_rows, start=1):
             score = float(row.pop("_score"))
+            vec = row.pop("vector", None)
             hit = hits.get(row["id"])
             if hit is None:
                 hit = hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0)
+                if vec is not None and qv is not None:
+                    diff = np.asarray(vec, dtype=np.float32) - qv
+                    hit.distance = float(diff @ diff)
             hit.fts_score, hit.fts_rank = score, rank
         fused = rrf_fuse([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]], k=self.rrf_k)
         for key, hit in hits.items():
             hit.score = fused.get(key, 0.0)
         ordered = sorted(hits.values(), key=lambda h: (-h.score, h.record.id))
-        if qv is not None:
-            self._fill_distances([h for h in ordered[:k] if h.distance is None], qv)
         return ordered[:k]
-
-    def _fill_distances(self, hits: list[Hit], qv: np.ndarray) -> None:
-        """FTS-only hits get their vector distance too, so gates can use it."""
-        if not hits:
-            return
-        rows = self._fetch_ids([h.record.id for h in hits], with_vector=True)
-        vecs = {r.id: np.asarray(r.vector, dtype=np.float32) for r in rows if r.vector}
-        for h in hits:
-            v = vecs.get(h.record.id)
-            if v is not None:
-                h.distance = float(np.sum((v - qv) ** 2))
 
     # -- maintenance -------------------------------------------------------------------------
 

@@ -113,6 +113,9 @@ class Session:
             if translated is not None:
                 raise translated from exc
             raise ModelError(f"the run failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            for rec in built.recallers.values():
+                rec.flush()
         answer = message_text(final) if final is not None else ""
         self.audit.message(run_id, "assistant", answer)
         self.audit.end_run(run_id, "completed")
