@@ -81,9 +81,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.rrf_k", int, 60, "The k constant of reciprocal-rank fusion."),
     Setting(
         "memory.reflection_gate",
-        float,
-        0.65,
-        "Maximum squared-L2 distance at which a reflection is still injected.",
+        str,
+        "auto",
+        "Maximum squared-L2 distance at which a reflection is still injected; auto = "
+        "calibrated for the embedder (docs/benchmarks.md).",
+    ),
+    Setting(
+        "memory.dedup_distance",
+        str,
+        "auto",
+        "A new lesson this close (squared L2) to an existing one is skipped; auto = "
+        "calibrated for the embedder.",
     ),
     Setting(
         "memory.ann_threshold",

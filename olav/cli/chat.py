@@ -71,7 +71,10 @@ def ask(
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
     session = Session(ws, agent=agent, approver=lambda name, args: auto_approve)
-    result = session.ask(question)
+    try:
+        result = session.ask(question)
+    finally:
+        session.wait_background()  # a failed run's lessons are learned before exiting
     if as_json:
         print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer})
     else:

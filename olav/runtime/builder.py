@@ -7,6 +7,7 @@ from typing import Any
 
 from olav.config import Workspace
 from olav.errors import OlavError
+from olav.memory.calibration import reflection_gate
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
@@ -101,7 +102,7 @@ def build(
             agent=a.name,
             tier=model_tier(name, cfg["llm.tier"]),
             token_budget=cfg["memory.token_budget"],
-            reflection_gate=cfg["memory.reflection_gate"],
+            reflection_gate=reflection_gate(cfg, store.embedder.name),
             audit=run.audit,
         )
         recallers[a.name] = rec

@@ -18,6 +18,7 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from olav.memory.capture import ToolEvent
 from olav.memory.recall import Recaller, RecallResult
 from olav.runtime.tools import DANGEROUS
 
@@ -32,6 +33,7 @@ class RunContext:
     on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
     on_tool_end: Callable[[str, str, str, float], None] | None = None
     recalls: list[RecallResult] = field(default_factory=list)
+    tool_events: list[ToolEvent] = field(default_factory=list)
 
 
 def message_text(msg: BaseMessage) -> str:
@@ -198,6 +200,9 @@ class ToolGuardMiddleware(AgentMiddleware):
             "Error"
         )
         status = "error" if failed else "success"
+        self.run.tool_events.append(
+            ToolEvent(self.agent_name, call["name"], dict(call.get("args") or {}), text, status)
+        )
         if self.run.audit:
             self.run.audit.tool_call(
                 self.run.run_id,

@@ -195,6 +195,11 @@ def is_connection_error(exc: BaseException) -> bool:
 def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
     """A one-line, actionable ModelError for known failures, else None."""
     base = config["llm.base_url"]
+    if isinstance(exc, json.JSONDecodeError) and config["llm.provider"] == "ollama":
+        return ModelError(
+            f"the connection to {base} broke off mid-response",
+            hint="Check that `ollama serve` is still running, then retry",
+        )
     if is_connection_error(exc):
         return ModelError(
             f"cannot reach the model server at {base} ({type(exc).__name__})",

@@ -189,6 +189,7 @@ class Chat:
                     self.turn(line)
             except OlavError as exc:
                 self.console.print(Text("error: ", style="bold red") + Text(exc.one_line()))
+        self.session.wait_background()
         self.console.print("bye")
 
     def _reader(self) -> Any:

@@ -12,9 +12,15 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from olav.audit.recorder import AuditRecorder
 from olav.config import Workspace
 from olav.errors import ModelError, OlavError
+from olav.learning.trace_learner import start_trace_learning
+from olav.log import configure as configure_logging
+from olav.log import get_logger
+from olav.memory.capture import CORRECTION, capture, invalidate_ids
 from olav.runtime.builder import BuiltAgent, build
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.models import translate_model_error
+
+log = get_logger("runner")
 
 RECURSION_LIMIT = 80
 
@@ -47,8 +53,10 @@ class Session:
         on_tool_end: Callable[[str, str, str, float], None] | None = None,
         model: Any = None,
         store: Any = None,
+        learn_from_failures: bool = True,
     ) -> None:
         self.ws = ws
+        configure_logging(ws.logs)
         self.audit = AuditRecorder(ws.audit_path)
         self.run = RunContext(
             audit=self.audit,
@@ -63,6 +71,9 @@ class Session:
         self.session_id = uuid.uuid4().hex[:12]
         self.thread_id = self.session_id
         self._built: BuiltAgent | None = None
+        self._last_patterns: list[str] = []
+        self._background: list[Any] = []
+        self.learn_from_failures = learn_from_failures
 
     @property
     def built(self) -> BuiltAgent:
@@ -82,8 +93,13 @@ class Session:
 
     def ask(self, text: str) -> TurnResult:
         built = self.built
+        if self._last_patterns and CORRECTION.search(text):
+            invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
+        self._last_patterns = []
         run_id = self.audit.start_run(self.agent_name, self.session_id, text, built.model_name)
         self.run.run_id = run_id
+        self.run.tool_events = []
+        status = "error"
         self.audit.message(run_id, "user", text)
         config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
         final: AIMessage | None = None
@@ -102,6 +118,7 @@ class Session:
                     if msgs and isinstance(msgs[-1], AIMessage):
                         final = msgs[-1]
         except KeyboardInterrupt:
+            status = "cancelled"
             self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
             raise RunCancelled("cancelled") from None
         except OlavError as exc:
@@ -110,13 +127,40 @@ class Session:
         except Exception as exc:
             translated = translate_model_error(exc, self.ws.config, built.model_name)
             self.audit.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
+            log.error("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
             if translated is not None:
                 raise translated from exc
             raise ModelError(f"the run failed: {type(exc).__name__}: {exc}") from exc
+        else:
+            status = "completed"
         finally:
             for rec in built.recallers.values():
                 rec.flush()
+            self._learn(text, run_id, status)
         answer = message_text(final) if final is not None else ""
         self.audit.message(run_id, "assistant", answer)
         self.audit.end_run(run_id, "completed")
         return TurnResult(run_id=run_id, answer=answer, status="completed")
+
+    @property
+    def store(self) -> Any:
+        return next(iter(self.built.recallers.values())).store
+
+    def _learn(self, text: str, run_id: str, status: str) -> None:
+        """L1 capture after every run; trace learning in the background after failures."""
+        events = self.run.tool_events
+        try:
+            new = capture(
+                self.store, events, question=text if status == "completed" else "", run_id=run_id
+            )
+            self._last_patterns = [i for i in new if i.startswith("qp_")]
+        except Exception as exc:  # learning must never break the chat
+            log.warning("capture failed for run %s: %s", run_id, exc)
+        if status in ("error", "cancelled") and self.learn_from_failures:
+            self._background.append(start_trace_learning(self.ws, self.store))
+
+    def wait_background(self, timeout: float = 120.0) -> None:
+        """Wait for background learning started by failed runs (tests, clean exit)."""
+        pending, self._background = self._background, []
+        for thread in pending:
+            thread.join(timeout)

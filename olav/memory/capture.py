@@ -1,0 +1,167 @@
+"""L1 capture: successful write-type tool calls become operational_event memories, and
+successful SQL becomes query_pattern memories.
+
+Cheap by design: one embedding and one write per event (batched per run). Secrets are
+redacted before anything is stored; the id is the SHA-256 of the canonical call, so replaying
+an operation stores nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from olav.memory.redact import redact, redact_text
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore, sql_in, sql_str
+
+WRITE_VERBS = frozenset(
+    {
+        "register",
+        "deploy",
+        "push",
+        "save",
+        "destroy",
+        "write",
+        "record",
+        "emit",
+        "export",
+        "ingest",
+        "stop",
+        "create",
+        "update",
+        "delete",
+        "exec",
+    }
+)
+MAX_TEXT = 1200
+ARTIFACT_TTL = timedelta(hours=24)
+_ARTIFACT = re.compile(
+    r"(saved to|saved |written to|exports/|snapshot[_ -]?id|/tmp/|\.(?:md|csv|json|txt|cfg)\b)",
+    re.I,
+)
+CORRECTION = re.compile(
+    r"^\s*(no[,.!]|wrong|incorrect|that'?s (not|wrong)|not right|不对|错了|不是这样|不正确)",
+    re.I,
+)
+
+
+@dataclass
+class ToolEvent:
+    agent: str
+    tool: str
+    args: dict[str, Any]
+    result: str
+    status: str  # success | error
+
+
+def is_write_tool(name: str) -> bool:
+    return any(part in WRITE_VERBS for part in name.lower().split("_"))
+
+
+def failed(event: ToolEvent) -> bool:
+    return event.status == "error" or event.result.lstrip().startswith("Error")
+
+
+def event_id(tool: str, args: dict[str, Any]) -> str:
+    canonical = json.dumps(
+        {"tool": tool, "args": args}, sort_keys=True, ensure_ascii=False, default=str
+    )
+    return "op_" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def event_record(ev: ToolEvent, run_id: str | None) -> MemoryRecord:
+    args = redact(ev.args)
+    result = redact_text(ev.result)
+    text = (
+        f"Action: {ev.tool}\nArgs: {json.dumps(args, ensure_ascii=False, sort_keys=True)}"
+        f"\nResult: {result}"
+    )[:MAX_TEXT]
+    expires = datetime.now(UTC) + ARTIFACT_TTL if _ARTIFACT.search(result) else None
+    return MemoryRecord(
+        id=event_id(ev.tool, ev.args),
+        text=text,
+        category="operational_event",
+        scope=ev.agent,
+        origin="agent",
+        confidence=0.5,
+        tags=[ev.tool],
+        expires_at=expires,
+        metadata={"tool": ev.tool, "run_id": run_id, "agent": ev.agent, "args": args},
+    )
+
+
+def _sql_key(sql: str) -> str:
+    return hashlib.sha256(" ".join(sql.split()).lower().encode()).hexdigest()[:16]
+
+
+def pattern_record(question: str, sql: str, agent: str, run_id: str | None) -> MemoryRecord:
+    q = " ".join(redact_text(question).split())
+    norm_q = re.sub(r"\W+", " ", q.lower()).strip()
+    key = hashlib.sha256(f"{norm_q}\n{' '.join(sql.split()).lower()}".encode()).hexdigest()
+    return MemoryRecord(
+        id="qp_" + key[:32],
+        text=f"Q: {q}\nSQL: {sql.strip()}",
+        category="query_pattern",
+        scope=agent,
+        origin="agent",
+        confidence=0.6,
+        tags=["db_query"],
+        metadata={
+            "question": q,
+            "sql": sql.strip(),
+            "sql_key": _sql_key(sql),
+            "run_id": run_id,
+            "agent": agent,
+            "tool": "db_query",
+        },
+    )
+
+
+def capture(
+    store: MemoryStore, events: list[ToolEvent], *, question: str, run_id: str | None
+) -> list[str]:
+    """Store what this run taught: write events and SQL patterns. Returns new ids."""
+    records: dict[str, MemoryRecord] = {}
+    for ev in events:
+        if ev.tool == "db_query":
+            sql = str(ev.args.get("sql", ""))
+            if failed(ev):
+                invalidate_sql(store, sql)
+            elif sql and question:
+                rec = pattern_record(question, sql, ev.agent, run_id)
+                records[rec.id] = rec
+            continue
+        if failed(ev) or not is_write_tool(ev.tool):
+            continue
+        rec = event_record(ev, run_id)
+        records[rec.id] = rec
+    if not records:
+        return []
+    known = {r.id for r in store.list_rows(sql_in("id", list(records)))}
+    new = [r for rid, r in records.items() if rid not in known]
+    store.upsert(new)
+    return [r.id for r in new]
+
+
+def invalidate_sql(store: MemoryStore, sql: str) -> int:
+    """A pattern whose SQL later fails is never recalled again."""
+    where = (
+        f"category = 'query_pattern' AND invalidated_at IS NULL AND metadata LIKE "
+        f"{sql_str('%' + _sql_key(sql) + '%')}"
+    )
+    rows = store.list_rows(where)
+    for r in rows:
+        store.update(r.id, invalidated_at=datetime.now(UTC))
+    return len(rows)
+
+
+def invalidate_ids(store: MemoryStore, ids: list[str]) -> int:
+    rows = store.list_rows(sql_in("id", ids) + " AND invalidated_at IS NULL") if ids else []
+    for r in rows:
+        store.update(r.id, invalidated_at=datetime.now(UTC))
+    return len(rows)

@@ -1,0 +1,594 @@
+"""Benchmarks of the memory layer: guide import, search latency, ANN recall, ANN threshold.
+
+Run with ``make bench`` (``pytest -m bench -s``). Every benchmark prints Markdown tables and,
+when ``OLAV_BENCH_OUT`` names a file, merges its numbers into that JSON file. The assertions
+are sanity checks only (counts, recall); wall-clock times are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from olav.memory.embedders import E5Embedder, HashEmbedder
+from olav.memory.guides import find_guides, import_guides
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore
+
+pytestmark = pytest.mark.bench
+
+DIM = 384
+K = 10
+WARMUP = 3
+NEVER = 10**12  # an ann_threshold that is never reached
+LOCOMO_DEFAULT = "/work/shared/data/locomo/locomo_dev.json"
+
+
+# -- reporting ---------------------------------------------------------------------------------
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == 0 or abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def report(bench: str, title: str, headers: Sequence[str], rows: list[list[Any]]) -> None:
+    """Print a Markdown table and merge it into the JSON file named by OLAV_BENCH_OUT."""
+    lines = [
+        f"\n### {title}\n",
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" for _ in headers) + "|",
+    ]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    print("\n".join(lines) + "\n")
+    out = os.environ.get("OLAV_BENCH_OUT")
+    if not out:
+        return
+    path = Path(out)
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            data = loaded if isinstance(loaded, dict) else {}
+        except json.JSONDecodeError:
+            data = {}
+    data.setdefault(bench, {})[title] = [dict(zip(headers, row, strict=True)) for row in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    omp = os.environ.get("OMP_WAIT_POLICY", "unset")
+    return f"{os.cpu_count()} CPUs, {model}, load {load:.1f}, OMP_WAIT_POLICY {omp}"
+
+
+# -- timing helpers ----------------------------------------------------------------------------
+
+
+def latencies_ms(fn: Callable[[int], Any], n: int) -> list[float]:
+    """Call ``fn(i)`` for WARMUP warm-ups and then ``n`` timed calls; times in ms."""
+    for i in range(WARMUP):
+        fn(i)
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(i)
+        out.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def p50(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def p95(xs: Sequence[float]) -> float:
+    return float(np.percentile(np.asarray(xs), 95))
+
+
+def numpy_topk(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
+    """Exact top-k by inner product (= by L2 for unit vectors), best first."""
+    scores = matrix @ q
+    part = np.argpartition(-scores, k)[:k]
+    return part[np.argsort(-scores[part])]
+
+
+def recall_at_k(
+    returned: Sequence[int], matrix: np.ndarray, q: np.ndarray, k: int = K, eps: float = 1e-4
+) -> float:
+    """Share of the returned rows that are within the exact k-th best distance (tie-safe)."""
+    scores = matrix @ q
+    kth = np.partition(-scores, k - 1)[k - 1]  # minus the k-th best inner product
+    good = sum(1 for i in returned[:k] if -scores[i] <= kth + eps)
+    return good / k
+
+
+# -- synthetic corpora -------------------------------------------------------------------------
+
+
+class FixedEmbedder:
+    """A 384-d embedder whose query vector is fixed, so query embedding costs nothing.
+
+    The benchmarks pass precomputed vectors (rows) and ``query_vector=`` (queries); this only
+    satisfies the store's protocol and table metadata.
+    """
+
+    name = "bench:fixed-384"
+    dim = DIM
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(7)
+        v = rng.standard_normal(DIM).astype(np.float32)
+        self._q = v / np.linalg.norm(v)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._q
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        rng = np.random.default_rng(len(texts))
+        return unit(rng.standard_normal((len(texts), DIM)))
+
+
+def unit(mat: np.ndarray) -> np.ndarray:
+    mat = np.asarray(mat, dtype=np.float32)
+    return (mat / np.linalg.norm(mat, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered_vectors(rng: np.random.Generator, centers: np.ndarray, n: int) -> np.ndarray:
+    """Unit vectors around random centres: some structure, unlike pure noise."""
+    pick = rng.integers(0, len(centers), n)
+    noise = rng.standard_normal((n, DIM)).astype(np.float32) * (0.9 / np.sqrt(DIM))
+    return unit(centers[pick] + noise)
+
+
+def words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+EN_WORDS = words(
+    "router switch firewall vlan bgp ospf interface backup restore config snapshot rollback "
+    "latency packet loss route table neighbor session timeout retry alert incident ticket "
+    "deploy release rollout canary health check probe disk memory cpu load queue worker "
+    "database index query schema migration replica primary failover cluster node pod "
+    "service endpoint certificate token secret rotate audit log trace metric dashboard "
+    "threshold window maintenance change approval operator customer tenant region zone "
+    "storage volume mount permission user group policy rule acl nat dns dhcp ntp snmp "
+    "syslog netconf yaml json report export import schedule cron job retry backoff cache"
+)
+ZH_WORDS = words(
+    "路由器 交换机 防火墙 备份 恢复 配置 快照 回滚 延迟 丢包 路由表 邻居 会话 超时 告警 "
+    "工单 发布 健康检查 磁盘 内存 负载 队列 数据库 索引 查询 迁移 副本 主节点 故障切换 "
+    "集群 证书 密钥 审计 日志 指标 阈值 维护窗口 变更 审批 客户 区域 存储 权限 策略 规则"
+)
+SCOPES = ("global", "netops", "coder", "team:sre")
+SCOPE_P = (0.60, 0.20, 0.19, 0.01)  # team:sre is the selective scope: 1 % of rows
+
+
+def sentence(rng: random.Random) -> str:
+    n = rng.randint(8, 16)
+    words = [rng.choice(ZH_WORDS) if rng.random() < 0.2 else rng.choice(EN_WORDS) for _ in range(n)]
+    return " ".join(words)
+
+
+def fts_query(rng: random.Random) -> str:
+    words = [rng.choice(EN_WORDS), rng.choice(EN_WORDS)]
+    if rng.random() < 0.3:
+        words.append(rng.choice(ZH_WORDS))
+    return " ".join(words)
+
+
+# -- 1. guides imported per second -------------------------------------------------------------
+
+VERBS = words("backup restore check rotate deploy audit export migrate tune monitor")
+OBJECTS = words("router switch firewall database cluster certificate queue dns vlan report")
+AGENTS = words("core netops coder dba sre secops support data")
+ZH_VERB = words("备份 恢复 检查 轮换 发布 审计 导出 迁移 调优 监控")
+ZH_OBJ = words("路由器 交换机 防火墙 数据库 集群 证书 队列 域名解析 虚拟局域网 报表")
+METRICS = words("latency error-rate packet-loss cpu disk-usage queue-depth")
+
+
+def guide_doc(i: int, rng: random.Random) -> dict[str, Any]:
+    vi, oi = rng.randrange(len(VERBS)), rng.randrange(len(OBJECTS))
+    verb, obj, metric = VERBS[vi], OBJECTS[oi], rng.choice(METRICS)
+    cmd = f"{obj}-cli {verb} --dry-run"
+    en = (
+        f"To {verb} the {obj}, run `{cmd}` and check {metric}. "
+        f"Roll back with `{obj}-cli undo` if {metric} gets worse."
+    )
+    zh = (
+        f"{ZH_VERB[vi]}{ZH_OBJ[oi]}前先执行 `{cmd}` 并检查{metric}；"
+        f"指标变差就用 `{obj}-cli undo` 回滚。"
+    )
+    r = rng.random()
+    body = en if r < 0.5 else zh if r < 0.85 else f"{en}\n{zh}"
+    pool = [verb, obj, metric, ZH_VERB[vi], ZH_OBJ[oi], f"{obj}-cli", "rollback", "回滚"]
+    return {
+        "intent": f"{verb}_{obj}_{i:04d}",
+        "agent": AGENTS[i % len(AGENTS)],
+        "keywords": rng.sample(pool, rng.randint(3, 6)),
+        "body": body,
+        "category": "format_guide" if i % 5 == 0 else "usage_guide",
+        "source_tier": rng.choice(["vendor", "platform", "team", "user"]),
+        "priority": rng.randint(10, 90),
+    }
+
+
+def write_guides(root: Path, n: int) -> list[Path]:
+    rng = random.Random(42)
+    for i in range(n):
+        doc = guide_doc(i, rng)
+        folder = root / doc["agent"]
+        folder.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
+        (folder / f"{doc['intent']}.guide.yaml").write_text(text, encoding="utf-8")
+    return find_guides(root)
+
+
+@pytest.mark.timeout(900)
+def test_bench_guide_import(tmp_path: Path) -> None:
+    n = 1000
+    root = tmp_path / "guides"
+    files = write_guides(root, n)
+    assert len(files) == n
+
+    rows: list[list[Any]] = []
+    for label, embedder in (
+        ("e5 (multilingual-e5-small)", E5Embedder()),
+        ("hash-384 (storage only)", HashEmbedder("hash-384")),
+    ):
+        store = MemoryStore(tmp_path / f"db-{embedder.name.split(':')[0]}", embedder)
+        t0 = time.perf_counter()
+        first = import_guides(store, files, base=root, prune_under=root)
+        t_first = time.perf_counter() - t0
+        assert not first.errors, [e.one_line() for e in first.errors]
+        assert len(first.added) == n
+        assert store.count() == n
+
+        version = store.table.version
+        t0 = time.perf_counter()
+        again = import_guides(store, files, base=root, prune_under=root)
+        t_again = time.perf_counter() - t0
+        assert len(again.unchanged) == n
+        assert not again.added and not again.updated and not again.pruned and not again.errors
+        assert store.table.version == version, "a no-change re-import wrote to the table"
+
+        hits = store.search("回滚 router", mode="fts", k=5)
+        assert hits, "imported guides are not found by full-text search"
+        rows.append([label, n, t_first, n / t_first, t_again * 1000.0])
+
+    report(
+        "guide_import",
+        f"Guide import ({n} guides, {machine()})",
+        ["embedder", "guides", "first import s", "guides/s", "no-change re-import ms"],
+        rows,
+    )
+
+
+# -- 2. search latency at 10k and 100k rows, and the ANN threshold -----------------------------
+
+
+class SyntheticCorpus:
+    """Grows one MemoryStore with precomputed clustered vectors and generated texts."""
+
+    def __init__(self, path: Path, seed: int = 1) -> None:
+        self.store = MemoryStore(path, FixedEmbedder(), ann_threshold=NEVER)
+        self.rng = np.random.default_rng(seed)
+        self.text_rng = random.Random(seed)
+        self.centers = unit(self.rng.standard_normal((512, DIM)))
+        self.vectors = np.zeros((0, DIM), dtype=np.float32)
+        self.scopes: list[str] = []
+        self.insert_s = 0.0
+        self.optimize_s = 0.0
+
+    def grow_to(self, n: int, batch: int = 5000) -> None:
+        while len(self.vectors) < n:
+            start = len(self.vectors)
+            m = min(batch, n - start)
+            vecs = clustered_vectors(self.rng, self.centers, m)
+            scopes = self.rng.choice(SCOPES, size=m, p=SCOPE_P).tolist()
+            recs = [
+                MemoryRecord(
+                    id=f"m{start + j:07d}",
+                    text=sentence(self.text_rng),
+                    category="fact",
+                    scope=scopes[j],
+                    vector=vecs[j].tolist(),
+                )
+                for j in range(m)
+            ]
+            t0 = time.perf_counter()
+            res = self.store.upsert(recs)
+            self.insert_s += time.perf_counter() - t0
+            assert len(res.added) == m
+            self.vectors = np.vstack([self.vectors, vecs])
+            self.scopes += scopes
+        t0 = time.perf_counter()
+        self.store.maintain(force_optimize=True)
+        self.optimize_s += time.perf_counter() - t0
+        assert self.store.count() == n
+
+    def row_index(self, memory_id: str) -> int:
+        return int(memory_id[1:])
+
+
+def measure_modes(
+    corpus: SyntheticCorpus,
+    size_label: str,
+    index_label: str,
+    queries: np.ndarray,
+    texts: list[str],
+    n: int,
+    np_p50: float,
+    *,
+    modes: Sequence[str] = ("vector", "fts", "hybrid"),
+    scoped: bool = True,
+) -> list[list[Any]]:
+    """Latency rows for each mode (+ a selective-scope vector cell), with ANN recall."""
+    store, mat = corpus.store, corpus.vectors
+    rows: list[list[Any]] = []
+    cells: list[tuple[str, str, Any]] = [(m, m, None) for m in modes]
+    if scoped:
+        cells.append(("vector, scope team:sre (1 %)", "vector", ["team:sre"]))
+    for label, mode, scopes in cells:
+        results: list[list[int]] = []
+
+        def call(i: int, mode: str = mode, scopes: Any = scopes, out: list = results) -> None:
+            hits = store.search(
+                texts[i % len(texts)],
+                mode=mode,
+                k=K,
+                scopes=scopes,
+                query_vector=queries[i % len(queries)],
+            )
+            out.append([corpus.row_index(h.record.id) for h in hits])
+
+        lat = latencies_ms(call, n)
+        timed = results[WARMUP:]
+        assert all(timed), f"{label}: empty results"
+        recall: Any = "-"
+        if mode == "vector":
+            if scopes is None:
+                sub, idx = mat, np.arange(len(mat))
+            else:
+                idx = np.flatnonzero(np.isin(np.asarray(corpus.scopes), scopes))
+                sub = mat[idx]
+            pos = {int(g): j for j, g in enumerate(idx)}
+            recs = [
+                recall_at_k([pos[g] for g in got], sub, queries[i % len(queries)])
+                for i, got in enumerate(timed)
+            ]
+            recall = float(np.mean(recs))
+        rows.append(
+            [size_label, index_label, label, n, p50(lat), p95(lat), p50(lat) / np_p50, recall]
+        )
+    return rows
+
+
+@pytest.mark.timeout(1800)
+def test_bench_search_latency_and_ann_threshold(tmp_path: Path) -> None:
+    corpus = SyntheticCorpus(tmp_path / "db")
+    store = corpus.store
+    qrng = np.random.default_rng(99)
+    queries = clustered_vectors(qrng, corpus.centers, 200)
+    trng = random.Random(5)
+    texts = [fts_query(trng) for _ in range(200)]
+
+    latency_rows: list[list[Any]] = []
+    numpy_rows: list[list[Any]] = []
+    threshold_rows: list[list[Any]] = []
+    build_s = 0.0
+    vector_only = ("vector",)
+
+    for size in (1_000, 5_000, 10_000, 20_000, 50_000, 100_000):
+        corpus.grow_to(size)
+        mat = corpus.vectors
+        np_lat = latencies_ms(lambda i, mat=mat: numpy_topk(mat, queries[i % len(queries)]), 100)
+        np_p50 = p50(np_lat)
+        numpy_rows.append([f"{size:,}", p50(np_lat), p95(np_lat)])
+        label = f"{size // 1000}k"
+        full = size in (10_000, 100_000)  # every mode, plus the scoped cell
+
+        # Exact: no vector index yet, LanceDB scans every live row.
+        n = 100 if size <= 10_000 else 60 if full else 50
+        modes = ("vector", "fts", "hybrid") if full else vector_only
+        cell = measure_modes(
+            corpus, label, "none (exact)", queries, texts, n, np_p50, modes=modes, scoped=full
+        )
+        exact = cell[0]
+        assert exact[7] >= 0.99, "exact search disagrees with numpy brute force"
+        if full:
+            latency_rows += cell
+        if size < 5_000:
+            threshold_rows.append([f"{size:,}", exact[4], exact[5], "-", "-", "-", np_p50])
+            continue
+
+        # ANN: the index maintain() builds once rows >= ann_threshold.
+        store.ann_threshold = size
+        t0 = time.perf_counter()
+        assert store.maintain()["ann_built"]
+        build_s = time.perf_counter() - t0
+        assert store.index_state()["vector"] is not None
+        cell = measure_modes(
+            corpus, label, "IVF_HNSW_SQ", queries, texts, 100 if full else 50, np_p50,
+            modes=modes, scoped=full,
+        )  # fmt: skip
+        ann = cell[0]
+        assert ann[7] > 0.5, f"IVF_HNSW_SQ recall@10 at {size} rows is {ann[7]:.2f}"
+        if full:
+            latency_rows += cell
+        threshold_rows.append([f"{size:,}", exact[4], exact[5], ann[4], ann[7], build_s, np_p50])
+        if size < 100_000:  # back to exact for the next, larger checkpoint
+            store.table.drop_index(store.index_state()["vector"]["name"])
+            store.ann_threshold = NEVER
+            assert store.index_state()["vector"] is None
+
+    report(
+        "search_latency",
+        f"Search latency, k={K}, {machine()}",
+        ["rows", "vector index", "mode", "queries", "p50 ms", "p95 ms", "p50 / numpy", "recall@10"],
+        latency_rows,
+    )
+    report(
+        "search_latency",
+        "numpy brute force top-10 (matrix @ q + argpartition)",
+        ["rows", "p50 ms", "p95 ms"],
+        numpy_rows,
+    )
+    report(
+        "search_latency",
+        "Building the tables",
+        ["step", "seconds"],
+        [
+            ["upsert 100k rows in batches of 5k (vectors given)", corpus.insert_s],
+            ["maintain(force_optimize=True) at 6 checkpoints (FTS)", corpus.optimize_s],
+            ["maintain() building IVF_HNSW_SQ at 100k rows", build_s],
+        ],
+    )
+    report(
+        "ann_threshold",
+        "Exact vs. IVF_HNSW_SQ vector search by row count, store.search(mode='vector')",
+        [
+            "rows",
+            "exact p50 ms",
+            "exact p95 ms",
+            "ANN p50 ms",
+            "ANN recall@10",
+            "ANN build s",
+            "numpy p50 ms",
+        ],
+        threshold_rows,
+    )
+
+
+# -- 3. ANN recall on real e5 embeddings (LoCoMo) ----------------------------------------------
+
+
+def locomo_texts(path: Path, limit: int) -> tuple[list[str], list[str]]:
+    """Dialogue turns (then observations, if turns run short) and the questions."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    turns: list[str] = []
+    observations: list[str] = []
+    questions: list[str] = []
+    for sample in data:
+        conv = sample["conversation"]
+        for key, val in conv.items():
+            if key.startswith("session_") and isinstance(val, list):
+                turns += [t["text"] for t in val if t.get("text")]
+        for sess in (sample.get("observation") or {}).values():
+            for facts in sess.values():
+                observations += [f[0] for f in facts if f and isinstance(f[0], str)]
+        questions += [q["question"] for q in sample["qa"] if q.get("question")]
+    seen: set[str] = set()
+    passages = []
+    for text in turns + observations:  # drop exact duplicates, so recall has no ties to hide
+        if text.strip() and text not in seen:
+            seen.add(text)
+            passages.append(text)
+    return passages[:limit], questions
+
+
+@pytest.mark.timeout(1200)
+def test_bench_ann_recall_locomo(tmp_path: Path) -> None:
+    path = Path(os.environ.get("OLAV_LOCOMO", LOCOMO_DEFAULT))
+    if not path.is_file():
+        pytest.skip(f"LoCoMo data not found at {path}; set OLAV_LOCOMO to locomo_dev.json")
+    passages, questions = locomo_texts(path, 5000)
+    questions = random.Random(3).sample(questions, min(200, len(questions)))
+    assert len(passages) >= 1000 and questions
+
+    e5 = E5Embedder()
+    t0 = time.perf_counter()
+    pvecs = np.vstack(
+        [e5.embed_passages(passages[i : i + 64]) for i in range(0, len(passages), 64)]
+    )
+    embed_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    qvecs = np.vstack([e5.embed_query(q) for q in questions])
+    query_embed_ms = (time.perf_counter() - t0) * 1000.0 / len(questions)
+
+    store = MemoryStore(tmp_path / "db", e5, ann_threshold=NEVER)
+    for i in range(0, len(passages), 5000):
+        store.upsert(
+            MemoryRecord(
+                id=f"t{j:06d}", text=passages[j], category="fact", vector=pvecs[j].tolist()
+            )
+            for j in range(i, min(i + 5000, len(passages)))
+        )
+    store.maintain(force_optimize=True)
+    assert store.count() == len(passages)
+
+    def run(n: int) -> tuple[list[float], list[list[int]]]:
+        got: list[list[int]] = []
+
+        def call(i: int) -> None:
+            hits = store.search(questions[i % n], mode="vector", k=K, query_vector=qvecs[i % n])
+            got.append([int(h.record.id[1:]) for h in hits])
+
+        lat = latencies_ms(call, n)
+        return lat, got[WARMUP:]
+
+    n = len(questions)
+    exact_lat, exact_got = run(n)
+    np_lat = latencies_ms(lambda i: numpy_topk(pvecs, qvecs[i % n]), n)
+    store.ann_threshold = 1
+    t0 = time.perf_counter()
+    assert store.maintain()["ann_built"]
+    build_s = time.perf_counter() - t0
+    ann_lat, ann_got = run(n)
+
+    exact_recall = float(
+        np.mean([recall_at_k(g, pvecs, qvecs[i]) for i, g in enumerate(exact_got)])
+    )
+    ann_recall = float(np.mean([recall_at_k(g, pvecs, qvecs[i]) for i, g in enumerate(ann_got)]))
+    overlap = float(
+        np.mean([len(set(a) & set(b)) / K for a, b in zip(ann_got, exact_got, strict=True)])
+    )
+    assert exact_recall >= 0.99, "exact store search disagrees with numpy brute force"
+    assert ann_recall >= 0.8, f"IVF_HNSW_SQ recall@10 is {ann_recall:.3f}"
+
+    size = len(passages)
+    rows = [
+        ["numpy brute force", size, n, p50(np_lat), p95(np_lat), 1.0, "-"],
+        ["store.search, exact", size, n, p50(exact_lat), p95(exact_lat), exact_recall, "-"],
+        ["store.search, IVF_HNSW_SQ", size, n, p50(ann_lat), p95(ann_lat), ann_recall, overlap],
+    ]
+    report(
+        "ann_recall_locomo",
+        f"ANN recall@10 on e5 embeddings of LoCoMo dev ({machine()})",
+        ["search", "rows", "questions", "p50 ms", "p95 ms", "recall@10", "overlap with exact"],
+        rows,
+    )
+    report(
+        "ann_recall_locomo",
+        "e5 cost on this data",
+        ["step", "value"],
+        [
+            ["passages embedded (batches of 64)", len(passages)],
+            ["passages/s", len(passages) / embed_s],
+            ["query embedding ms (mean)", query_embed_ms],
+            ["IVF_HNSW_SQ build s", build_s],
+        ],
+    )
