@@ -8,7 +8,7 @@ import sys
 import typer
 
 from olav import __version__
-from olav.cli import agent, chat, doctor, init, kb, memory
+from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, memory
 from olav.errors import OlavError
 
 app = typer.Typer(
@@ -28,6 +28,9 @@ app.command("ask")(chat.ask)
 app.add_typer(kb.app, name="kb", help="Knowledge base: guides, export/import, re-embedding.")
 app.add_typer(memory.app, name="memory", help="Inspect and manage what is in memory.")
 app.add_typer(agent.app, name="agent", help="Install and list agents.")
+app.add_typer(learn.app, name="learn", help="Learn from failures on demand.")
+app.add_typer(bench.app, name="bench", help="Measure recall quality and speed.")
+app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
 
 _state = {"debug": False}
 

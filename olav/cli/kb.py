@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -133,3 +134,58 @@ def drop_backup_cmd(
         typer.confirm(f"Delete backup {name} for good?", abort=True)
     drop_backup(ws.memory_path, name)
     console.print(f"[green]✓[/] deleted {name}")
+
+
+@app.command("extract-patterns")
+def extract_patterns_cmd(
+    scope: str | None = typer.Option(None, "--scope", help="Only this scope (an agent)."),
+    min_samples: int = typer.Option(5, "--min-samples", min=2, help="Events per tool needed."),
+    window_days: int = typer.Option(30, "--window-days", min=1, help="Look back this far."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the groups; call no model."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """L2: distil groups of captured operations into reusable patterns (one model call each)."""
+    from olav.memory.patterns import extract_patterns
+    from olav.runtime.models import make_chat_model
+
+    ws = open_workspace()
+    store = open_store(ws)
+    results = extract_patterns(
+        store,
+        make_chat_model(ws.config, root=ws.root),
+        scope=scope,
+        min_samples=min_samples,
+        window_days=window_days,
+        dry_run=dry_run,
+    )
+    rows: list[dict[str, Any]] = [
+        {
+            "scope": r.scope,
+            "tool": r.tool,
+            "samples": r.samples,
+            "id": r.memory_id,
+            "written": r.written,
+            "error": r.error,
+        }
+        for r in results
+    ]
+    if as_json:
+        print_json(rows)
+    else:
+        if not rows:
+            console.print("no operational events in the window")
+        for r in rows:
+            state = (
+                "[green]written[/]"
+                if r["written"]
+                else f"[red]rejected[/]: {r['error']}"
+                if r["error"]
+                else f"[dim]below --min-samples {min_samples}[/]"
+                if r["samples"] < min_samples
+                else "[dim]dry run[/]"
+            )
+            console.print(
+                f"{r['scope']}/{r['tool']}: {r['samples']} events · {state}", soft_wrap=True
+            )
+    if any(r.error for r in results):
+        raise typer.Exit(1)

@@ -1,37 +1,42 @@
 """scan_error_signatures: normalise recent errors into a bounded histogram.
 
-Timestamps, ids, numbers, paths and quoted values become placeholders, so the same failure
-seen a hundred times is one signature with a count.
+Timestamps, UUIDs, hex, ids, numbers, IPs and paths become placeholders, so the same failure
+seen a hundred times is one signature with a count. The output is bounded (top K) and every
+signature is backed by real rows: a model cannot invent one.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 _RULES = (
     (
-        re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
         "<ts>",
     ),
     (
         re.compile(r"\b[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\b", re.I),
-        "<id>",
+        "<uuid>",
     ),
-    (re.compile(r"\b[0-9a-f]{16,}\b", re.I), "<id>"),
-    (re.compile(r"(?:/[\w.\-]+){2,}/?"), "<path>"),
-    (re.compile(r"\b\d+(?:\.\d+){3}(?::\d+)?\b"), "<ip>"),
+    (re.compile(r"\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b", re.I), "<hex>"),
+    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.\-]+){2,}/?"), "<path>"),
+    (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
+    (re.compile(r"\b[a-z]+[_-]?\d+[a-z0-9_-]*\b", re.I), "<id>"),
     (re.compile(r"'[^']{1,80}'|\"[^\"]{1,80}\""), "<val>"),
     (re.compile(r"\b\d+(?:\.\d+)?\b"), "<n>"),
 )
-MAX_SIGNATURES = 50
+TOP_K = {"small": 15, "medium": 30, "large": 60}
+LOG_TAIL_BYTES = 2 * 1024 * 1024
+_LOG_LINE = re.compile(r"\b(ERROR|CRITICAL|Traceback|Exception)\b")
+_LOG_PREFIX = re.compile(r"^\S+ \S+ (?:ERROR|WARNING|CRITICAL|INFO) (\S+) ")
 
 
 def normalise_error(text: str) -> str:
-    line = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    line = " ".join(first.split())
     for pat, repl in _RULES:
         line = pat.sub(repl, line)
     return line[:200]
@@ -42,43 +47,74 @@ class Signature:
     signature: str
     count: int
     example: str
+    agents: set[str] = field(default_factory=set)
+    sources: set[str] = field(default_factory=set)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "signature": self.signature,
+            "count": self.count,
+            "example": self.example,
+            "agents": sorted(self.agents),
+            "sources": sorted(self.sources),
+        }
+
+
+def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> list[str]:
+    with path.open("rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - limit))
+        data = fh.read().decode("utf-8", errors="replace")
+    lines = data.splitlines()
+    return lines[1:] if size > limit else lines  # the first line may be cut
+
+
+def _audit_errors(audit_db: Path, since: datetime) -> list[tuple[str, str, str]]:
+    """(text, agent, source) for failed runs, failed tool calls and error events."""
+    from olav.audit.db import connect
+
+    out: list[tuple[str, str, str]] = []
+    with connect(audit_db) as con:
+        for err, agent in con.execute(
+            "SELECT error, agent FROM runs WHERE status = 'error' AND error IS NOT NULL "
+            "AND started_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((err, agent, "audit:runs"))
+        for tool, result, agent in con.execute(
+            "SELECT tool, result, agent FROM tool_calls WHERE status = 'error' AND created_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((f"{tool}: {result}", agent or "?", "audit:tool_calls"))
+        for kind, detail in con.execute(
+            "SELECT kind, CAST(detail AS VARCHAR) FROM events WHERE kind = 'error' "
+            "AND created_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((f"{kind}: {detail}", "?", "audit:events"))
+    return out
 
 
 def scan_error_signatures(
-    audit_db: Path, logs: Path | None = None, *, days: int = 7
+    audit_db: Path, logs: Path | None = None, *, days: int = 7, tier: str = "small"
 ) -> list[Signature]:
-    """Errors from failed runs, failed tool calls and ``*.log`` tails, newest window only."""
     since = datetime.now(UTC) - timedelta(days=days)
-    texts: list[str] = []
-    if audit_db.exists():
-        from olav.audit.db import connect
-
-        with connect(audit_db) as con:
-            texts += [
-                r[0]
-                for r in con.execute(
-                    "SELECT error FROM runs WHERE status IN ('error', 'cancelled') "
-                    "AND error IS NOT NULL AND started_at >= ?",
-                    [since],
-                ).fetchall()
-            ]
-            texts += [
-                f"{r[0]}: {r[1]}"
-                for r in con.execute(
-                    "SELECT tool, result FROM tool_calls "
-                    "WHERE status = 'error' AND created_at >= ?",
-                    [since],
-                ).fetchall()
-            ]
+    items = _audit_errors(audit_db, since) if audit_db.exists() else []
     if logs is not None and logs.is_dir():
         for log in sorted(logs.glob("*.log")):
-            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-500:]
-            texts += [ln for ln in tail if re.search(r"\b(ERROR|Error|Traceback|failed)\b", ln)]
-    counts: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    for text in texts:
-        sig = normalise_error(text)
-        if sig:
-            counts[sig] += 1
-            examples.setdefault(sig, text[:300])
-    return [Signature(s, n, examples[s]) for s, n in counts.most_common(MAX_SIGNATURES)]
+            for line in _tail(log):
+                if _LOG_LINE.search(line):
+                    m = _LOG_PREFIX.match(line)
+                    text = line[m.end() :] if m else line
+                    items.append((text, m.group(1) if m else "?", f"log:{log.name}"))
+    sigs: dict[str, Signature] = {}
+    for text, agent, source in items:
+        key = normalise_error(text)
+        if not key:
+            continue
+        sig = sigs.setdefault(key, Signature(key, 0, " ".join(text.split())[:240]))
+        sig.count += 1
+        sig.agents.add(agent)
+        sig.sources.add(source)
+    ranked = sorted(sigs.values(), key=lambda s: (-s.count, s.signature))
+    return ranked[: TOP_K.get(tier, 15)]

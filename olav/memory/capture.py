@@ -38,6 +38,16 @@ WRITE_VERBS = frozenset(
         "exec",
     }
 )
+# olav's own memory tools write memory themselves; capturing them would only echo it
+SELF_WRITING = frozenset(
+    {
+        "record_reflection",
+        "commit_to_memory",
+        "propose_memory_draft",
+        "propose_guide_draft",
+        "draft_code_fix",
+    }
+)
 MAX_TEXT = 1200
 ARTIFACT_TTL = timedelta(hours=24)
 _ARTIFACT = re.compile(
@@ -60,6 +70,8 @@ class ToolEvent:
 
 
 def is_write_tool(name: str) -> bool:
+    if name in SELF_WRITING:
+        return False
     return any(part in WRITE_VERBS for part in name.lower().split("_"))
 
 

@@ -171,7 +171,9 @@ class Recaller:
             Candidate(h, boosted=bool(idents) and any(i in h.record.text for i in idents))
             for h in hits
         ]
-        cands.sort(key=lambda c: not c.boosted)  # stable: boosted first, fused order kept
+        # boosted first; then fused relevance weighted by confidence (distilled patterns and
+        # user-confirmed facts outrank raw captures that match as well)
+        cands.sort(key=lambda c: (not c.boosted, -c.hit.score * (0.5 + c.hit.record.confidence)))
         self._select(cands)
         result.candidates = cands
         chosen = [c.hit for c in cands if c.decision == "injected"]

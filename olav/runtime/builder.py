@@ -122,6 +122,9 @@ def build(
             agent=a.name,
             store_factory=lambda: store,
             agent_dir=a.folder,
+            logs=ws.logs,
+            config=cfg,
+            tier=model_tier(cfg["llm.model"], cfg["llm.tier"]),
         )
         return build_tools(a.spec.tools, ctx)
 

@@ -38,7 +38,8 @@ def model_tier(model: str, override: str = "auto") -> str:
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Replays scripted turns: ``{"content": str, "tool_calls": [{"name", "args"}]}``.
+    """Replays scripted turns: ``{"content": str, "tool_calls": [{"name", "args"}]}``, or
+    ``{"error": str}`` to fail that call.
 
     Every call records the messages it received in ``calls``, so tests can assert exactly
     what the model saw. **For tests and demos only.**
@@ -74,6 +75,8 @@ class ScriptedChatModel(BaseChatModel):
             else:
                 turn = self.turns[self.position]
             self.position += 1
+        if turn.get("error"):  # scripted failure, e.g. to exercise failed-run handling
+            raise RuntimeError(str(turn["error"]))
         calls = [
             {
                 "name": c["name"],

@@ -20,6 +20,7 @@ HELP = """\
 /new             start a new conversation
 /memory QUERY    what AutoRecall would inject for QUERY, and why
 /history         the runs of this session
+/trace-review [HOURS] [LIMIT]  learn lessons from recent failed runs
 /exit            leave (Ctrl-D works too)
 Esc then Enter inserts a new line. Ctrl-C cancels a running answer."""
 
@@ -125,6 +126,30 @@ class Chat:
                 f"{started:%H:%M:%S} {agent:<8} {status:<10} {query[:80]}", markup=False
             )
 
+    def trace_review(self, arg: str) -> None:
+        from olav.cli.learn import render_lessons
+        from olav.learning.trace_learner import learn_from_traces
+        from olav.runtime.models import make_chat_model
+
+        parts = arg.split()
+        try:
+            hours = float(parts[0]) if parts else 24.0
+            limit = int(parts[1]) if len(parts) > 1 else 10
+        except ValueError:
+            self.console.print("usage: /trace-review [HOURS] [LIMIT]")
+            return
+        lessons = learn_from_traces(
+            self.ws,
+            self.session.store,
+            make_chat_model(self.ws.config, root=self.ws.root),
+            hours=hours,
+            limit=limit,
+        )
+        if lessons:
+            self.console.print(render_lessons(lessons))
+        else:
+            self.console.print("no new failed runs to learn from")
+
     def command(self, line: str) -> bool:
         """Handle a slash command; False means leave the chat."""
         cmd, _, arg = line.strip().partition(" ")
@@ -153,6 +178,8 @@ class Chat:
                 self.show_memory(arg)
         elif cmd == "/history":
             self.show_history()
+        elif cmd == "/trace-review":
+            self.trace_review(arg)
         else:
             self.console.print(f"unknown command {cmd}; /help lists them", markup=False)
         return True

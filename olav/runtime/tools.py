@@ -57,6 +57,9 @@ class ToolContext:
     agent: str
     store_factory: Callable[[], Any]
     agent_dir: Path | None = None
+    logs: Path | None = None
+    tier: str = "small"
+    config: Any = None
     _store: Any = field(default=None, repr=False)
 
     @property
@@ -359,10 +362,59 @@ class ScanArgs(_Args):
 def scan_error_signatures_tool(ctx: ToolContext, days: int = 7) -> str:
     from olav.learning.signatures import scan_error_signatures
 
-    sigs = scan_error_signatures(ctx.audit_db, ctx.root / ".olav" / "logs", days=days)
+    sigs = scan_error_signatures(ctx.audit_db, ctx.logs, days=days, tier=ctx.tier)
     if not sigs:
         return f"No errors in the last {days} days."
-    return "\n".join(f"{s.count:>4}x {s.signature}" for s in sigs[:20])
+    return json.dumps([s.to_json() for s in sigs], ensure_ascii=False, indent=1)
+
+
+class GuideDraftArgs(_Args):
+    intent: str = Field(description="snake_case name of the convention.")
+    keywords: list[str] = Field(description="Words that should recall it (both languages).")
+    body: str = Field(description="The directive, imperative and specific.")
+    agent: str = Field(default="core", description="Agent the guide belongs to.")
+
+
+def propose_guide_draft(
+    ctx: ToolContext, intent: str, keywords: list[str], body: str, agent: str = "core"
+) -> str:
+    from olav.memory.curator import propose_draft
+
+    try:
+        preview = propose_draft(
+            ctx.root,
+            intent=intent,
+            keywords=keywords,
+            body=body,
+            category="usage_guide",
+            agent=agent,
+        )
+    except OlavError as exc:
+        return _error(str(exc))
+    return "Guide draft saved for a human to review; it is NOT in memory.\n" + preview
+
+
+class CodeFixArgs(_Args):
+    title: str = Field(description="Short title of the problem.")
+    root_cause: str = Field(description="What causes the error, from the evidence.")
+    suggested_fix: str = Field(description="What a developer should change.")
+    patch: str = Field(default="", description="Optional unified diff; never applied.")
+
+
+def draft_code_fix(
+    ctx: ToolContext, title: str, root_cause: str, suggested_fix: str, patch: str = ""
+) -> str:
+    from olav.learning.reflector import write_code_fix
+
+    path = write_code_fix(
+        ctx.root,
+        ctx.exports,
+        title=title,
+        root_cause=root_cause,
+        suggested_fix=suggested_fix,
+        patch=patch,
+    )
+    return f"Proposal written to {path.relative_to(ctx.root)} (not applied)"
 
 
 class LessonArgs(_Args):
@@ -370,9 +422,11 @@ class LessonArgs(_Args):
 
 
 def record_reflection(ctx: ToolContext, lesson: str) -> str:
+    from olav.memory.calibration import dedup_distance
     from olav.memory.lessons import add_reflection
 
-    added, rid = add_reflection(ctx.store, lesson, source="agent")
+    threshold = dedup_distance(ctx.config, ctx.store.embedder.name) if ctx.config else 0.15
+    added, rid = add_reflection(ctx.store, lesson, source="reflector", dedup_distance=threshold)
     return f"Recorded lesson {rid}" if added else f"Skipped: a near-identical lesson exists ({rid})"
 
 
@@ -478,8 +532,28 @@ _SPECS: dict[str, tuple[Callable[..., str], type[BaseModel], str]] = {
         CommitArgs,
         "Turn 2: commit the draft after the user confirmed it.",
     ),
+    "propose_guide_draft": (
+        propose_guide_draft,
+        GuideDraftArgs,
+        "Draft a new guide for a human to confirm (KB lane). Stores nothing in memory.",
+    ),
+    "draft_code_fix": (
+        draft_code_fix,
+        CodeFixArgs,
+        "Write a fix proposal to exports/reflections/ (code lane; never applied).",
+    ),
 }
 BUILTIN_TOOLS = tuple(_SPECS)
+
+
+def register_tool(
+    name: str, fn: Callable[..., str], args_schema: type[BaseModel], description: str
+) -> None:
+    """Add a tool that agents can list in SKILL.md. ``fn(ctx, **args) -> str``; return
+    "Error: ..." strings for failures the model should see."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise OlavError(f"tool name {name!r} must be snake_case")
+    _SPECS[name] = (fn, args_schema, description)
 
 
 def build_tools(names: list[str], ctx: ToolContext) -> list[BaseTool]:
@@ -489,7 +563,7 @@ def build_tools(names: list[str], ctx: ToolContext) -> list[BaseTool]:
         if name not in _SPECS:
             raise OlavError(
                 f"agent {ctx.agent} lists unknown tool {name!r}",
-                hint="Built-in tools: " + ", ".join(BUILTIN_TOOLS),
+                hint="Available tools: " + ", ".join(sorted(_SPECS)),
             )
         fn, schema, desc = _SPECS[name]
 

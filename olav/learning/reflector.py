@@ -1,0 +1,62 @@
+"""The reflector: a daily review of error signatures, in two lanes.
+
+- KB lane: ``record_reflection`` (writes a reflection directly: global, 30-day TTL,
+  deduplicated) and ``propose_guide_draft`` (a draft in ``.curator_drafts/`` that only a human
+  can commit).
+- Code lane: ``draft_code_fix`` writes a proposal to ``exports/reflections/``. It never edits
+  source, never runs git, never applies anything.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REQUEST = (
+    "Review the error signatures of the last {days} days. Call scan_error_signatures first. "
+    "Then triage every signature: a behaviour lesson -> record_reflection (one line); a missing "
+    "convention -> propose_guide_draft; a bug in code or configuration -> draft_code_fix. "
+    "Finish with a short summary of what you did per signature."
+)
+
+
+def write_code_fix(
+    root: Path, exports: Path, *, title: str, root_cause: str, suggested_fix: str, patch: str = ""
+) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60] or "fix"
+    folder = exports / "reflections"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    path = folder / f"{stamp}_{slug}.md"
+    body = [
+        f"# Fix proposal: {title}",
+        "",
+        f"Written by the reflector, {stamp} UTC. Nothing was applied; review it and decide.",
+        "",
+        "## Root cause",
+        root_cause.strip(),
+        "",
+        "## Suggested fix",
+        suggested_fix.strip(),
+    ]
+    if patch.strip():
+        body += ["", "## Patch (not applied)", "```diff", patch.strip(), "```"]
+    path.write_text("\n".join(body) + "\n", encoding="utf-8")
+    return path
+
+
+def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
+    """The `reflect` cron job: run the reflector agent once."""
+    from olav.runtime.runner import Session
+
+    session = Session(
+        ws,
+        agent="reflector",
+        approver=lambda name, args: False,
+        model=model,
+        learn_from_failures=False,
+    )
+    result = session.ask(REQUEST.format(days=days))
+    return result.answer.strip()[:500] or "done"

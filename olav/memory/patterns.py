@@ -1,0 +1,198 @@
+"""L2 pattern extraction: groups of operational events become expert_knowledge.
+
+Never in the hot path: run on demand (``olav kb extract-patterns``, ``python -m
+olav.memory.patterns``) or by cron. Each group of at least ``min_samples`` events of one tool
+in one scope, inside the window, costs exactly one model call. The pattern's id is stable per
+scope and tool, so a re-run updates it instead of adding another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from olav.errors import OlavError
+from olav.learning.llm import ParseError, ask_model, extract_json
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore, sql_str, sql_ts
+
+PROMPT = """Below are {n} successful calls of the tool `{tool}` made by the `{scope}` agent.
+Abstract them into ONE reusable pattern so that the next call is right the first time.
+Answer with a JSON object and nothing else:
+{{"summary": "one sentence: when and how to call {tool}",
+ "required_args": ["arguments every call had"],
+ "naming_conventions": ["naming rules you can see in the values"],
+ "auth_pattern": "how credentials are passed (never a secret value), or empty",
+ "variations": ["what differs between calls and how to choose it"]}}
+
+Calls:
+{examples}
+"""
+
+
+@dataclass
+class PatternResult:
+    scope: str
+    tool: str
+    samples: int
+    memory_id: str = ""
+    written: bool = False
+    error: str = ""
+    pattern: dict[str, Any] = field(default_factory=dict)
+
+
+def group_events(
+    store: MemoryStore, *, scope: str | None, window_days: int
+) -> dict[tuple[str, str], list[MemoryRecord]]:
+    since = datetime.now(UTC) - timedelta(days=window_days)
+    where = f"category = 'operational_event' AND created_at >= {sql_ts(since)}"
+    if scope:
+        where += f" AND scope = {sql_str(scope)}"
+    where += " AND invalidated_at IS NULL"
+    groups: dict[tuple[str, str], list[MemoryRecord]] = {}
+    for rec in store.list_rows(where):
+        tool = str(rec.metadata.get("tool") or "")
+        if tool:
+            groups.setdefault((rec.scope, tool), []).append(rec)
+    return groups
+
+
+def validate_pattern(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ParseError("the model's pattern is not a JSON object")
+    summary = str(data.get("summary") or "").strip()
+    if len(summary) < 10:
+        raise ParseError(
+            "the model's pattern has no usable summary",
+            hint="Retry, or use a larger model for extraction",
+        )
+    out: dict[str, Any] = {"summary": summary}
+    for key in ("required_args", "naming_conventions", "variations"):
+        val = data.get(key) or []
+        out[key] = [str(v) for v in val] if isinstance(val, list) else [str(val)]
+    out["auth_pattern"] = str(data.get("auth_pattern") or "")
+    return out
+
+
+def render_pattern(tool: str, pattern: dict[str, Any], samples: int) -> str:
+    lines = [f"Pattern for {tool} (from {samples} successful calls): {pattern['summary']}"]
+    if pattern["required_args"]:
+        lines.append("Required arguments: " + ", ".join(pattern["required_args"]))
+    for rule in pattern["naming_conventions"]:
+        lines.append(f"Naming: {rule}")
+    if pattern["auth_pattern"]:
+        lines.append(f"Auth: {pattern['auth_pattern']}")
+    for var in pattern["variations"]:
+        lines.append(f"Varies: {var}")
+    return "\n".join(lines)
+
+
+def extract_patterns(
+    store: MemoryStore,
+    model: Any,
+    *,
+    scope: str | None = None,
+    min_samples: int = 5,
+    window_days: int = 30,
+    dry_run: bool = False,
+) -> list[PatternResult]:
+    results = []
+    for (sc, tool), events in sorted(
+        group_events(store, scope=scope, window_days=window_days).items()
+    ):
+        res = PatternResult(
+            scope=sc, tool=tool, samples=len(events), memory_id=f"pattern_{sc}_{tool}"
+        )
+        results.append(res)
+        if len(events) < min_samples or dry_run:
+            continue
+        examples = "\n".join(f"- {e.text}" for e in events[:20])
+        try:
+            answer = ask_model(
+                model, PROMPT.format(n=len(events), tool=tool, scope=sc, examples=examples)
+            )
+            res.pattern = validate_pattern(extract_json(answer))
+        except OlavError as exc:
+            res.error = exc.one_line()
+            continue
+        store.upsert(
+            [
+                MemoryRecord(
+                    id=res.memory_id,
+                    text=render_pattern(tool, res.pattern, len(events)),
+                    category="expert_knowledge",
+                    scope=sc,
+                    origin="agent",
+                    confidence=round(min(0.95, 0.5 + 0.05 * len(events)), 3),
+                    tags=[tool],
+                    metadata={
+                        "tool": tool,
+                        "samples": len(events),
+                        "pattern": res.pattern,
+                        "source_ids": [e.id for e in events][:50],
+                        "body": render_pattern(tool, res.pattern, len(events)),
+                    },
+                )
+            ]
+        )
+        res.written = True
+    return results
+
+
+def run_extract_patterns(ws: Any) -> str:
+    """The `extract-patterns` cron job."""
+    from olav.runtime.models import make_chat_model
+
+    store = MemoryStore.for_workspace(ws)
+    results = extract_patterns(store, make_chat_model(ws.config, root=ws.root))
+    errors = [r for r in results if r.error]
+    return f"{sum(r.written for r in results)} patterns written, {len(errors)} rejected"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m olav.memory.patterns`` — the same as ``olav kb extract-patterns``."""
+    from olav.config import Workspace
+    from olav.runtime.models import make_chat_model
+
+    parser = argparse.ArgumentParser(prog="python -m olav.memory.patterns")
+    parser.add_argument("--scope")
+    parser.add_argument("--min-samples", type=int, default=5)
+    parser.add_argument("--window-days", type=int, default=30)
+    parser.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        ws = Workspace.open()
+        store = MemoryStore.for_workspace(ws)
+        results = extract_patterns(
+            store,
+            make_chat_model(ws.config, root=ws.root),
+            scope=args.scope,
+            min_samples=args.min_samples,
+            window_days=args.window_days,
+            dry_run=args.dry_run,
+        )
+    except OlavError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return 1
+    for r in results:
+        print(
+            json.dumps(
+                {
+                    "scope": r.scope,
+                    "tool": r.tool,
+                    "samples": r.samples,
+                    "written": r.written,
+                    "error": r.error,
+                },
+                ensure_ascii=False,
+            )
+        )
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from olav.memory.capture import ToolEvent, capture, event_id, invalidate_sql, is_write_tool
+from olav.memory.redact import redact, redact_text
+from tests.helpers import hash_store
+
+
+def test_write_verbs_match_snake_case_segments() -> None:
+    for name in (
+        "register_service",
+        "format_and_export",
+        "push_config",
+        "exec_command",
+        "create",
+        "user_update",
+    ):
+        assert is_write_tool(name), name
+    for name in (
+        "list_devices",
+        "db_query",
+        "backup_device_config",
+        "registry_lookup",
+        "take_snapshot",
+        "updates_feed",
+    ):
+        assert not is_write_tool(name), name
+
+
+def test_secrets_are_redacted_by_key_and_by_shape() -> None:
+    args = {
+        "name": "influx",
+        "api_key": "k-123",
+        "auth_header": "Basic xyz",
+        "nested": {"db_password": "pw", "url": "https://bob:hunter2@db.internal/x"},
+        "note": "Authorization: Bearer abcdefghijklmnop token=sk_live_abcdefghijklmnopqrstu",
+    }
+    out = redact(args)
+    flat = str(out)
+    for secret in (
+        "k-123",
+        "Basic xyz",
+        "'pw'",
+        "hunter2",
+        "abcdefghijklmnop",
+        "sk_live_abcdefghijklmnopqrstu",
+    ):
+        assert secret not in flat, secret
+    assert out["name"] == "influx" and "bob:" in out["nested"]["url"]
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"
+    assert "MIIEow" not in redact_text(f"key: {pem}")
+    assert "AKIAABCDEFGHIJKLMNOP" not in redact_text("aws AKIAABCDEFGHIJKLMNOP here")
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    assert jwt not in redact_text(f"token {jwt}")
+
+
+def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    events = [
+        ToolEvent(
+            "services",
+            "register_service",
+            {"name": "influx", "token": "s3cr3t"},
+            "registered influx on 10.0.0.5:8086",
+            "success",
+        ),
+        ToolEvent("services", "register_service", {"name": "bad"}, "Error: port taken", "success"),
+        ToolEvent("services", "register_service", {"name": "x"}, "boom", "error"),
+        ToolEvent("services", "list_services", {}, "influx", "success"),
+    ]
+    new = capture(store, events, question="register influx", run_id="r1")
+    assert new == [event_id("register_service", {"name": "influx", "token": "s3cr3t"})]
+    row = store.get(new[0])
+    assert row is not None
+    assert row.category == "operational_event" and row.scope == "services"
+    assert "s3cr3t" not in row.text and "Action: register_service" in row.text
+    assert row.metadata["run_id"] == "r1" and row.metadata["tool"] == "register_service"
+    assert row.expires_at is None
+    assert capture(store, events, question="again", run_id="r2") == []  # replay: nothing new
+    assert store.count() == 1
+
+
+def test_run_artifacts_expire_after_a_day(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    ev = ToolEvent(
+        "core",
+        "format_and_export",
+        {"filename": "a.md", "format": "md", "data": "x"},
+        "Saved exports/a.md (1 bytes)",
+        "success",
+    )
+    (rid,) = capture(store, [ev], question="save it", run_id="r1")
+    row = store.get(rid)
+    assert row is not None and row.expires_at is not None
+
+
+def test_query_patterns_are_stored_once_and_invalidated_when_sql_fails(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    ok = ToolEvent(
+        "core",
+        "db_query",
+        {"sql": "SELECT * FROM devices WHERE role='border'"},
+        "hostname\nsh1-border01\n(1 rows)",
+        "success",
+    )
+    q = "list the border routers"
+    (pid,) = capture(store, [ok], question=q, run_id="r1")
+    assert capture(store, [ok], question=q + "?", run_id="r2") == []  # same question and SQL
+    row = store.get(pid)
+    assert row is not None and row.category == "query_pattern"
+    assert "SELECT * FROM devices" in row.text and q in row.text
+    empty = ToolEvent("core", "db_query", {"sql": "SELECT 1 WHERE false"}, "(0 rows)", "success")
+    assert capture(store, [empty], question="", run_id="r3") == []  # no completed question
+    assert invalidate_sql(store, "select *   from devices where role='border'") == 1
+    assert store.search(q, categories=["query_pattern"], k=5) == []
