@@ -51,7 +51,7 @@ def test_secrets_are_redacted_by_key_and_by_shape() -> None:
     pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"
     assert "MIIEow" not in redact_text(f"key: {pem}")
     assert "AKIAABCDEFGHIJKLMNOP" not in redact_text("aws AKIAABCDEFGHIJKLMNOP here")
-    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    jwt = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0." + "dozjgNryP4J3jVmNHl0w5N_XgL0n"
     assert jwt not in redact_text(f"token {jwt}")
 
 
