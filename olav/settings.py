@@ -94,6 +94,12 @@ SETTINGS: tuple[Setting, ...] = (
         "calibrated for the embedder.",
     ),
     Setting(
+        "memory.half_life_days",
+        float,
+        30.0,
+        "Days after which an unused agent-made memory counts half in ranking (0 = no decay).",
+    ),
+    Setting(
         "memory.ann_threshold",
         int,
         20000,

@@ -83,6 +83,10 @@ def test_memory_commands_json(hash_ws: Path, olav) -> None:  # type: ignore[no-u
     assert res.exit_code != 0
     res = olav("memory", "delete", first, "--yes")
     assert res.exit_code == 0
+    assert json.loads(olav("memory", "show", first, "--json").output)["invalidated_at"]
+    res = olav("memory", "search", "backup router configuration", "--json", "-k", "50")
+    assert first not in {h["id"] for h in json.loads(res.output)}  # retired: never recalled
+    assert olav("memory", "delete", first, "--yes", "--purge").exit_code == 0
     assert json.loads(olav("memory", "stats", "--json").output)["rows"] == total - 1
     res = olav("memory", "show", "nope")
     assert res.exit_code != 0

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import typer
 from rich.table import Table
 
-from olav.cli.common import console, open_store, print_json
+from olav.cli.common import console, open_store, open_workspace, print_json
 from olav.errors import NotFoundError
 
 app = typer.Typer(no_args_is_help=True)
@@ -112,16 +113,27 @@ def show(
 def delete(
     memory_id: str = typer.Argument(..., metavar="ID"),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    purge: bool = typer.Option(False, "--purge", help="Remove the row instead of retiring it."),
 ) -> None:
-    """Delete one memory row (asks first)."""
-    store = open_store()
+    """Delete one memory (asks first). It is kept for history and never recalled again;
+    --purge removes the row for good."""
+    from olav.memory.lifecycle import soft_delete
+
+    ws = open_workspace()
+    store = open_store(ws)
     rec = store.get(memory_id)
     if rec is None:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     if not yes:
         typer.confirm(f"Delete {rec.category} {memory_id}: {_snippet(rec.text, 60)}?", abort=True)
-    store.delete(ids=[memory_id])
-    console.print(f"[green]✓[/] deleted {memory_id}")
+    audit = _audit(ws)
+    if purge:
+        store.delete(ids=[memory_id])
+        audit.memory_event(memory_id, "purge", "user", {"text": rec.text[:2000]})
+        console.print(f"[green]✓[/] purged {memory_id}")
+    else:
+        soft_delete(store, memory_id, audit=audit)
+        console.print(f"[green]✓[/] deleted {memory_id} (kept for history; --purge removes it)")
 
 
 @app.command("stats")
@@ -149,3 +161,205 @@ def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         "vector index: "
         + (f"{vec['type']}" if vec else f"none (exact search below {store.ann_threshold} rows)")
     )
+
+
+def _audit(ws: Any) -> Any:
+    from olav.audit.recorder import AuditRecorder
+
+    return AuditRecorder(ws.audit_path)
+
+
+@app.command("pin")
+def pin_cmd(memory_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Pin a memory: it never decays and its confidence is 1.0."""
+    from olav.memory.lifecycle import pin
+
+    pin(open_store(), memory_id)
+    console.print(f"[green]✓[/] pinned {memory_id}")
+
+
+@app.command("edit")
+def edit_cmd(
+    memory_id: str = typer.Argument(..., metavar="ID"),
+    text: str | None = typer.Option(None, "--text", help="The new text (else $EDITOR opens)."),
+) -> None:
+    """Change a memory's text; it is re-embedded and the old text kept in the audit log."""
+    from olav.memory.lifecycle import edit_text
+
+    ws = open_workspace()
+    store = open_store(ws)
+    rec = store.get(memory_id)
+    if rec is None:
+        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    if text is None:
+        current = str(rec.metadata.get("body") or rec.text)
+        import click
+
+        edited = click.edit(current)
+        if edited is None or edited.strip() == current.strip():
+            console.print("unchanged")
+            return
+        text = edited.strip()
+    edit_text(store, memory_id, text, audit=_audit(ws))
+    console.print(f"[green]✓[/] updated and re-embedded {memory_id}")
+
+
+@app.command("history")
+def history_cmd(
+    memory_id: str = typer.Argument(..., metavar="ID"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The supersede chain of a memory and its recorded changes."""
+    from olav.memory.conflicts import history
+
+    ws = open_workspace()
+    chain = history(open_store(ws), memory_id)
+    if not chain:
+        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    ids = [r.id for r in chain]
+    marks = ",".join("?" for _ in ids)
+    events = _audit(ws).query(
+        f"SELECT memory_id, action, actor, created_at FROM memory_events WHERE memory_id IN "
+        f"({marks}) ORDER BY created_at",
+        ids,
+    )
+    if as_json:
+        print_json(
+            {
+                "chain": [r.to_json() | {"vector": None} for r in chain],
+                "events": [list(e) for e in events],
+            }
+        )
+        return
+    for r in chain:
+        state = "live" if r.invalidated_at is None else f"retired {r.invalidated_at:%Y-%m-%d %H:%M}"
+        console.print(f"[cyan]{r.id}[/] [dim]({state})[/]")
+        console.print(f"  {_snippet(r.text, 110)}", markup=False)
+    for mid, action, actor, at in events:
+        console.print(f"[dim]{at:%Y-%m-%d %H:%M:%S}[/] {action} {mid} by {actor}")
+
+
+@app.command("gc")
+def gc_cmd() -> None:
+    """Purge expired rows, compact the table and drop old versions."""
+    from olav.memory.lifecycle import gc
+
+    report = gc(open_store())
+    console.print(
+        f"[green]✓[/] purged {report.expired_purged} expired rows; "
+        f"{report.rows_after} rows remain; table compacted"
+    )
+
+
+@app.command("why")
+def why_cmd(
+    query: str = typer.Argument(..., help="The request to explain."),
+    agent: str = typer.Option("core", "--agent", "-a", help="Agent whose recall to explain."),
+    tier: str = typer.Option("", "--tier", help="small, medium or large (default: the model's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
+    from olav.memory.calibration import reflection_gate
+    from olav.memory.recall import Recaller
+    from olav.runtime.models import model_tier
+
+    ws = open_workspace()
+    store = open_store(ws)
+    cfg = ws.config
+    rec = Recaller(
+        store,
+        agent=agent,
+        tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"]),
+        token_budget=cfg["memory.token_budget"],
+        reflection_gate=reflection_gate(cfg, store.embedder.name),
+        half_life_days=cfg["memory.half_life_days"],
+    )
+    result = rec.recall(query, dry_run=True)
+    if as_json:
+        print_json(
+            {
+                "query": query,
+                "agent": agent,
+                "tier": rec.tier,
+                "candidates": [c.to_json() for c in result.candidates],
+                "injected": result.injected_ids,
+                "block": result.block,
+            }
+        )
+        return
+    render_why(result, rec)
+
+
+def render_why(result: Any, rec: Any) -> None:
+    table = Table(
+        title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · "
+        f"gate {rec.reflection_gate}",
+        box=None,
+        pad_edge=False,
+    )
+    for col in ("decision", "category", "id", "dist", "fts", "rrf", "conf", "decay", "tokens"):
+        table.add_column(col)
+    for c in result.candidates[:15]:
+        d = c.to_json()
+        table.add_row(
+            ("[green]" if c.decision == "injected" else "[dim]")
+            + c.decision
+            + (" ↑kw" if c.boosted else "")
+            + "[/]",
+            d["category"],
+            d["id"],
+            "-" if d["distance"] is None else f"{d['distance']:.3f}",
+            "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
+            f"{d['score']:.4f}",
+            f"{d['confidence']:.2f}",
+            f"{d['decay']:.2f}",
+            str(d["tokens"]),
+        )
+    console.print(table)
+    total = sum(c.tokens for c in result.injected)
+    console.print(
+        f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"
+    )
+
+
+@app.command("log")
+def log_cmd(
+    run: str | None = typer.Option(None, "--run", help="A run id (default: the latest runs)."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """What was injected into past runs, from the recall log."""
+    import json as _json
+
+    ws = open_workspace()
+    sql = "SELECT run_id, agent, query, injected, latency_ms, created_at FROM recalls"
+    params: list[Any] = []
+    if run:
+        sql += " WHERE run_id = ?"
+        params.append(run)
+    sql += " ORDER BY created_at DESC LIMIT ?"
+    params.append(limit)
+    rows = _audit(ws).query(sql, params)
+    out = [
+        {
+            "run_id": r[0],
+            "agent": r[1],
+            "query": r[2],
+            "injected": _json.loads(r[3] or "[]"),
+            "latency_ms": r[4],
+            "at": str(r[5]),
+        }
+        for r in rows
+    ]
+    if as_json:
+        print_json(out)
+        return
+    if not out:
+        console.print("no recalls recorded" + (f" for run {run}" if run else ""))
+    for r in out:
+        console.print(
+            f"[dim]{r['at'][:19]}[/] run {r['run_id'] or '-'} · {r['agent']} · {r['query'][:60]!r}",
+            soft_wrap=True,
+        )
+        for mid in r["injected"]:
+            console.print(f"    → {mid}")

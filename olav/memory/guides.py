@@ -218,6 +218,7 @@ def import_guides(
             old is not None
             and old.metadata.get("hash") == rec.metadata["hash"]
             and old.metadata.get("source") == rec.metadata["source"]
+            and old.invalidated_at is None
         ):
             summary.unchanged.append(gid)
             continue

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.store import Hit, MemoryStore
 
 QUOTAS: dict[str, int] = {
@@ -54,6 +55,9 @@ class Candidate:
     hit: Hit
     boosted: bool = False
     decision: str = "candidate"  # injected | gated | over_quota | over_budget | over_total
+    decay: float = 1.0
+    rank_score: float = 0.0
+    tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
         r = self.hit.record
@@ -64,6 +68,10 @@ class Candidate:
             "distance": None if self.hit.distance is None else round(self.hit.distance, 4),
             "fts_score": None if self.hit.fts_score is None else round(self.hit.fts_score, 3),
             "score": round(self.hit.score, 5),
+            "confidence": round(r.confidence, 3),
+            "decay": round(self.decay, 3),
+            "rank_score": round(self.rank_score, 6),
+            "tokens": self.tokens,
             "boosted": self.boosted,
             "decision": self.decision,
         }
@@ -137,6 +145,7 @@ class Recaller:
         candidates: int = 40,
         audit: Any = None,
         bump_access: bool = True,
+        half_life_days: float = 30.0,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -146,6 +155,7 @@ class Recaller:
         self.n_candidates = candidates
         self.audit = audit
         self.bump = bump_access
+        self.half_life_days = half_life_days
         self._pending: list[Any] = []
 
     @property
@@ -167,13 +177,23 @@ class Recaller:
             k=self.n_candidates,
         )
         idents = set(SNAKE.findall(query))
-        cands = [
-            Candidate(h, boosted=bool(idents) and any(i in h.record.text for i in idents))
-            for h in hits
-        ]
-        # boosted first; then fused relevance weighted by confidence (distilled patterns and
-        # user-confirmed facts outrank raw captures that match as well)
-        cands.sort(key=lambda c: (not c.boosted, -c.hit.score * (0.5 + c.hit.record.confidence)))
+        cands = []
+        for h in hits:
+            weight = decay_weight(h.record, half_life_days=self.half_life_days)
+            cands.append(
+                Candidate(
+                    h,
+                    boosted=bool(idents) and any(i in h.record.text for i in idents),
+                    decay=weight,
+                    rank_score=h.score * rank_factor(h.record, weight),
+                    tokens=estimate_tokens(memory_body(h)),
+                )
+            )
+        # snake_case matches first; then fused relevance weighted by confidence and decay
+        # (distilled patterns and confirmed facts outrank raw captures); origin breaks ties
+        cands.sort(
+            key=lambda c: (not c.boosted, -c.rank_score, ORIGIN_RANK.get(c.hit.record.origin, 9))
+        )
         self._select(cands)
         result.candidates = cands
         chosen = [c.hit for c in cands if c.decision == "injected"]
@@ -217,7 +237,7 @@ class Recaller:
             if taken >= total_cap:
                 c.decision = "over_total"
                 continue
-            cost = estimate_tokens(memory_body(c.hit)) + 12
+            cost = c.tokens + 12
             if tokens + cost > self.token_budget and taken > 0:
                 c.decision = "over_budget"
                 continue

@@ -103,6 +103,7 @@ def build(
             tier=model_tier(name, cfg["llm.tier"]),
             token_budget=cfg["memory.token_budget"],
             reflection_gate=reflection_gate(cfg, store.embedder.name),
+            half_life_days=cfg["memory.half_life_days"],
             audit=run.audit,
         )
         recallers[a.name] = rec

@@ -7,7 +7,6 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from olav.config import Workspace
@@ -90,28 +89,14 @@ class Chat:
     # -- commands ----------------------------------------------------------------------------
 
     def show_memory(self, query: str) -> None:
+        from olav.cli.memory import render_why
+
         recaller = self.session.built.recallers[self.session.agent_name]
         result = recaller.recall(query, dry_run=True)
-        table = Table(
-            title=f"AutoRecall for {query!r} · agent {recaller.agent} · tier {recaller.tier}",
-            box=None,
-            pad_edge=False,
-        )
-        for col in ("decision", "category", "id", "dist", "rrf"):
-            table.add_column(col)
-        for c in result.candidates[:12]:
-            d = c.to_json()
-            style = "green" if c.decision == "injected" else "dim"
-            table.add_row(
-                Text(c.decision + (" ↑kw" if c.boosted else ""), style=style),
-                d["category"],
-                d["id"],
-                "-" if d["distance"] is None else f"{d['distance']:.3f}",
-                f"{d['score']:.4f}",
-            )
-        self.console.print(table)
         if not result.candidates:
             self.console.print("no memory matches")
+            return
+        render_why(result, recaller)
 
     def show_history(self) -> None:
         rows = self.session.audit.query(
