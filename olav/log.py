@@ -14,6 +14,15 @@ MAX_BYTES = 2 * 1024 * 1024
 _configured: set[str] = set()
 
 
+class RedactingFormatter(logging.Formatter):
+    """Secrets never reach the log files, whatever a message or exception carries."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from olav.memory.redact import redact_text
+
+        return redact_text(super().format(record))
+
+
 def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"olav.{name}")
 
@@ -25,7 +34,7 @@ def configure(logs_dir: Path, filename: str = "olav.log") -> Path:
     if str(path) in _configured:
         return path
     handler = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=3, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger("olav")
     root.addHandler(handler)
     root.setLevel(logging.INFO)

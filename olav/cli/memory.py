@@ -363,3 +363,35 @@ def log_cmd(
         )
         for mid in r["injected"]:
             console.print(f"    → {mid}")
+
+
+@app.command("quarantine")
+def quarantine_cmd(
+    release: str | None = typer.Option(None, "--release", help="Release this id into recall."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Memories held back because they look like prompt injection."""
+    from olav.memory.injection import QUARANTINE
+
+    ws = open_workspace()
+    store = open_store(ws)
+    if release:
+        rec = store.get(release)
+        if rec is None or not (rec.superseded_by or "").startswith(QUARANTINE):
+            raise NotFoundError(
+                f"{release!r} is not in quarantine", hint="See `olav memory quarantine`"
+            )
+        store.update(release, invalidated_at=None, superseded_by=None)
+        _audit(ws).memory_event(release, "release", "user", {})
+        console.print(f"[green]✓[/] released {release}")
+        return
+    rows = store.list_rows(f"superseded_by LIKE '{QUARANTINE}%'")
+    if as_json:
+        print_json([r.to_json() | {"vector": None} for r in rows])
+        return
+    if not rows:
+        console.print("nothing in quarantine")
+    for r in rows:
+        console.print(
+            f"[yellow]{r.id}[/] ({r.superseded_by}) {_snippet(r.text, 80)}", soft_wrap=True
+        )

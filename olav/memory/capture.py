@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from olav.memory.injection import quarantine_if_needed
 from olav.memory.redact import redact, redact_text
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_in, sql_str
@@ -155,7 +156,7 @@ def capture(
     if not records:
         return []
     known = {r.id for r in store.list_rows(sql_in("id", list(records)))}
-    new = [r for rid, r in records.items() if rid not in known]
+    new = [quarantine_if_needed(r) for rid, r in records.items() if rid not in known]
     store.upsert(new)
     return [r.id for r in new]
 
