@@ -395,3 +395,27 @@ def quarantine_cmd(
         console.print(
             f"[yellow]{r.id}[/] ({r.superseded_by}) {_snippet(r.text, 80)}", soft_wrap=True
         )
+
+
+@app.command("episodes")
+def episodes_cmd(
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Only this agent's sessions."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Summaries of earlier chat sessions (episodic memory), newest first."""
+    from olav.memory.store import sql_str
+
+    store = open_store()
+    where = "category = 'episode'" + (f" AND scope = {sql_str(agent)}" if agent else "")
+    epoch = datetime.min.replace(tzinfo=UTC)
+    rows = sorted(store.list_rows(where), key=lambda r: r.created_at or epoch, reverse=True)
+    rows = rows[:limit]
+    if as_json:
+        print_json([r.to_json() | {"vector": None} for r in rows])
+        return
+    if not rows:
+        console.print("no episodes yet: they are written when a chat session ends")
+    for r in rows:
+        console.print(f"[cyan]{r.id}[/] [dim]({r.scope})[/]")
+        console.print(r.text, markup=False)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.memory.episodes import TEMPORAL, recent_episodes
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.store import Hit, MemoryStore
 
@@ -29,6 +30,7 @@ QUOTAS: dict[str, int] = {
     "operational_event": 2,
     "topology": 1,
     "document": 2,
+    "episode": 1,
 }
 TIER_K = {"small": 1, "medium": 2, "large": 13}
 TIER_TOTAL = {"small": 6, "medium": 8, "large": 13}
@@ -39,6 +41,7 @@ LABELS = {
     "query_pattern": "query precedent",
     "operational_event": "precedent",
     "reflection": "lesson",
+    "episode": "earlier session",
 }
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
@@ -169,13 +172,17 @@ class Recaller:
         result = RecallResult(query=query, agent=self.agent, tier=self.tier)
         if not query.strip():
             return result
+        temporal = bool(TEMPORAL.search(query))
+        # episodes answer "what did we do last time"; other requests never get them
+        categories = [c for c in QUOTAS if temporal or c != "episode"]
         hits = self.store.search(
-            query,
-            mode="hybrid",
-            scopes=self.scopes,
-            categories=list(QUOTAS),
-            k=self.n_candidates,
+            query, mode="hybrid", scopes=self.scopes, categories=categories, k=self.n_candidates
         )
+        if temporal:  # "last time": the latest episodes, whatever their wording
+            have = {h.record.id for h in hits}
+            for rec in recent_episodes(self.store, self.scopes):
+                if rec.id not in have:
+                    hits.append(Hit(rec, score=0.0))
         idents = set(SNAKE.findall(query))
         cands = []
         for h in hits:
@@ -191,8 +198,21 @@ class Recaller:
             )
         # snake_case matches first; then fused relevance weighted by confidence and decay
         # (distilled patterns and confirmed facts outrank raw captures); origin breaks ties
+        if temporal:
+            for c in cands:
+                if c.hit.record.category == "episode":
+                    c.boosted = True
         cands.sort(
-            key=lambda c: (not c.boosted, -c.rank_score, ORIGIN_RANK.get(c.hit.record.origin, 9))
+            key=lambda c: (
+                not c.boosted,
+                -(
+                    c.hit.record.created_at.timestamp()
+                    if c.boosted and c.hit.record.category == "episode" and c.hit.record.created_at
+                    else 0.0
+                ),
+                -c.rank_score,
+                ORIGIN_RANK.get(c.hit.record.origin, 9),
+            )
         )
         self._select(cands)
         result.candidates = cands

@@ -25,6 +25,7 @@ CATEGORIES = (
     "audit",
     "topology",
     "document",
+    "episode",
 )
 ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
 

@@ -104,6 +104,10 @@ class Chat:
             "ORDER BY started_at",
             [self.session.session_id],
         )
+        from olav.memory.episodes import recent_episodes
+
+        for ep in reversed(recent_episodes(self.session.store, [self.session.agent_name], 3)):
+            self.console.print(ep.text, markup=False, style="dim")
         if not rows:
             self.console.print("no runs yet in this session")
         for started, agent, status, query in rows:
@@ -201,7 +205,7 @@ class Chat:
                     self.turn(line)
             except OlavError as exc:
                 self.console.print(Text("error: ", style="bold red") + Text(exc.one_line()))
-        self.session.wait_background()
+        self.session.close()
         self.console.print("bye")
 
     def _reader(self) -> Any:

@@ -16,6 +16,7 @@ from olav.learning.trace_learner import start_trace_learning
 from olav.log import configure as configure_logging
 from olav.log import get_logger
 from olav.memory.capture import CORRECTION, capture, invalidate_ids
+from olav.memory.episodes import EVERY_N_TURNS
 from olav.runtime.builder import BuiltAgent, build
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.models import translate_model_error
@@ -72,6 +73,7 @@ class Session:
         self.thread_id = self.session_id
         self._built: BuiltAgent | None = None
         self._last_patterns: list[str] = []
+        self.turns = 0
         self._background: list[Any] = []
         self.learn_from_failures = learn_from_failures
 
@@ -137,6 +139,9 @@ class Session:
             for rec in built.recallers.values():
                 rec.flush()
             self._learn(text, run_id, status)
+            self.turns += 1
+            if self.turns % EVERY_N_TURNS == 0:
+                self.write_episode()
         answer = message_text(final) if final is not None else ""
         self.audit.message(run_id, "assistant", answer)
         self.audit.end_run(run_id, "completed")
@@ -158,6 +163,23 @@ class Session:
             log.warning("capture failed for run %s: %s", run_id, exc)
         if status in ("error", "cancelled") and self.learn_from_failures:
             self._background.append(start_trace_learning(self.ws, self.store))
+
+    def write_episode(self) -> str | None:
+        """Store this session's episode (what was asked, done, left open)."""
+        from olav.memory.episodes import write_episode
+
+        if self._built is None or self.turns == 0:
+            return None
+        try:
+            return write_episode(self.store, self.audit, self.session_id, self.agent_name)
+        except Exception as exc:  # an episode is a nicety; never break the chat for it
+            log.warning("episode for session %s not written: %s", self.session_id, exc)
+            return None
+
+    def close(self) -> None:
+        """End of the session: wait for background learning and write the episode."""
+        self.wait_background()
+        self.write_episode()
 
     def wait_background(self, timeout: float = 120.0) -> None:
         """Wait for background learning started by failed runs (tests, clean exit)."""

@@ -130,7 +130,7 @@ def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
             child.expect("There are 4 border routers.")
             child.expect("core> ")
             child.sendline("/memory backup router configuration")
-            child.expect("AutoRecall for 'backup router configuration'")
+            child.expect("recall for 'backup router configuration'")
             child.expect("injected")
             child.expect("core> ")
             child.sendline("/exit")

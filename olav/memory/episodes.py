@@ -1,0 +1,101 @@
+"""Episodic memory: what happened in a chat session, stored as an ``episode``.
+
+At the end of a session (or every N turns) a short structured summary is written from the
+audit log: what was asked, what was done, what is still open. No model call is needed, so it
+is cheap and cannot be invented. "Last time / 上次 / yesterday" queries then get the most
+recent episodes, ranked by time as well as by similarity.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore, sql_str
+
+TEMPORAL = re.compile(
+    r"\b(last time|previous(ly)?|yesterday|earlier|continue from|pick up where|last session|"
+    r"what did (we|i) do)\b|上次|上一次|昨天|之前|继续|刚才",
+    re.I,
+)
+EVERY_N_TURNS = 10
+
+
+def summarise_session(audit: Any, session_id: str) -> dict[str, Any] | None:
+    runs = audit.query(
+        "SELECT id, agent, status, query, started_at FROM runs WHERE session_id = ? "
+        "ORDER BY started_at",
+        [session_id],
+    )
+    if not runs:
+        return None
+    ids = [r[0] for r in runs]
+    marks = ",".join("?" for _ in ids)
+    calls = audit.query(
+        f"SELECT tool, status, args, result FROM tool_calls WHERE run_id IN ({marks}) "
+        "ORDER BY created_at",
+        ids,
+    )
+    did = []
+    for tool, status, args, _result in calls:
+        if status == "success" and tool != "task":
+            short = ", ".join(
+                f"{k}={str(v)[:30]}" for k, v in json.loads(args or "{}").items() if k != "data"
+            )
+            did.append(f"{tool}({short})")
+    open_items = [
+        f"{q[:80]} ({status})" for _, _, status, q, _ in runs if status in ("error", "cancelled")
+    ]
+    return {
+        "asked": [r[3][:120] for r in runs],
+        "did": did[:12],
+        "open": open_items[:6],
+        "agents": sorted({r[1] for r in runs}),
+        "started": runs[0][4].isoformat(),
+        "turns": len(runs),
+    }
+
+
+def render_episode(summary: dict[str, Any], when: datetime) -> str:
+    lines = [f"Session on {when:%Y-%m-%d %H:%M} UTC ({summary['turns']} turns)."]
+    lines.append("Asked: " + "; ".join(summary["asked"]))
+    if summary["did"]:
+        lines.append("Done: " + "; ".join(summary["did"]))
+    if summary["open"]:
+        lines.append("Open: " + "; ".join(summary["open"]))
+    return "\n".join(lines)
+
+
+def write_episode(store: MemoryStore, audit: Any, session_id: str, agent: str) -> str | None:
+    summary = summarise_session(audit, session_id)
+    if summary is None:
+        return None
+    now = datetime.now(UTC)
+    text = render_episode(summary, now)
+    rec = MemoryRecord(
+        id=f"episode_{session_id}",
+        text=text,
+        category="episode",
+        scope=agent,
+        origin="agent",
+        confidence=0.7,
+        tags=["episode"],
+        metadata={"session_id": session_id, "summary": summary, "body": text},
+    )
+    store.upsert([rec])
+    return rec.id
+
+
+def recent_episodes(store: MemoryStore, scopes: list[str], limit: int = 2) -> list[MemoryRecord]:
+    where = (
+        "category = 'episode' AND invalidated_at IS NULL AND scope IN ("
+        + ", ".join(sql_str(s) for s in scopes)
+        + ")"
+    )
+    rows = store.list_rows(where)
+    epoch = datetime.min.replace(tzinfo=UTC)
+    rows.sort(key=lambda r: r.updated_at or r.created_at or epoch, reverse=True)
+    return rows[:limit]

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from olav.memory.recall import Recaller
+
+
+def test_episode_written_at_session_end_and_recalled_by_last_time(session_for) -> None:  # type: ignore[no-untyped-def]
+    session, _ = session_for(
+        [
+            {"tool_calls": [{"name": "list_devices", "args": {"site": "bj1"}}]},
+            {"content": "bj1 has 6 devices"},
+            {"content": "noted"},
+        ],
+        agent="netops",
+    )
+    session.ask("list the devices in bj1")
+    session.ask("we still need to back up bj1-core01 tomorrow")
+    session.close()
+    store = session.store
+    episodes = store.list_rows("category = 'episode'")
+    assert len(episodes) == 1
+    text = episodes[0].text
+    assert "list the devices in bj1" in text and "list_devices(site=bj1)" in text
+    recaller = Recaller(store, agent="netops", tier="small", bump_access=False)
+    for query in ("上次我们做到哪了？", "continue from last time"):
+        result = recaller.recall(query, dry_run=True)
+        assert result.injected_ids[0] == episodes[0].id, query
+        assert "[earlier session:" in result.block
+    other = recaller.recall("what is the BGP hold timer default?", dry_run=True)
+    assert episodes[0].id not in other.injected_ids
+
+
+def test_old_turns_are_compressed_at_the_budget_keeping_confirmed_parameters(  # type: ignore[no-untyped-def]
+    session_for, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OLAV_LLM_NUM_CTX", "2048")
+    monkeypatch.setenv("OLAV_LLM_NUM_PREDICT", "256")
+    filler = "Please consider the following context carefully. " * 60
+    turns = [
+        {"tool_calls": [{"name": "list_devices", "args": {"site": "sh1", "role": "border"}}]},
+        {"content": "sh1 has 2 border routers"},
+    ] + [{"content": f"answer {i}"} for i in range(6)]
+    session, model = session_for(turns, agent="netops")
+    session.ask("list the border routers in sh1")
+    for i in range(6):
+        session.ask(f"question {i}: {filler}")
+    last = model.calls[-1]
+    first_human = next(m for m in last if isinstance(m, HumanMessage))
+    state = str(first_human.content)
+    assert state.startswith("[conversation state")
+    assert "list_devices.site=sh1" in state and "list_devices.role=border" in state
+    assert "list the border routers in sh1" in state
+    assert sum(isinstance(m, HumanMessage) for m in last) == 3  # state + the last two turns
+    stored = session.built.graph.get_state({"configurable": {"thread_id": session.thread_id}})
+    assert sum(isinstance(m, HumanMessage) for m in stored.values["messages"]) == 7
