@@ -298,7 +298,7 @@ def render_why(result: Any, rec: Any) -> None:
         pad_edge=False,
     )
     for col in ("decision", "category", "id", "dist", "fts", "rrf", "conf", "decay", "tokens"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "id", overflow="fold" if col == "id" else "ellipsis")
     for c in result.candidates[:15]:
         d = c.to_json()
         table.add_row(

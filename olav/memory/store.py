@@ -38,6 +38,10 @@ os.environ.setdefault("LANCE_LOG", "error")  # keep lance's Rust warnings off th
 SEARCH_MODES = ("vector", "fts", "hybrid")
 _WORD = re.compile(r"\w", re.UNICODE)
 REEMBED_TABLE = "memory_reembed"
+# ICU word breaking (Chinese and Japanese work) that also splits snake_case and camelCase
+# identifiers, so "snapshot" finds take_snapshot_when_db_stale and register finds
+# register_service.
+FTS_TOKENIZER = "icu/split"
 BACKUP_PREFIX = "memory_backup_"
 
 
@@ -223,13 +227,27 @@ class MemoryStore:
                 )
             self._db.drop_table(TABLE)
             return self._create(TABLE)
+        self._upgrade_fts(table)
         return table
+
+    @staticmethod
+    def _upgrade_fts(table: Any) -> None:
+        """Rebuild a full-text index made with an older tokenizer (an index migration)."""
+        from lancedb.index import FTS
+
+        for idx in table.list_indices():
+            if "text" in idx.columns and str(idx.index_type) == "FTS":
+                details = getattr(idx, "index_details", None) or {}
+                if details.get("base_tokenizer", FTS_TOKENIZER) != FTS_TOKENIZER:
+                    table.create_index(
+                        "text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True
+                    )
 
     def _create(self, name: str) -> Any:
         from lancedb.index import FTS
 
         table = self._db.create_table(name, schema=self.schema)
-        table.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+        table.create_index("text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
         return table
 
     @property
@@ -498,7 +516,9 @@ class MemoryStore:
             if state["fts"] is None:
                 from lancedb.index import FTS
 
-                self._table.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+                self._table.create_index(
+                    "text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True
+                )
             unindexed = (state["fts"] or {}).get("unindexed") or 0
             if unindexed and (force_optimize or unindexed >= 256):
                 self._table.optimize()
@@ -584,7 +604,7 @@ def _reembed_locked(
             progress(done, total)
     from lancedb.index import FTS
 
-    new.create_index("text", config=FTS(base_tokenizer="icu"), replace=True)
+    new.create_index("text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
     if new.count_rows() != total:
         raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
     backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
