@@ -68,21 +68,65 @@ def export_cmd(file: Path = typer.Argument(..., help="Destination .jsonl file.")
 
 @app.command("import")
 def import_cmd(
-    file: Path = typer.Argument(..., help="A .jsonl file written by `olav kb export`."),
+    file: Path = typer.Argument(
+        ..., help="A .jsonl file written by `olav kb export`, or a .md/.txt document."
+    ),
+    agent: str = typer.Option("core", "--agent", help="Documents: the agent they belong to."),
+    scope: str | None = typer.Option(
+        None, "--scope", help="Documents: global, an agent or team:<id> (default from --agent)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Import memory rows from a JSONL export (vectors are kept when the embedder matches)."""
-    from olav.memory.transfer import import_jsonl
+    """Import memory rows from a JSONL export, or a Markdown/text document as ~500-token
+    chunks plus a summary guide. Re-importing a document replaces its rows."""
+    from olav.memory.documents import DOCUMENT_SUFFIXES, import_document_file
 
-    if file.suffix != ".jsonl":
+    suffix = file.suffix.lower()
+    if suffix != ".jsonl" and suffix not in DOCUMENT_SUFFIXES:
         raise OlavError(
-            f"{file}: only .jsonl exports can be imported here",
-            hint="Export one with `olav kb export FILE.jsonl`",
+            f"{file}: cannot import {suffix or 'a file without a suffix'}",
+            hint="Pass a .jsonl export (`olav kb export FILE.jsonl`) or a "
+            + "/".join(DOCUMENT_SUFFIXES)
+            + " document",
         )
-    store = open_store()
-    result = import_jsonl(store, file)
+    ws = open_workspace()
+    store = open_store(ws)
+    if suffix == ".jsonl":
+        from olav.memory.transfer import import_jsonl
+
+        result = import_jsonl(store, file)
+        if as_json:
+            print_json({"added": len(result.added), "updated": len(result.updated)})
+            return
+        console.print(
+            f"[green]✓[/] imported {len(result.added) + len(result.updated)} rows from {file} "
+            f"({len(result.added)} new, {len(result.updated)} replaced)"
+        )
+        return
+    with progress_bar(f"Importing {file.name}", None) as bar:
+        task = bar.add_task(f"Importing {file.name}", total=None)
+        doc = import_document_file(
+            store,
+            file,
+            base=ws.root,
+            agent=agent,
+            scope=scope,
+            progress_total=lambda n: bar.update(task, total=n),
+            progress=lambda n: bar.advance(task, n),
+        )
+    from olav.audit.recorder import AuditRecorder
+
+    AuditRecorder(ws.audit_path).memory_event(
+        doc.summary_id, "import", "cli", {"file": str(file), **doc.to_json()}
+    )
+    if as_json:
+        print_json(doc.to_json())
+        return
     console.print(
-        f"[green]✓[/] imported {len(result.added) + len(result.updated)} rows from {file} "
-        f"({len(result.added)} new, {len(result.updated)} replaced)"
+        f'[green]✓[/] imported "{doc.title}" from {file}: {len(doc.chunk_ids)} chunks + summary '
+        f"guide {doc.summary_id} ({len(doc.added)} new, {len(doc.updated)} replaced, "
+        f"{len(doc.unchanged)} unchanged, {len(doc.removed)} removed)",
+        soft_wrap=True,
     )
 
 

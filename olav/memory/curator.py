@@ -1,14 +1,36 @@
 """The two-turn, human-confirmed path from "remember that ..." to memory.
 
-Turn 1 (:func:`propose_draft`) only writes ``.curator_drafts/<intent>.draft.json`` and returns
-a preview. Turn 2 (:func:`commit_draft`) commits the latest (or named) draft; without a draft
-it fails with "no draft found". Drafts expire after 24 hours.
+Turn 1 (:func:`propose_draft`) only writes ``.curator_drafts/<intent>.draft.json`` and returns a
+preview for the agent to quote, ending with :data:`CONFIRM_PROMPT`. Nothing reaches memory.
+
+Turn 2 (:func:`commit_draft`) commits the latest (or named) draft, by category:
+
+- ``usage_guide`` / ``format_guide``: ``<agent>/guides/<intent>.guide.yaml``, primed into memory;
+- ``fact`` / ``preference`` / ``decision`` / ``expert_knowledge``: one row, origin user,
+  confidence 1.0;
+- ``document``: ~500-token chunks (category document) plus a summary usage_guide
+  (see :mod:`olav.memory.documents`);
+- ``topology``: one row whose metadata names the format (mermaid, dot or svg), detected from
+  the source.
+
+Every commit appends an audit ``memory_events`` row and archives the draft under
+``.curator_drafts/committed/<intent>_<ts>.json``.
+
+Human confirmation cannot be bypassed through the tools:
+
+- without a draft, a commit fails with "no draft found";
+- a draft older than 24 hours is refused (and moved to ``.curator_drafts/expired/``);
+- a draft cannot be committed in the run (user turn) that proposed it. The draft records the
+  proposing run's id; a commit passing the same ``run_id`` is refused. When either id is
+  unknown, the audit log decides: the draft must be older than the start of the current run
+  (the given one, or else the newest running run), i.e. the user has replied since the preview.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,17 +42,193 @@ from olav.memory.schema import MemoryRecord
 
 DRAFTS = ".curator_drafts"
 DRAFT_TTL = timedelta(hours=24)
+DRAFT_VERSION = 1
 CONFIRM_PROMPT = "Confirm? (yes / ok / 可以 / 确认 / 入库)"
+NOT_CONFIRMED = "the user has not confirmed yet: show the preview and wait for their reply"
+ACTOR = "memory_curator"
+
+GUIDE_CATEGORIES = ("usage_guide", "format_guide")
+ROW_CATEGORIES = ("fact", "preference", "decision", "expert_knowledge")
+CATEGORIES = (*GUIDE_CATEGORIES, *ROW_CATEGORIES, "document", "topology")
+PREVIEW_CHARS = 1500
+_SCOPE = re.compile(r"^(global|team:[\w.-]+|[a-z0-9][a-z0-9_-]*)$")
+_PATHLIKE = re.compile(r"^[^\n]{1,400}\.(md|markdown|txt|mmd|mermaid|dot|gv|svg)$", re.I)
 
 
 def sanitise_intent(intent: str) -> str:
-    clean = re.sub(r"[^a-z0-9_]+", "_", intent.lower()).strip("_")[:64]
+    """A safe snake_case file stem: ``../../x`` becomes ``x``; nothing can leave the folder."""
+    clean = re.sub(r"[^a-z0-9_]+", "_", intent.lower()).strip("_")[:64].strip("_")
     if not clean:
         raise OlavError(
             f"intent {intent!r} has no usable characters",
             hint="Use a snake_case name such as r1_loopback",
         )
     return clean
+
+
+def sanitise_agent(agent: str) -> str:
+    clean = re.sub(r"[^a-z0-9_-]+", "_", agent.strip().lower()).strip("_-")[:64]
+    if not clean:
+        raise OlavError(
+            f"agent {agent!r} is not a name", hint="Use an agent folder name, e.g. core"
+        )
+    return clean
+
+
+def _keywords(words: list[str], intent: str) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        w = " ".join(str(w).split()).strip("\"'`“”‘’")
+        if w and w not in out:
+            out.append(w)
+    return out[:24] or [intent.replace("_", " ")]
+
+
+def _clip(text: str, limit: int = PREVIEW_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + f"\n… ({len(text) - limit} more characters)"
+
+
+class _PreviewDumper(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks, so the preview reads like the text it holds."""
+
+
+def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_PreviewDumper.add_representer(str, _str_block)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- turn 1 ----------------------------------------------------------------------------------
+
+
+def _resolve_file(root: Path, body: str, category: str) -> Path | None:
+    """A document/topology body that is just a file path: the file to read, if it exists."""
+    from olav.memory.documents import DIAGRAM_SUFFIXES, DOCUMENT_SUFFIXES
+
+    text = body.strip()
+    if category not in ("document", "topology") or not _PATHLIKE.match(text):
+        return None
+    path = Path(text).expanduser()
+    path = path if path.is_absolute() else root / path
+    allowed = DOCUMENT_SUFFIXES if category == "document" else (*DIAGRAM_SUFFIXES, ".md", ".txt")
+    if path.suffix.lower() not in allowed:
+        return None
+    if not path.is_file():
+        if re.search(r"\s", text):
+            return None  # a sentence that happens to end in ".md": keep it as the text
+        raise OlavError(
+            f"{text} does not exist",
+            hint="Give a path relative to the workspace or an absolute path, or paste the text",
+        )
+    return path
+
+
+def _check_agent(root: Path, agent: str) -> None:
+    if (root / agent / "SKILL.md").is_file():
+        return
+    known = sorted(p.name for p in root.iterdir() if (p / "SKILL.md").is_file())
+    raise OlavError(
+        f"there is no agent {agent!r} in this workspace",
+        hint="Use one of: " + (", ".join(known) or "core"),
+    )
+
+
+def _prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
+    """Details computed from a draft: the preview fields, and what commit will write."""
+    from olav.memory.documents import (
+        detect_diagram_format,
+        document_key_for_file,
+        document_records,
+        document_title,
+    )
+
+    cat = draft["category"]
+    info: dict[str, Any] = {}
+    if cat in GUIDE_CATEGORIES:
+        gpath = Path(draft["agent"]) / "guides" / f"{draft['intent']}.guide.yaml"
+        info["file"] = gpath.as_posix()
+        if (root / gpath).exists():
+            info["replaces"] = gpath.as_posix()
+    elif cat == "document":
+        source = draft.get("source")
+        key = (
+            document_key_for_file(root / source, root)
+            if source
+            else f"curator:{draft['agent']}/{draft['intent']}"
+        )
+        title = document_title(draft["body"], draft["intent"].replace("_", " "))
+        records, summary = document_records(
+            draft["body"],
+            key=key,
+            title=title,
+            intent=draft["intent"],
+            agent=draft["agent"],
+            scope=draft["scope"],
+            keywords=draft["keywords"],
+            source=source,
+            chunks=draft.get("chunks") or None,
+            origin="document",
+        )
+        info.update(title=title, records=records, summary=summary)
+    elif cat == "topology":
+        fmt = detect_diagram_format(draft["body"])
+        if fmt is None:
+            raise OlavError(
+                "could not tell the topology's format",
+                hint="Give it as Mermaid (graph TD ...), Graphviz DOT (digraph G { ... }) or "
+                "SVG (<svg ...>), or store a prose description as category fact",
+            )
+        info["format"] = fmt
+    return info
+
+
+def _preview(draft: dict[str, Any], info: dict[str, Any]) -> str:
+    cat = draft["category"]
+    shown: dict[str, Any] = {
+        "intent": draft["intent"],
+        "category": cat,
+        "agent": draft["agent"],
+        "scope": draft["scope"],
+        "keywords": draft["keywords"],
+    }
+    if draft.get("source"):
+        shown["source"] = draft["source"]
+    if cat in GUIDE_CATEGORIES:
+        shown["file"] = info["file"]
+        if info.get("replaces"):
+            shown["replaces"] = f"the existing {info['replaces']}"
+        shown["body"] = _clip(draft["body"])
+    elif cat == "document":
+        shown["title"] = info["title"]
+        shown["chunks"] = f"{len(info['records'])} (about 500 tokens each, category document)"
+        shown["summary_guide"] = info["summary"].metadata["body"]
+    elif cat == "topology":
+        shown["format"] = info["format"]
+        shown["body"] = _clip(draft["body"])
+    else:
+        shown["body"] = _clip(draft["body"])
+    return yaml.dump(
+        {k: _tidy(v) for k, v in shown.items()},
+        Dumper=_PreviewDumper,
+        allow_unicode=True,
+        sort_keys=False,
+        width=100,
+    )
+
+
+def _tidy(value: Any) -> Any:
+    """Trailing spaces force PyYAML out of block style; drop them for the preview."""
+    if isinstance(value, str) and "\n" in value:
+        return "\n".join(ln.rstrip() for ln in value.strip("\n").splitlines())
+    return value
 
 
 def propose_draft(
@@ -42,100 +240,342 @@ def propose_draft(
     category: str,
     agent: str = "core",
     scope: str | None = None,
+    chunks: list[str] | None = None,
+    run_id: str | None = None,
 ) -> str:
+    """Turn 1: write the draft and return the preview to quote. Stores nothing in memory."""
     name = sanitise_intent(intent)
+    agent_name = sanitise_agent(agent)
+    if category not in CATEGORIES:
+        raise OlavError(
+            f"unknown category {category!r} for a memory draft",
+            hint="Use one of: " + ", ".join(CATEGORIES),
+        )
     if not body.strip():
         raise OlavError("the draft has an empty body", hint="Say what should be remembered")
-    draft = {
+    if chunks and category != "document":
+        raise OlavError("chunks only apply to category document", hint="Leave chunks empty")
+    resolved_scope = (scope or "").strip() or ("global" if agent_name == "core" else agent_name)
+    if not _SCOPE.match(resolved_scope):
+        raise OlavError(
+            f"scope {resolved_scope!r} is not valid",
+            hint="Use global, an agent name, or team:<id>",
+        )
+    _check_agent(root, agent_name)
+    source: str | None = None
+    text = body.strip()
+    path = _resolve_file(root, body, category)
+    if path is not None:
+        from olav.memory.documents import DIAGRAM_SUFFIXES, DOCUMENT_SUFFIXES, read_text_file
+
+        text = read_text_file(path, (*DOCUMENT_SUFFIXES, *DIAGRAM_SUFFIXES)).strip()
+        try:
+            source = path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            source = str(path.resolve())
+    draft: dict[str, Any] = {
+        "version": DRAFT_VERSION,
         "intent": name,
-        "keywords": keywords,
-        "body": body.strip(),
         "category": category,
-        "agent": sanitise_intent(agent),
-        "scope": scope or ("global" if agent == "core" else agent),
-        "created_at": datetime.now(UTC).isoformat(),
+        "agent": agent_name,
+        "scope": resolved_scope,
+        "keywords": _keywords(keywords, name),
+        "body": text,
+        "chunks": [c for c in chunks or [] if c.strip()] or None,
+        "source": source,
+        "run_id": run_id,
+        "created_at": _now().isoformat(),
     }
+    info = _prepare(root, draft)  # validates before anything is written
+    if "format" in info:
+        draft["format"] = info["format"]
     folder = root / DRAFTS
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.draft.json").write_text(json.dumps(draft, ensure_ascii=False, indent=1))
-    preview = yaml.safe_dump(
-        {k: draft[k] for k in ("intent", "category", "scope", "keywords", "body")},
-        allow_unicode=True,
-        sort_keys=False,
-    )
+    target = folder / f"{name}.draft.json"
+    tmp = folder / f".{name}.draft.json.tmp"
+    tmp.write_text(json.dumps(draft, ensure_ascii=False, indent=1), encoding="utf-8")
+    tmp.replace(target)
     return (
-        f"Draft saved (nothing stored yet). Quote this preview to the user:\n\n{preview}\n"
-        f"{CONFIRM_PROMPT}"
+        f"Draft saved to {DRAFTS}/{target.name}; NOTHING is stored in memory yet. "
+        "Quote this preview to the user and wait for their reply:\n\n"
+        f"{_preview(draft, info)}\n{CONFIRM_PROMPT}"
     )
 
 
-def _latest_draft(root: Path, intent: str | None) -> Path:
-    folder = root / DRAFTS
-    if intent:
-        path = folder / f"{sanitise_intent(intent)}.draft.json"
-        candidates = [path] if path.is_file() else []
-    else:
-        candidates = sorted(folder.glob("*.draft.json"), key=lambda p: p.stat().st_mtime)
-    if not candidates:
+# -- turn 2 ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Draft:
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def created_at(self) -> datetime:
+        return datetime.fromisoformat(str(self.data["created_at"]))
+
+    def expired(self, at: datetime) -> bool:
+        return at - self.created_at > DRAFT_TTL
+
+
+def _load(path: Path) -> Draft:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        draft = Draft(path, data)
+        _ = draft.created_at, data["intent"], data["category"], data["body"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise OlavError(
-            "no draft found",
-            hint="Call propose_memory_draft first and show the preview to the user",
+            f"draft {path.name} is unreadable ({type(exc).__name__})",
+            hint="Propose it again with propose_memory_draft",
+        ) from None
+    return draft
+
+
+def list_drafts(root: Path) -> list[Draft]:
+    """Pending drafts, oldest first. Unreadable files are skipped."""
+    out = []
+    for path in (root / DRAFTS).glob("*.draft.json"):
+        try:
+            out.append(_load(path))
+        except OlavError:
+            continue
+    return sorted(out, key=lambda d: d.created_at)
+
+
+def _no_draft() -> OlavError:
+    return OlavError(
+        "no draft found",
+        hint="Call propose_memory_draft first, show the preview to the user and wait for "
+        "their confirmation",
+    )
+
+
+def _expire(draft: Draft) -> None:
+    folder = draft.path.parent / "expired"
+    folder.mkdir(exist_ok=True)
+    draft.path.replace(folder / draft.path.name)
+
+
+def _pick(root: Path, intent: str | None, at: datetime) -> Draft:
+    if intent:
+        path = root / DRAFTS / f"{sanitise_intent(intent)}.draft.json"
+        if not path.is_file():
+            raise _no_draft()
+        chosen = _load(path)
+    else:
+        drafts = list_drafts(root)
+        if not drafts:
+            raise _no_draft()
+        chosen = drafts[-1]
+        for old in drafts[:-1]:
+            if old.expired(at):
+                _expire(old)
+    if chosen.expired(at):
+        _expire(chosen)
+        raise OlavError(
+            f"draft {chosen.data['intent']} expired (drafts are kept 24 h)",
+            hint="Propose it again and ask the user to confirm",
         )
-    return candidates[-1]
+    return chosen
+
+
+def _run_start(audit_path: Path | None, run_id: str | None) -> tuple[str, float] | None:
+    """(id, start as epoch seconds) of ``run_id``, or of the newest run still marked running
+    when ``run_id`` is None. None when the audit log cannot tell."""
+    if audit_path is None or not Path(audit_path).is_file():
+        return None
+    from olav.audit.db import connect
+
+    sql = "SELECT id, epoch(started_at) FROM runs WHERE "
+    with connect(Path(audit_path)) as con:
+        if run_id is None:
+            sql += "status = 'running' ORDER BY started_at DESC LIMIT 1"
+            row = con.execute(sql).fetchone()
+        else:
+            row = con.execute(sql + "id = ?", [run_id]).fetchone()
+    return (str(row[0]), float(row[1])) if row else None
+
+
+def _check_confirmed(draft: Draft, run_id: str | None, audit_path: Path | None) -> None:
+    """Refuse a draft proposed in the current run: the user has not replied to it yet.
+
+    The draft's own run id decides when both are known. Otherwise the draft must be older than
+    the start of the current run (``run_id``, or the newest running run in the audit log).
+    """
+    proposed_in = draft.data.get("run_id")
+    if run_id is not None and proposed_in is not None:
+        if proposed_in == run_id:
+            raise OlavError(NOT_CONFIRMED)
+        return
+    current = _run_start(audit_path, run_id)
+    if current is None:
+        return
+    if proposed_in == current[0] or draft.created_at.timestamp() >= current[1]:
+        raise OlavError(NOT_CONFIRMED)
+
+
+def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
+    from pydantic import ValidationError
+
+    from olav.memory.guides import Guide, import_guides
+
+    guide = {
+        "schema_version": 1,
+        "intent": d["intent"],
+        "agent": d["agent"],
+        "category": d["category"],
+        "source_tier": "user",
+        "keywords": d["keywords"],
+        "body": d["body"] + "\n",
+    }
+    if d["scope"] != ("global" if d["agent"] == "core" else d["agent"]):
+        guide["scope"] = d["scope"]
+    try:
+        Guide.model_validate(guide)
+    except ValidationError as exc:
+        raise OlavError(f"the guide is not valid: {exc.errors()[0]['msg']}") from None
+    guide_dir = root / d["agent"] / "guides"
+    guide_dir.mkdir(parents=True, exist_ok=True)
+    gpath = guide_dir / f"{d['intent']}.guide.yaml"
+    tmp = guide_dir / f".{d['intent']}.guide.yaml.tmp"
+    tmp.write_text(
+        yaml.safe_dump(guide, allow_unicode=True, sort_keys=False, width=100), encoding="utf-8"
+    )
+    tmp.replace(gpath)
+    summary = import_guides(store, [gpath], base=root)
+    if summary.errors:
+        raise OlavError(summary.errors[0].one_line())
+    mem_id = f"guide_{d['agent']}_{d['intent']}"
+    return mem_id, [mem_id]
+
+
+def _commit_row(store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
+    mem_id = f"{d['category']}_{d['intent']}"
+    words = d["intent"].replace("_", " ")
+    store.upsert(
+        [
+            MemoryRecord(
+                id=mem_id,
+                text=f"{words}: {d['body']}\n" + ", ".join(d["keywords"]),
+                category=d["category"],
+                scope=d["scope"],
+                origin="user",
+                confidence=1.0,
+                tags=d["keywords"][:8],
+                metadata={
+                    "intent": d["intent"],
+                    "agent": d["agent"],
+                    "body": d["body"],
+                    "keywords": d["keywords"],
+                    "curator": True,
+                },
+            )
+        ]
+    )
+    return mem_id, [mem_id]
+
+
+def _commit_topology(store: Any, d: dict[str, Any], fmt: str) -> tuple[str, list[str]]:
+    from olav.memory.documents import diagram_labels
+
+    mem_id = f"topology_{d['intent']}"
+    labels = diagram_labels(d["body"], fmt)
+    words = d["intent"].replace("_", " ")
+    head = f"{words} ({d['intent']}) {fmt} topology\n{', '.join(d['keywords'])}"
+    # raw SVG markup is noise to an embedder: embed its labels; diagram sources embed as they are
+    content = "\n".join(labels) if fmt == "svg" else d["body"][:8000]
+    store.upsert(
+        [
+            MemoryRecord(
+                id=mem_id,
+                text=f"{head}\n{'nodes: ' + ', '.join(labels) if labels else ''}\n\n{content}",
+                category="topology",
+                scope=d["scope"],
+                origin="user",
+                confidence=1.0,
+                tags=[*d["keywords"][:7], fmt],
+                metadata={
+                    "intent": d["intent"],
+                    "agent": d["agent"],
+                    "format": fmt,
+                    "body": d["body"],
+                    "labels": labels,
+                    "keywords": d["keywords"],
+                    "source": d.get("source"),
+                    "curator": True,
+                },
+            )
+        ]
+    )
+    return mem_id, [mem_id]
+
+
+def _archive(draft: Draft, ids: list[str], at: datetime) -> Path:
+    folder = draft.path.parent / "committed"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = at.strftime("%Y%m%dT%H%M%S")
+    target = folder / f"{draft.data['intent']}_{stamp}.json"
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder / f"{draft.data['intent']}_{stamp}_{n}.json"
+    record = {**draft.data, "committed_at": at.isoformat(), "memory_ids": ids}
+    target.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding="utf-8")
+    draft.path.unlink()
+    return target
 
 
 def commit_draft(
-    root: Path, store: Any, *, intent: str | None = None, audit_path: Path | None = None
+    root: Path,
+    store: Any,
+    *,
+    intent: str | None = None,
+    audit_path: Path | None = None,
+    run_id: str | None = None,
 ) -> str:
-    path = _latest_draft(root, intent)
-    draft = json.loads(path.read_text(encoding="utf-8"))
-    created = datetime.fromisoformat(draft["created_at"])
-    if datetime.now(UTC) - created > DRAFT_TTL:
-        raise OlavError(
-            f"draft {draft['intent']} expired (older than 24 h)",
-            hint="Propose it again and ask the user to confirm",
-        )
-    if draft["category"] == "usage_guide":
-        guide_dir = root / draft["agent"] / "guides"
-        guide_dir.mkdir(parents=True, exist_ok=True)
-        guide = {
-            "intent": draft["intent"],
-            "agent": draft["agent"],
-            "source_tier": "user",
-            "keywords": draft["keywords"] or [draft["intent"]],
-            "body": draft["body"],
-        }
-        gpath = guide_dir / f"{draft['intent']}.guide.yaml"
-        gpath.write_text(yaml.safe_dump(guide, allow_unicode=True, sort_keys=False))
-        from olav.memory.guides import import_guides
+    """Turn 2: commit the latest (or named) draft the user confirmed. See the module doc."""
+    at = _now()
+    draft = _pick(root, intent, at)
+    _check_confirmed(draft, run_id, audit_path)
+    d = draft.data
+    info = _prepare(root, d)
+    cat = d["category"]
+    if cat in GUIDE_CATEGORIES:
+        mem_id, ids = _commit_guide(root, store, d)
+        done = f"Committed guide {mem_id} ({info['file']})."
+    elif cat == "document":
+        from olav.memory.documents import write_document
 
-        import_guides(store, [gpath], base=root)
-        mem_id = f"guide_{draft['agent']}_{draft['intent']}"
+        res = write_document(store, info["records"], info["summary"])
+        mem_id, ids = res.summary_id, [res.summary_id, *res.chunk_ids]
+        done = (
+            f'Committed document "{res.title}": {len(res.chunk_ids)} chunk(s) '
+            f"({res.chunk_ids[0]}…) and the summary guide {res.summary_id}."
+        )
+    elif cat == "topology":
+        mem_id, ids = _commit_topology(store, d, info["format"])
+        done = f"Committed {info['format']} topology as {mem_id}."
     else:
-        mem_id = f"{draft['category']}_{draft['intent']}"
-        text = f"{draft['intent'].replace('_', ' ')}: {draft['body']}\n" + ", ".join(
-            draft["keywords"]
-        )
-        store.upsert(
-            [
-                MemoryRecord(
-                    id=mem_id,
-                    text=text,
-                    category=draft["category"],
-                    scope=draft["scope"],
-                    origin="user",
-                    confidence=1.0,
-                    tags=draft["keywords"][:8],
-                    metadata={"intent": draft["intent"], "body": draft["body"], "curator": True},
-                )
-            ]
-        )
-    archive = root / DRAFTS / "committed"
-    archive.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    path.replace(archive / f"{draft['intent']}_{stamp}.json")
+        mem_id, ids = _commit_row(store, d)
+        done = f"Committed to memory as {mem_id}."
+    archive = _archive(draft, ids, at)
     if audit_path is not None:
         from olav.audit.recorder import AuditRecorder
 
-        AuditRecorder(audit_path).memory_event(mem_id, "commit", "memory_curator", draft)
-    return f"Committed to memory as {mem_id}."
+        detail = {
+            "intent": d["intent"],
+            "category": cat,
+            "agent": d["agent"],
+            "scope": d["scope"],
+            "keywords": d["keywords"],
+            "format": info.get("format"),
+            "source": d.get("source"),
+            "body": _clip(d["body"], 2000),
+            "memory_ids": ids[:50],
+            "proposed_run_id": d.get("run_id"),
+            "run_id": run_id,
+            "draft_created_at": d["created_at"],
+            "archive": archive.relative_to(root).as_posix(),
+        }
+        AuditRecorder(audit_path).memory_event(mem_id, "commit", ACTOR, detail)
+    return done

@@ -141,6 +141,7 @@ def build(
             logs=ws.logs,
             config=cfg,
             tier=model_tier(cfg["llm.model"], cfg["llm.tier"]),
+            run=run,
         )
         return build_tools(a.spec.tools, ctx)
 

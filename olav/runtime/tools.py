@@ -60,7 +60,12 @@ class ToolContext:
     logs: Path | None = None
     tier: str = "small"
     config: Any = None
+    run: Any = None  # the session's RunContext: its run_id changes every turn
     _store: Any = field(default=None, repr=False)
+
+    @property
+    def run_id(self) -> str | None:
+        return getattr(self.run, "run_id", None)
 
     @property
     def store(self) -> Any:
@@ -388,6 +393,7 @@ def propose_guide_draft(
             body=body,
             category="usage_guide",
             agent=agent,
+            run_id=ctx.run_id,
         )
     except OlavError as exc:
         return _error(str(exc))
@@ -434,11 +440,23 @@ class DraftArgs(_Args):
     intent: str = Field(description="snake_case name of the memory, e.g. r1_loopback")
     keywords: list[str] = Field(description="Words that should recall it (both languages).")
     body: str = Field(description="The memory itself, as the user stated it.")
-    category: Literal["usage_guide", "fact", "preference", "decision", "document", "topology"] = (
-        "fact"
-    )
+    category: Literal[
+        "usage_guide",
+        "format_guide",
+        "fact",
+        "preference",
+        "decision",
+        "expert_knowledge",
+        "document",
+        "topology",
+    ] = "fact"
     agent: str = Field(default="core", description="Agent the memory belongs to.")
     scope: str | None = Field(default=None, description="global, an agent, or team:<id>.")
+    chunks: list[str] | None = Field(
+        default=None,
+        description="Only for category document: the pieces to store; leave empty to split "
+        "automatically.",
+    )
 
 
 def propose_memory_draft(
@@ -449,6 +467,7 @@ def propose_memory_draft(
     category: str = "fact",
     agent: str = "core",
     scope: str | None = None,
+    chunks: list[str] | None = None,
 ) -> str:
     from olav.memory.curator import propose_draft
 
@@ -461,6 +480,8 @@ def propose_memory_draft(
             category=category,
             agent=agent,
             scope=scope,
+            chunks=chunks,
+            run_id=ctx.run_id,
         )
     except OlavError as exc:
         return _error(str(exc))
@@ -477,7 +498,9 @@ def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | No
     if not from_draft:
         return _error("commit_to_memory only commits a draft the user has confirmed")
     try:
-        return commit_draft(ctx.root, ctx.store, intent=intent, audit_path=ctx.audit_db)
+        return commit_draft(
+            ctx.root, ctx.store, intent=intent, audit_path=ctx.audit_db, run_id=ctx.run_id
+        )
     except OlavError as exc:
         return _error(str(exc))
 
