@@ -114,6 +114,7 @@ def _sql_key(sql: str) -> str:
 
 def pattern_record(question: str, sql: str, agent: str, run_id: str | None) -> MemoryRecord:
     q = " ".join(redact_text(question).split())
+    sql = redact_text(sql)
     norm_q = re.sub(r"\W+", " ", q.lower()).strip()
     key = hashlib.sha256(f"{norm_q}\n{' '.join(sql.split()).lower()}".encode()).hexdigest()
     return MemoryRecord(

@@ -1,0 +1,697 @@
+"""Hostile and malformed input: guides, curator drafts, cron expressions, olav.yaml and JSONL
+imports. Every refusal is one line naming the file/field/value, a non-zero exit, no traceback,
+and nothing written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from olav.cron import CronExpressionError
+from olav.cron.scheduler import validate_expression
+from olav.errors import GuideError, OlavError
+from olav.memory.curator import CATEGORIES as DRAFT_CATEGORIES
+from olav.memory.curator import DRAFTS, propose_draft, sanitise_intent
+from olav.memory.guides import Guide, guide_record, import_guides, load_guide
+from olav.memory.transfer import FORMAT, export_jsonl, import_jsonl
+from tests.conftest import HASH_CONFIG
+from tests.helpers import hash_store, rec
+from tests.reliability._support import (
+    assert_no_crash,
+    assert_one_line_error,
+    make_workspace,
+    memory_path,
+    memory_state,
+    run_cli,
+)
+
+MARKER = "pwned_marker"  # what the object-constructing YAML tags would create if executed
+FUZZ = settings(
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def ro_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A primed workspace shared by tests that must leave it untouched."""
+    return make_workspace(tmp_path_factory.mktemp("hostile") / "ws")
+
+
+def _guide(intent: str = "a", agent: str = "core", **extra: str) -> str:
+    text = f"intent: {intent}\nagent: {agent}\nkeywords: [x]\nbody: Do it.\n"
+    return text + "".join(f"{k}: {v}\n" for k, v in extra.items())
+
+
+# -- guides: every malformed shape is one GuideError naming file and field ---------------------
+
+BAD_GUIDES = [
+    ("syntax_indent", "intent: i\n  agent: : a\n", "line", "not valid YAML"),
+    ("syntax_quote", 'intent: "abc\nagent: core\n', "line", "not valid YAML"),
+    ("syntax_tab", "intent: a\n\tagent: core\n", "line", "not valid YAML"),
+    ("syntax_flow", "keywords: [a, b\nintent: x\n", "line", "not valid YAML"),
+    ("empty_file", "", "(file)", "must be a YAML mapping"),
+    ("only_comment", "# nothing here\n", "(file)", "must be a YAML mapping"),
+    ("top_scalar", "just some text\n", "(file)", "must be a YAML mapping"),
+    ("top_list", "- intent: a\n- agent: core\n", "(file)", "must be a YAML mapping"),
+    ("missing_body", "intent: a\nagent: core\nkeywords: [x]\n", "body", "is required"),
+    ("missing_all", "priority: 5\n", "intent", "is required"),
+    ("keywords_str", _guide().replace("[x]", "backup"), "keywords", "valid list"),
+    ("keywords_empty", _guide().replace("[x]", "[]"), "keywords", "non-empty"),
+    ("keywords_ints", _guide().replace("[x]", "[1, 2]"), "keywords.0", "valid string"),
+    ("body_int", _guide().replace("Do it.", "5"), "body", "valid string"),
+    ("body_list", _guide().replace("Do it.", "[a, b]"), "body", "valid string"),
+    ("body_blank", _guide().replace("Do it.", "'   '"), "body", "must not be empty"),
+    ("priority_word", _guide(priority="high"), "priority", "valid integer"),
+    ("priority_range", _guide(priority="101"), "priority", "between 0 and 100"),
+    ("agent_int", _guide(agent="7"), "agent", "valid string"),
+    ("related_str", _guide(related="other"), "related", "valid list"),
+    ("category_bad", _guide(category="fact"), "category", "usage_guide"),
+    ("tier_bad", _guide(source_tier="boss"), "source_tier", "vendor"),
+    ("schema_v2", _guide(schema_version="2"), "schema_version", "only schema_version 1"),
+    ("unknown_field", _guide(prio="3"), "prio", "not a guide field"),
+    ("int_key", "1: x\n" + _guide(), "1", "Keys should be strings"),
+    ("intent_traversal", _guide(intent="../../etc/passwd"), "intent", "lowercase"),
+    ("agent_traversal", _guide(agent="../core"), "agent", "lowercase"),
+    ("intent_upper", _guide(intent="Backup Router"), "intent", "lowercase"),
+    ("binary", bytes(range(256)) * 8, "(file)", "is not UTF-8"),
+    ("latin1", _guide().replace("Do it.", "café").encode("latin-1"), "(file)", "not UTF-8"),
+    ("utf16", _guide().encode("utf-16"), "(file)", "is not UTF-8"),
+    ("nul_byte", "intent: a\x00b\nagent: core\n", "(file)", "not valid YAML"),
+    ("control_char", "intent: a\x07\nagent: core\n", "(file)", "not valid YAML"),
+    ("py_apply", f"!!python/object/apply:os.system ['touch {MARKER}']\n", "line", "YAML"),
+    (
+        "py_apply_field",
+        _guide().replace("Do it.", f"!!python/object/apply:os.system ['touch {MARKER}']"),
+        "line",
+        "not valid YAML",
+    ),
+    (
+        "py_new",
+        f"!!python/object/new:subprocess.Popen [['touch', '{MARKER}']]\n",
+        "line",
+        "not valid YAML",
+    ),
+    ("py_name", _guide().replace("Do it.", "!!python/name:os.system"), "line", "YAML"),
+    (
+        "billion_laughs",
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+        "intent: a\nagent: core\nkeywords: *d\nbody: b\n",
+        "keywords.0",
+        "valid string",
+    ),
+]
+
+
+def _bytes(content: str | bytes) -> bytes:
+    return content if isinstance(content, bytes) else content.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("content", "field", "problem"),
+    [pytest.param(c, f, p, id=i) for i, c, f, p in BAD_GUIDES],
+)
+def test_bad_guide_is_one_guide_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: str | bytes,
+    field: str,
+    problem: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "bad.guide.yaml"
+    path.write_bytes(_bytes(content))
+    with pytest.raises(GuideError) as err:
+        load_guide(path)
+    line = err.value.one_line()
+    assert "\n" not in line
+    assert line.startswith(f"{path}: field '{field}"), line
+    assert problem in line, line
+    assert not (tmp_path / MARKER).exists(), "a YAML tag executed code"
+
+
+def test_bad_guides_through_the_cli_one_line_each_nothing_written(ro_ws: Path) -> None:
+    folder = ro_ws / "hostile"
+    folder.mkdir()
+    for case_id, content, _, _ in BAD_GUIDES:
+        (folder / f"{case_id}.guide.yaml").write_bytes(_bytes(content))
+    before = memory_state(ro_ws)
+    result = run_cli("kb", "import-guides", "hostile", cwd=ro_ws)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert_no_crash(result)
+    lines = result.stdout.splitlines()
+    for case_id, _, field, problem in BAD_GUIDES:
+        name = f"hostile/{case_id}.guide.yaml:"
+        mine = [ln for ln in lines if name in ln]
+        assert len(mine) == 1, (case_id, mine)
+        assert f"field '{field}" in mine[0] and problem in mine[0], mine[0]
+    assert f"{len(BAD_GUIDES)} errors" in result.stdout
+    assert memory_state(ro_ws) == before
+    assert not (ro_ws / MARKER).exists(), "a YAML tag executed code"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="load_guide lets RecursionError escape for deeply nested YAML (not a GuideError)",
+)
+def test_deeply_nested_yaml_is_a_guide_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.guide.yaml"
+    path.write_text("intent: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(GuideError) as err:
+        load_guide(path)
+    assert str(path) in err.value.one_line()
+
+
+@pytest.mark.xfail(
+    strict=True, reason="Guide.priority accepts a YAML boolean: 'priority: true' becomes 1"
+)
+def test_boolean_priority_is_a_wrong_type(tmp_path: Path) -> None:
+    path = tmp_path / "b.guide.yaml"
+    path.write_text(_guide(priority="true"))
+    with pytest.raises(GuideError, match="field 'priority'"):
+        load_guide(path)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Guide.scope is not validated: 'net ops!' is stored as a scope no agent matches",
+)
+def test_guide_scope_must_be_global_an_agent_or_a_team(tmp_path: Path) -> None:
+    path = tmp_path / "s.guide.yaml"
+    path.write_text(_guide(scope="'net ops!'"))
+    with pytest.raises(GuideError, match="field 'scope'"):
+        load_guide(path)
+
+
+def test_bom_guide_imports(tmp_path: Path) -> None:
+    """A UTF-8 BOM (Windows editors add one) is not content: the guide imports as usual."""
+    folder = tmp_path / "core"
+    folder.mkdir()
+    (folder / "bom.guide.yaml").write_bytes(b"\xef\xbb\xbf" + _guide(intent="bom_ok").encode())
+    (folder / "crlf.guide.yaml").write_bytes(
+        b"\xef\xbb\xbf" + _guide(intent="crlf_ok").replace("\n", "\r\n").encode()
+    )
+    store = hash_store(tmp_path / "m.lance")
+    summary = import_guides(store, sorted(folder.iterdir()), base=tmp_path)
+    assert not summary.errors, summary.to_json()
+    assert sorted(summary.added) == ["guide_core_bom_ok", "guide_core_crlf_ok"]
+    row = store.get("guide_core_bom_ok")
+    assert row is not None and row.metadata["intent"] == "bom_ok"
+    assert "\ufeff" not in row.text
+
+
+def test_duplicate_intents_are_an_error_not_an_overwrite(hash_ws: Path) -> None:
+    for sub, body in (("a", "first body"), ("b", "second body")):
+        (hash_ws / "dups" / sub).mkdir(parents=True)
+        (hash_ws / "dups" / sub / "x.guide.yaml").write_text(
+            _guide(intent="same_intent").replace("Do it.", body)
+        )
+    result = run_cli("kb", "import-guides", "dups", cwd=hash_ws)
+    assert result.returncode == 1
+    assert_no_crash(result)
+    errs = [ln for ln in result.stdout.splitlines() if "dups/b/x.guide.yaml" in ln]
+    assert len(errs) == 1, result.stdout
+    assert "field 'intent'" in errs[0] and "duplicates dups/a/x.guide.yaml" in errs[0]
+    store = hash_store(memory_path(hash_ws))
+    rows = store.list_rows("id = 'guide_core_same_intent'")
+    assert len(rows) == 1
+    assert rows[0].metadata["source"] == "dups/a/x.guide.yaml"
+    assert rows[0].metadata["body"] == "first body"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="no size limit on guides: a 20 MB guide is parsed, embedded and stored (~100 s)",
+)
+def test_a_20_mb_guide_is_refused_quickly(hash_ws: Path) -> None:
+    folder = hash_ws / "huge"
+    folder.mkdir()
+    line = "  " + "word " * 19 + "\n"
+    text = "intent: huge\nagent: core\nkeywords: [x]\nbody: |\n" + line * (20 * 2**20 // len(line))
+    (folder / "huge.guide.yaml").write_text(text)
+    before = memory_state(hash_ws)
+    try:
+        result = run_cli("kb", "import-guides", "huge", cwd=hash_ws, timeout=12)
+    except subprocess.TimeoutExpired:
+        pytest.fail("importing a 20 MB guide was still running after 12 s")
+    assert result.returncode != 0
+    assert_no_crash(result)
+    mine = [ln for ln in (result.stdout + result.stderr).splitlines() if "huge.guide.yaml" in ln]
+    assert len(mine) == 1, result.stdout + result.stderr
+    assert memory_state(hash_ws) == before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="kb import-guides prints GuideError text as rich markup: a key '[/x]' -> MarkupError",
+)
+def test_markup_in_a_guide_key_is_reported_not_a_crash(ro_ws: Path) -> None:
+    folder = ro_ws / "markup"
+    folder.mkdir()
+    (folder / "m.guide.yaml").write_text(_guide() + "'[/x]': 1\n")
+    result = run_cli("kb", "import-guides", "markup", cwd=ro_ws)
+    assert result.returncode == 1
+    assert_no_crash(result)
+    assert "markup/m.guide.yaml: field '[/x]'" in result.stdout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="memory list/show print memory text as rich markup: '[/etc/hosts]' -> MarkupError",
+)
+def test_memory_text_with_markup_is_shown_verbatim(hash_ws: Path) -> None:
+    store = hash_store(memory_path(hash_ws))
+    store.upsert([rec("hosts_note", "Edit [/etc/hosts] then [bold]reload[/bold]")])
+    result = run_cli("memory", "show", "hosts_note", cwd=hash_ws)
+    assert result.returncode == 0, result.stderr
+    assert "[/etc/hosts]" in result.stdout
+    result = run_cli("memory", "list", "--limit", "500", cwd=hash_ws)
+    assert result.returncode == 0, result.stderr
+    assert "[/etc/hosts]" in result.stdout
+
+
+VALID_DOC = {"intent": "backup_router", "agent": "netops", "keywords": ["backup"], "body": "Do."}
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(["core", "netops", "usage_guide", "format_guide", "user", "team:x", "1"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+
+
+@st.composite
+def guide_docs(draw: st.DrawFn) -> dict[str, object]:
+    doc: dict[str, object] = dict(VALID_DOC)
+    for key in draw(st.lists(st.sampled_from([*Guide.model_fields, "extra"]), max_size=4)):
+        doc[key] = draw(values)
+    for key in draw(st.lists(st.sampled_from(list(VALID_DOC)), max_size=2)):
+        doc.pop(key, None)
+    return doc
+
+
+def _guide_or_guide_error(path: Path) -> None:
+    try:
+        guide = load_guide(path)
+    except GuideError as err:
+        line = err.one_line()
+        assert "\n" not in line and line.startswith(str(path)), line
+        return
+    record = guide_record(guide, "fuzz.guide.yaml")  # and it can be stored
+    assert record.scope and record.id.startswith("guide_")
+
+
+@FUZZ
+@given(doc=guide_docs())
+def test_fuzzed_guide_documents(tmp_path: Path, doc: dict[str, object]) -> None:
+    path = tmp_path / "fuzz.guide.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    _guide_or_guide_error(path)
+
+
+@FUZZ
+@given(
+    raw=st.one_of(
+        st.binary(max_size=300),
+        st.text(alphabet="intent:agentkeywordsbody[]{}-&*!|>'\"#%@`\n\t ,?x1", max_size=200).map(
+            str.encode
+        ),
+        st.text(max_size=200).map(lambda t: _guide().encode() + t.encode()),
+    )
+)
+def test_fuzzed_guide_bytes(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "fuzz.guide.yaml"
+    path.write_bytes(raw)
+    _guide_or_guide_error(path)
+
+
+# -- curator drafts ---------------------------------------------------------------------------
+
+SAFE_STEM = re.compile(r"^[a-z0-9_]{1,64}$")
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(intent=st.text(max_size=120))
+def test_sanitise_intent_is_a_safe_stem_or_an_error(intent: str) -> None:
+    try:
+        stem = sanitise_intent(intent)
+    except OlavError as err:
+        assert "\n" not in err.one_line()
+        return
+    assert SAFE_STEM.match(stem), stem
+    assert sanitise_intent(stem) == stem
+
+
+@pytest.fixture
+def curator_root(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "core").mkdir(parents=True)
+    (root / "core" / "SKILL.md").write_text("# core\n")
+    return root
+
+
+def _all_files(base: Path) -> set[Path]:
+    return {p for p in base.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "intent",
+    [
+        "../../etc/passwd",
+        "/etc/passwd",
+        "..\\..\\windows\\system32",
+        "a/../../b",
+        "core/guides/evil",
+        "....//....//x",
+        "intent\nwith newline",
+        "nul\x00byte",
+        "~root/.ssh/authorized_keys",
+        "x" * 500,
+        "CON",
+    ],
+)
+def test_curator_intent_cannot_leave_the_drafts_folder(
+    curator_root: Path, tmp_path: Path, intent: str
+) -> None:
+    before = _all_files(tmp_path)
+    propose_draft(curator_root, intent=intent, keywords=["k"], body="remember", category="fact")
+    created = _all_files(tmp_path) - before
+    assert len(created) == 1, created
+    (draft,) = created
+    assert draft.parent == curator_root / DRAFTS
+    assert SAFE_STEM.match(draft.name.removesuffix(".draft.json")), draft.name
+
+
+@pytest.mark.parametrize("intent", ["../..", "///", "备份路由器", "   ", ""])
+def test_curator_intent_without_usable_characters_is_refused(
+    curator_root: Path, tmp_path: Path, intent: str
+) -> None:
+    before = _all_files(tmp_path)
+    with pytest.raises(OlavError, match="no usable characters") as err:
+        propose_draft(curator_root, intent=intent, keywords=["k"], body="x", category="fact")
+    assert "\n" not in err.value.one_line()
+    assert _all_files(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "category", ["facts", "../fact", "fact' OR '1'='1", "", "FACT", "reflection", "audit"]
+)
+def test_curator_unknown_category_is_refused(
+    curator_root: Path, tmp_path: Path, category: str
+) -> None:
+    assert category not in DRAFT_CATEGORIES
+    before = _all_files(tmp_path)
+    with pytest.raises(OlavError, match="unknown category") as err:
+        propose_draft(curator_root, intent="ok", keywords=["k"], body="x", category=category)
+    assert repr(category) in err.value.one_line()
+    assert _all_files(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("agent", "scope", "needle"),
+    [
+        ("../..", None, "is not a name"),
+        ("../../etc", None, "no agent 'etc'"),
+        ("core", "x' OR '1'='1", "is not valid"),
+        ("core", "team:", "is not valid"),
+        ("ghost", None, "no agent 'ghost'"),
+    ],
+)
+def test_curator_hostile_agent_or_scope_is_refused(
+    curator_root: Path, tmp_path: Path, agent: str, scope: str | None, needle: str
+) -> None:
+    before = _all_files(tmp_path)
+    with pytest.raises(OlavError, match=re.escape(needle)):
+        propose_draft(
+            curator_root,
+            intent="ok",
+            keywords=["k"],
+            body="x",
+            category="fact",
+            agent=agent,
+            scope=scope,
+        )
+    assert _all_files(tmp_path) == before
+
+
+# -- cron expressions -------------------------------------------------------------------------
+
+
+def test_invalid_cron_expressions_are_refused_by_the_cli(ro_ws: Path) -> None:
+    ok = run_cli("cron", "enable", "reflect", "--at", "0 4 * * *", cwd=ro_ws)
+    assert ok.returncode == 0, ok.stderr
+    jobs = ro_ws / ".olav" / "cron.yaml"
+    before = jobs.read_bytes()
+    for expr in ("61 * * * *", "* * * *", "0 4 31 2 *", "0 4 * * 8", "*/0 * * * *"):
+        result = run_cli("cron", "enable", "reflect", "--at", expr, cwd=ro_ws)
+        assert_one_line_error(result, f"invalid cron expression '{expr}'")
+        assert jobs.read_bytes() == before, expr
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    expr=st.one_of(
+        st.text(alphabet="0123456789*/,- ?LW#JANFEBMONSUNTUEabc", max_size=30),
+        st.lists(
+            st.text(alphabet="0123456789*/,-", min_size=1, max_size=6), min_size=5, max_size=5
+        ).map(" ".join),
+    )
+)
+def test_cron_expression_is_valid_or_one_cron_error(expr: str) -> None:
+    try:
+        validate_expression(expr)
+    except CronExpressionError as err:
+        assert "\n" not in err.one_line()
+
+
+# -- olav.yaml --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cfg_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = make_workspace(tmp_path_factory.mktemp("cfg") / "ws", prime=False)
+    yield root
+
+
+BAD_CONFIGS = [
+    ("syntax", "llm:\n  model: [unclosed\n", "is not valid YAML"),
+    ("top_list", "- llm\n- memory\n", "must hold a mapping"),
+    ("unknown_key", "memory:\n  rrf_kk: 3\n", "unknown key 'memory.rrf_kk'"),
+    ("float_list", "llm:\n  temperature: [1]\n", "llm.temperature must be float, got [1]"),
+    ("int_word", "llm:\n  num_ctx: 16k\n", "llm.num_ctx must be int, got '16k'"),
+    ("int_bool", "llm:\n  num_ctx: true\n", "llm.num_ctx must be int, got True"),
+    ("bool_word", "llm:\n  thinking: maybe\n", "llm.thinking must be bool, got 'maybe'"),
+    ("choice", "embedder:\n  provider: word2vec\n", "embedder.provider is 'word2vec'"),
+    ("agents_list", "agents: [netops, core]\n", "'agents' must be a mapping"),
+    ("py_tag", f"llm:\n  model: !!python/object/apply:os.system ['touch {MARKER}']\n", "YAML"),
+]
+
+
+@pytest.mark.parametrize(("text", "needle"), [pytest.param(t, n, id=i) for i, t, n in BAD_CONFIGS])
+def test_bad_config_is_one_line_naming_the_key(cfg_ws: Path, text: str, needle: str) -> None:
+    (cfg_ws / ".olav" / "olav.yaml").write_text(text)
+    result = run_cli("config", cwd=cfg_ws)
+    assert_one_line_error(result, needle)
+    assert not (cfg_ws / MARKER).exists()
+
+
+XFAIL_CONFIGS = [
+    (
+        "unknown_agent",
+        "agents:\n  nosuch:\n    model: qwen3:8b\n",
+        "nosuch",
+        "Config.load/Workspace.open accept an agents: entry for an agent that does not exist",
+    ),
+    (
+        "unknown_agent_key",
+        "agents:\n  netops:\n    modle: qwen3:8b\n",
+        "modle",
+        "per-agent overrides are not validated: the typo 'modle' is silently ignored",
+    ),
+    (
+        "rrf_k_negative",
+        "memory:\n  rrf_k: -1\n",
+        "memory.rrf_k",
+        "memory.rrf_k: -1 is accepted; memory search then dies with ZeroDivisionError",
+    ),
+    (
+        "rrf_k_fraction",
+        "memory:\n  rrf_k: 1.5\n",
+        "memory.rrf_k",
+        "int settings truncate floats: memory.rrf_k: 1.5 silently becomes 1",
+    ),
+    (
+        "token_budget_negative",
+        "memory:\n  token_budget: -10\n",
+        "memory.token_budget",
+        "memory.token_budget: -10 is accepted (no range check on int settings)",
+    ),
+    (
+        "cache_size_negative",
+        "embedder:\n  cache_size: -5\n",
+        "embedder.cache_size",
+        "embedder.cache_size: -5 is accepted (no range check on int settings)",
+    ),
+    (
+        "null_path",
+        "paths:\n  databases: null\n",
+        "paths.databases",
+        "paths.databases: null becomes the string 'None': memory goes to <root>/None/",
+    ),
+    (
+        "not_utf8",
+        b"llm:\n  model: caf\xe9\n",
+        "olav.yaml",
+        "Config.load lets UnicodeDecodeError escape for a non-UTF-8 olav.yaml (internal error)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        pytest.param(t, n, id=i, marks=pytest.mark.xfail(strict=True, reason=r))
+        for i, t, n, r in XFAIL_CONFIGS
+    ],
+)
+def test_invalid_config_value_is_refused(cfg_ws: Path, text: str | bytes, needle: str) -> None:
+    (cfg_ws / ".olav" / "olav.yaml").write_bytes(_bytes(text))
+    result = run_cli("config", cwd=cfg_ws)
+    assert_one_line_error(result, needle)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="paths.databases: null -> `olav memory stats` creates <root>/None/"
+)
+def test_null_database_path_writes_nothing(hash_ws: Path) -> None:
+    (hash_ws / ".olav" / "olav.yaml").write_text(HASH_CONFIG + "paths:\n  databases: null\n")
+    result = run_cli("memory", "stats", cwd=hash_ws)
+    assert not (hash_ws / "None").exists()
+    assert_one_line_error(result, "paths.databases")
+
+
+# -- JSONL import -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def export_lines(ro_ws: Path) -> list[str]:
+    """A real export of ro_ws, with ids renamed so that a successful import would add rows."""
+    path = ro_ws / "exports" / "base.jsonl"
+    export_jsonl(hash_store(memory_path(ro_ws)), path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        row = json.loads(line)
+        row["id"] = "imported_" + row["id"]
+        out.append(json.dumps(row, ensure_ascii=False))
+    assert len(out) > 5
+    return out
+
+
+def _truncated(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    return text[: len(text) - len(lines[-1]) // 2]
+
+
+def _with_row(lines: list[str], **changes: object) -> str:
+    row = json.loads(lines[3])
+    row.update(changes)
+    return "\n".join([*lines[:3], json.dumps(row), *lines[4:]]) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("make", "needles"),
+    [
+        pytest.param(_truncated, ["line", "is not a memory row", "nothing was imported"], id="cut"),
+        pytest.param(
+            lambda ls: _with_row(ls, vector=[0.5] * 10), ["10-d vector", "64-d"], id="veclen"
+        ),
+    ],
+)
+def test_bad_jsonl_imports_nothing(
+    ro_ws: Path, export_lines: list[str], make: object, needles: list[str]
+) -> None:
+    path = ro_ws / "exports" / "bad.jsonl"
+    path.write_text(make(export_lines), encoding="utf-8")  # type: ignore[operator]
+    before = memory_state(ro_ws)
+    result = run_cli("kb", "import", str(path), cwd=ro_ws)
+    assert_one_line_error(result, *needles)
+    assert memory_state(ro_ws) == before
+
+
+HEADER = json.dumps({"format": FORMAT, "version": 1, "embedder": "hash:hash-64", "dim": 64})
+ROW = {"id": "row_x1", "text": "a row", "category": "fact", "scope": "global"}
+
+GOOD_JSONL_ERRORS = [
+    ("extra_field", {**ROW, "evil": 1}),
+    ("missing_text", {k: v for k, v in ROW.items() if k != "text"}),
+    ("bad_date", {**ROW, "created_at": "yesterday"}),
+    ("date_int", {**ROW, "created_at": 5}),
+    ("row_list", [1, 2]),
+    ("empty_scope", {**ROW, "scope": ""}),
+    ("bad_category", {**ROW, "category": "facts"}),
+    ("confidence_range", {**ROW, "confidence": 7}),
+]
+XFAIL_JSONL = [
+    ("confidence_str", {**ROW, "confidence": "high"}, "TypeError escapes"),
+    ("id_int", {**ROW, "id": 5}, "AttributeError escapes"),
+    ("tags_str", {**ROW, "tags": "abc"}, "imported as tags ['a', 'b', 'c']"),
+    ("metadata_str", {**ROW, "metadata": "abc"}, "imported; metadata.get() then fails"),
+    ("vector_strs", {**ROW, "vector": ["a"] * 64}, "pyarrow ArrowInvalid escapes"),
+    ("access_count_str", {**ROW, "access_count": "x"}, "pyarrow ArrowInvalid escapes"),
+    ("text_null", {**ROW, "text": None}, "AttributeError escapes (None is embedded)"),
+    ("vector_nan", {**ROW, "vector": [float("nan")] * 64}, "lance RuntimeError escapes"),
+]
+
+
+def _import_one(tmp_path: Path, body: bytes, names: tuple[str, ...] = ("line 2", "row_x1")) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    version = store.table.version
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(body)
+    with pytest.raises(OlavError) as err:
+        import_jsonl(store, path)
+    line = err.value.one_line()
+    assert "\n" not in line
+    assert any(n in line for n in names), line
+    assert store.count() == 0 and store.table.version == version
+
+
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, id=i) for i, r in GOOD_JSONL_ERRORS]
+    + [
+        pytest.param(
+            r,
+            id=i,
+            marks=pytest.mark.xfail(strict=True, reason=f"import_jsonl: {i}: {why}"),
+        )
+        for i, r, why in XFAIL_JSONL
+    ],
+)
+def test_wrongly_typed_jsonl_row_is_one_error(tmp_path: Path, row: object) -> None:
+    _import_one(tmp_path, (HEADER + "\n" + json.dumps(row) + "\n").encode())
+
+
+@pytest.mark.xfail(
+    strict=True, reason="import_jsonl lets UnicodeDecodeError escape for a non-UTF-8 file"
+)
+def test_non_utf8_jsonl_is_one_error(tmp_path: Path) -> None:
+    row = json.dumps({**ROW, "text": "café"}, ensure_ascii=False)
+    _import_one(tmp_path, (HEADER + "\n" + row + "\n").encode("latin-1"), ("in.jsonl",))
