@@ -42,6 +42,16 @@ def find_root(start: Path | None = None) -> Path:
 
 def _coerce(setting: Setting, value: Any, source: str) -> Any:
     want = setting.type
+    if value is None:
+        raise ConfigError(
+            f"{source}: {setting.key} is empty",
+            hint=f"Give it a value or remove the line (default: {setting.default!r})",
+        )
+    if want is int and isinstance(value, float) and not value.is_integer():
+        raise ConfigError(
+            f"{source}: {setting.key} must be int, got {value!r}",
+            hint=f"Use a whole number (default: {setting.default!r})",
+        )
     try:
         if want is bool:
             if isinstance(value, bool):
@@ -61,12 +71,40 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
             f"{source}: {setting.key} must be {want.__name__}, got {value!r}",
             hint=f"Fix the value (default: {setting.default!r})",
         ) from None
+    if setting.minimum is not None and out < setting.minimum:
+        raise ConfigError(
+            f"{source}: {setting.key} is {out!r}",
+            hint=f"It must be at least {setting.minimum:g} (default: {setting.default!r})",
+        )
     if setting.choices and out not in setting.choices:
         raise ConfigError(
             f"{source}: {setting.key} is {out!r}",
             hint="Use one of: " + ", ".join(setting.choices),
         )
     return out
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe loading that also refuses duplicate keys: a second `embedder:` block must not
+    silently replace the first."""
+
+
+def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _no_duplicates,
+)
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -96,7 +134,9 @@ class Config:
         raw: dict[str, Any] = {}
         if path is not None and path.exists():
             try:
-                loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+                loaded = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_StrictLoader) or {}
+            except UnicodeDecodeError:
+                raise ConfigError(f"{path} is not UTF-8 text", hint="Save it as UTF-8") from None
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f" line {mark.line + 1}" if mark else ""
@@ -133,7 +173,28 @@ class Workspace:
     @classmethod
     def open(cls, root: Path | None = None) -> Workspace:
         root = root.resolve() if root else find_root()
-        return cls(root=root, config=Config.load(root / OLAV_DIR / CONFIG_NAME))
+        ws = cls(root=root, config=Config.load(root / OLAV_DIR / CONFIG_NAME))
+        ws._check_agent_overrides()
+        return ws
+
+    def _check_agent_overrides(self) -> None:
+        from olav.settings import AGENT_OVERRIDE_KEYS
+
+        known = {p.name for p in self.agent_dirs()}
+        for name, override in self.config.agents.items():
+            if name not in known:
+                raise ConfigError(
+                    f"{self.config_path}: agents.{name} names no agent in this workspace",
+                    hint="Agents: " + ", ".join(sorted(known)),
+                )
+            if not isinstance(override, dict):
+                raise ConfigError(f"{self.config_path}: agents.{name} must be a mapping")
+            for key in override:
+                if key not in AGENT_OVERRIDE_KEYS:
+                    raise ConfigError(
+                        f"{self.config_path}: unknown key 'agents.{name}.{key}'",
+                        hint="Per-agent keys: " + ", ".join(AGENT_OVERRIDE_KEYS),
+                    )
 
     @property
     def olav_dir(self) -> Path:

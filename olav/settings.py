@@ -19,6 +19,7 @@ class Setting:
     default: Any
     doc: str
     choices: tuple[str, ...] = ()
+    minimum: float | None = None
 
     @property
     def env(self) -> str:
@@ -110,7 +111,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),
 )
 
+_MINIMUMS = {
+    "llm.num_ctx": 512,
+    "llm.num_predict": 16,
+    "llm.temperature": 0,
+    "embedder.cache_size": 0,
+    "memory.token_budget": 100,
+    "memory.rrf_k": 1,
+    "memory.half_life_days": 0,
+    "memory.ann_threshold": 256,
+}
+SETTINGS = tuple(
+    Setting(s.key, s.type, s.default, s.doc, s.choices, _MINIMUMS.get(s.key)) for s in SETTINGS
+)
 SETTINGS_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
+AGENT_OVERRIDE_KEYS = ("model",)
 
 # Environment variables that are not olav.yaml keys.
 PROCESS_VARS: dict[str, str] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from olav.cli.common import console, open_store, open_workspace, print_json
 from olav.errors import ModelError
@@ -19,7 +20,9 @@ def recall_preview(ws: Any, query: str = PREVIEW_QUERY) -> None:
     console.print(f"Memory recall preview for [bold]{query!r}[/] ({store.count()} memories):")
     for h in hits:
         body = " ".join((h.record.metadata.get("body") or h.record.text).split())[:100]
-        console.print(f"  [cyan]{h.record.id}[/] [dim]({h.record.category})[/]", soft_wrap=True)
+        console.print(
+            f"  [cyan]{escape(h.record.id)}[/] [dim]({h.record.category})[/]", soft_wrap=True
+        )
         console.print(f"    {body}", markup=False, soft_wrap=True)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from olav.cli.common import console
 
@@ -37,7 +38,7 @@ def init(
             f"{len(s.unchanged)} unchanged, {len(s.pruned)} pruned"
         )
         for err in s.errors:
-            console.print(f"  [red]✗[/] {err.one_line()}", soft_wrap=True)
+            console.print(f"  [red]✗[/] {escape(err.one_line())}", soft_wrap=True)
     shown = report.root if report.root != Path.cwd().resolve() else Path(".")
     console.print("\nNext steps:")
     if shown != Path("."):

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from olav.cli.common import console, open_store, open_workspace, print_json, progress_bar
 from olav.errors import OlavError
@@ -45,7 +46,7 @@ def import_guides_cmd(
         print_json(summary.to_json())
     else:
         for err in summary.errors:
-            console.print(f"[red]✗[/] {err.one_line()}", soft_wrap=True)
+            console.print(f"[red]✗[/] {escape(err.one_line())}", soft_wrap=True)
         console.print(
             f"{len(files)} guide files: [green]{len(summary.added)} added[/], "
             f"{len(summary.updated)} updated, {len(summary.unchanged)} unchanged, "

@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from olav.cli.common import console, open_store, open_workspace, print_json
 from olav.errors import NotFoundError
@@ -42,7 +44,8 @@ def search(
         dist = "-" if h.distance is None else f"{h.distance:.3f}"
         fts = "-" if h.fts_score is None else f"{h.fts_score:.2f}"
         console.print(
-            f"[bold]{i}.[/] [cyan]{h.record.id}[/]  [dim]{h.record.category} · {h.record.scope}"
+            f"[bold]{i}.[/] [cyan]{escape(h.record.id)}[/]  "
+            f"[dim]{h.record.category} · {escape(h.record.scope)}"
             f" · dist {dist} · fts {fts} · rrf {h.score:.4f}[/]",
             soft_wrap=True,
         )
@@ -80,9 +83,8 @@ def list_cmd(
     for col in ("id", "category", "scope", "origin", "hits", "text"):
         table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
     for r in rows:
-        table.add_row(
-            r.id, r.category, r.scope, r.origin, str(r.access_count), _snippet(r.text, 50)
-        )
+        cells = (r.id, r.category, r.scope, r.origin, str(r.access_count), _snippet(r.text, 50))
+        table.add_row(*(Text(c) for c in cells))
     console.print(table)
     console.print(f"{len(rows)} of {store.count(' AND '.join(parts) or None)} rows")
 
@@ -104,7 +106,7 @@ def show(
         return
     for key, val in data.items():
         if key != "text":
-            console.print(f"[bold]{key}[/]: {val}", soft_wrap=True)
+            console.print(Text(f"{key}: ", style="bold") + Text(str(val)), soft_wrap=True)
     console.print("[bold]text[/]:")
     console.print(rec.text, markup=False, soft_wrap=True)
 
@@ -233,7 +235,7 @@ def history_cmd(
         return
     for r in chain:
         state = "live" if r.invalidated_at is None else f"retired {r.invalidated_at:%Y-%m-%d %H:%M}"
-        console.print(f"[cyan]{r.id}[/] [dim]({state})[/]")
+        console.print(f"[cyan]{escape(r.id)}[/] [dim]({state})[/]")
         console.print(f"  {_snippet(r.text, 110)}", markup=False)
     for mid, action, actor, at in events:
         console.print(f"[dim]{at:%Y-%m-%d %H:%M:%S}[/] {action} {mid} by {actor}")
@@ -393,7 +395,8 @@ def quarantine_cmd(
         console.print("nothing in quarantine")
     for r in rows:
         console.print(
-            f"[yellow]{r.id}[/] ({r.superseded_by}) {_snippet(r.text, 80)}", soft_wrap=True
+            f"[yellow]{escape(r.id)}[/] ({r.superseded_by}) {escape(_snippet(r.text, 80))}",
+            soft_wrap=True,
         )
 
 
@@ -417,5 +420,5 @@ def episodes_cmd(
     if not rows:
         console.print("no episodes yet: they are written when a chat session ends")
     for r in rows:
-        console.print(f"[cyan]{r.id}[/] [dim]({r.scope})[/]")
+        console.print(f"[cyan]{escape(r.id)}[/] [dim]({r.scope})[/]")
         console.print(r.text, markup=False)

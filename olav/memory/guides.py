@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_validator
 
 from olav.errors import GuideError
 from olav.memory.schema import MemoryRecord
@@ -19,6 +19,8 @@ from olav.memory.store import MemoryStore, sql_in
 
 GUIDE_GLOB = "*.guide.yaml"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+_SCOPE = re.compile(r"^(global|[a-z0-9][a-z0-9_\-]*|team:[a-z0-9][a-z0-9_\-]*)$")
+MAX_GUIDE_BYTES = 256 * 1024
 TIER_CONFIDENCE = {"vendor": 0.9, "platform": 0.9, "team": 0.95, "user": 1.0}
 
 
@@ -31,10 +33,10 @@ class Guide(BaseModel):
     agent: str
     keywords: list[str]
     body: str
-    schema_version: int = 1
+    schema_version: StrictInt = 1
     category: Literal["usage_guide", "format_guide"] = "usage_guide"
     source_tier: Literal["vendor", "platform", "team", "user"] = "platform"
-    priority: int = 50
+    priority: StrictInt = 50
     related: list[str] = []
     scope: str | None = None
 
@@ -58,6 +60,13 @@ class Guide(BaseModel):
     def _body(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be empty")
+        return v
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, v: str | None) -> str | None:
+        if v is not None and not _SCOPE.match(v):
+            raise ValueError("use global, an agent name, or team:<id> (letters, digits, _ or -)")
         return v
 
     @field_validator("priority")
@@ -97,10 +106,20 @@ class Guide(BaseModel):
 def load_guide(path: Path) -> Guide:
     """Parse and validate one guide file, or raise :class:`GuideError` naming file and field."""
     shown = str(path)
+    size = path.stat().st_size
+    if size > MAX_GUIDE_BYTES:
+        raise GuideError(
+            shown,
+            "(file)",
+            f"is {size // 1024} KiB; a guide must stay under "
+            f"{MAX_GUIDE_BYTES // 1024} KiB (split it, or import it as a document)",
+        )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise GuideError(shown, "(file)", "is not UTF-8 text") from None
+    except RecursionError:
+        raise GuideError(shown, "(file)", "is nested too deeply to be a guide") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
@@ -111,6 +130,8 @@ def load_guide(path: Path) -> Guide:
         )
     try:
         guide = Guide.model_validate(data)
+    except RecursionError:
+        raise GuideError(shown, "(file)", "is nested too deeply to be a guide") from None
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "(file)"

@@ -269,8 +269,11 @@ class MemoryStore:
                 f"unknown origin {rec.origin!r} for memory {rec.id}",
                 hint="Use one of: " + ", ".join(ORIGINS),
             )
-        if not rec.scope:
-            raise MemoryStoreError(f"memory {rec.id} needs a scope (global, an agent, team:<id>)")
+        if not rec.scope or not rec.scope.strip() or rec.scope != rec.scope.strip():
+            raise MemoryStoreError(
+                f"memory {rec.id} needs a scope, got {rec.scope!r}",
+                hint="Use global, an agent name or team:<id>, without spaces around it",
+            )
         if not 0.0 <= rec.confidence <= 1.0:
             raise MemoryStoreError(f"confidence of memory {rec.id} must be within 0.0 and 1.0")
         if rec.vector is not None and len(rec.vector) != self.embedder.dim:
@@ -582,6 +585,9 @@ def _reembed_locked(
     batch: int,
 ) -> tuple[int, str]:
     tables = list(db.list_tables().tables)
+    if TABLE not in tables and REEMBED_TABLE in tables:  # a swap cut between its renames
+        os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
+        tables = list(db.list_tables().tables)
     if TABLE not in tables:
         raise MemoryStoreError(f"there is no memory table under {path}", hint="Run `olav init`")
     old = db.open_table(TABLE)
@@ -608,6 +614,10 @@ def _reembed_locked(
     if new.count_rows() != total:
         raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
     backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    n = 1
+    while (path / f"{backup}.lance").exists():  # two re-embeds within one second
+        n += 1
+        backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"_{n}"
     os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
     os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
     return total, backup

@@ -3,13 +3,58 @@
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from olav.errors import OlavError
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, UpsertResult
 
 FORMAT = "olav-memory-export"
+
+
+def _finite(v: list[float] | None) -> list[float] | None:
+    if v is not None and not all(math.isfinite(x) for x in v):
+        raise ValueError("vector holds NaN or infinite values")
+    return v
+
+
+class ExportRow(BaseModel):
+    """One exported row, strictly typed: a wrong type is a clear error, never a crash."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str = Field(min_length=1)
+    text: str
+    category: str
+    scope: str = "global"
+    metadata: dict[str, Any] = {}
+    origin: str = "agent"
+    confidence: float = 0.5
+    tags: list[str] = []
+    created_at: str | None = None
+    updated_at: str | None = None
+    expires_at: str | None = None
+    invalidated_at: str | None = None
+    superseded_by: str | None = None
+    access_count: int = Field(default=0, ge=0)
+    vector: Annotated[list[float] | None, AfterValidator(_finite)] = None
+
+    @field_validator("created_at", "updated_at", "expires_at", "invalidated_at")
+    @classmethod
+    def _iso(cls, v: str | None) -> str | None:
+        if v is not None:
+            datetime.fromisoformat(v)  # raises ValueError with the bad value
+        return v
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _conf(cls, v: object) -> object:
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 def export_jsonl(store: MemoryStore, path: Path) -> int:
@@ -34,7 +79,12 @@ def import_jsonl(store: MemoryStore, path: Path) -> UpsertResult:
     """Validate the whole file first, then write it in one upsert; a bad line writes nothing."""
     if not path.is_file():
         raise OlavError(f"{path} does not exist", hint="Pass a file written by `olav kb export`")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise OlavError(
+            f"{path} is not UTF-8 text", hint="Pass a file written by `olav kb export`"
+        ) from None
     if not lines:
         raise OlavError(f"{path} is empty", hint="Pass a file written by `olav kb export`")
     try:
@@ -54,7 +104,14 @@ def import_jsonl(store: MemoryStore, path: Path) -> UpsertResult:
         if not line.strip():
             continue
         try:
-            rec = MemoryRecord.from_json(json.loads(line))
+            rec = MemoryRecord.from_json(ExportRow.model_validate(json.loads(line)).model_dump())
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "(row)"
+            raise OlavError(
+                f"{path}: line {n}: field '{field}': {err['msg']}",
+                hint="Fix or remove that line; nothing was imported",
+            ) from None
         except (json.JSONDecodeError, TypeError, ValueError) as exc:
             raise OlavError(
                 f"{path}: line {n} is not a memory row ({type(exc).__name__}: {exc})",

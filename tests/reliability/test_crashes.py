@@ -191,11 +191,6 @@ def test_doctor_recovers_a_swap_interrupted_between_the_renames(hash_ws: Path) -
     _search_works(store, "backup router")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reembed() skips _recover_swap: re-running `olav kb re-embed` after a crash between "
-    "its two renames fails with 'there is no memory table ... Run `olav init`'",
-)
 def test_reembed_rerun_after_a_swap_interrupted_between_the_renames(tmp_path: Path) -> None:
     path = tmp_path / "m.lance"
     hash_store(path, 64).upsert([rec(f"r{i}", f"row {i}") for i in range(5)])

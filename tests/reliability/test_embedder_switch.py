@@ -90,12 +90,6 @@ class _FrozenDatetime(datetime):
         return datetime(2026, 11, 30, 4, 0, 0, tzinfo=tz)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="reembed names the backup by the second: a 2nd re-embed in the same second fails "
-    "with OSError (Directory not empty) and leaves memory_reembed behind",
-)
 def test_two_reembeds_within_one_second_keep_two_backups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -160,10 +160,6 @@ def test_bad_guides_through_the_cli_one_line_each_nothing_written(ro_ws: Path) -
     assert not (ro_ws / MARKER).exists(), "a YAML tag executed code"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="load_guide lets RecursionError escape for deeply nested YAML (not a GuideError)",
-)
 def test_deeply_nested_yaml_is_a_guide_error(tmp_path: Path) -> None:
     path = tmp_path / "deep.guide.yaml"
     path.write_text("intent: " + "[" * 5000 + "]" * 5000 + "\n")
@@ -172,9 +168,6 @@ def test_deeply_nested_yaml_is_a_guide_error(tmp_path: Path) -> None:
     assert str(path) in err.value.one_line()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="Guide.priority accepts a YAML boolean: 'priority: true' becomes 1"
-)
 def test_boolean_priority_is_a_wrong_type(tmp_path: Path) -> None:
     path = tmp_path / "b.guide.yaml"
     path.write_text(_guide(priority="true"))
@@ -182,10 +175,6 @@ def test_boolean_priority_is_a_wrong_type(tmp_path: Path) -> None:
         load_guide(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Guide.scope is not validated: 'net ops!' is stored as a scope no agent matches",
-)
 def test_guide_scope_must_be_global_an_agent_or_a_team(tmp_path: Path) -> None:
     path = tmp_path / "s.guide.yaml"
     path.write_text(_guide(scope="'net ops!'"))
@@ -229,10 +218,6 @@ def test_duplicate_intents_are_an_error_not_an_overwrite(hash_ws: Path) -> None:
     assert rows[0].metadata["body"] == "first body"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no size limit on guides: a 20 MB guide is parsed, embedded and stored (~100 s)",
-)
 def test_a_20_mb_guide_is_refused_quickly(hash_ws: Path) -> None:
     folder = hash_ws / "huge"
     folder.mkdir()
@@ -251,10 +236,6 @@ def test_a_20_mb_guide_is_refused_quickly(hash_ws: Path) -> None:
     assert memory_state(hash_ws) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kb import-guides prints GuideError text as rich markup: a key '[/x]' -> MarkupError",
-)
 def test_markup_in_a_guide_key_is_reported_not_a_crash(ro_ws: Path) -> None:
     folder = ro_ws / "markup"
     folder.mkdir()
@@ -265,10 +246,6 @@ def test_markup_in_a_guide_key_is_reported_not_a_crash(ro_ws: Path) -> None:
     assert "markup/m.guide.yaml: field '[/x]'" in result.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory list/show print memory text as rich markup: '[/etc/hosts]' -> MarkupError",
-)
 def test_memory_text_with_markup_is_shown_verbatim(hash_ws: Path) -> None:
     store = hash_store(memory_path(hash_ws))
     store.upsert([rec("hosts_note", "Edit [/etc/hosts] then [bold]reload[/bold]")])
@@ -566,7 +543,7 @@ XFAIL_CONFIGS = [
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        pytest.param(t, n, id=i, marks=pytest.mark.xfail(strict=True, reason=r))
+        pytest.param(t, n, id=i)  # each was a bug (reason r), fixed
         for i, t, n, r in XFAIL_CONFIGS
     ],
 )
@@ -576,9 +553,6 @@ def test_invalid_config_value_is_refused(cfg_ws: Path, text: str | bytes, needle
     assert_one_line_error(result, needle)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="paths.databases: null -> `olav memory stats` creates <root>/None/"
-)
 def test_null_database_path_writes_nothing(hash_ws: Path) -> None:
     (hash_ws / ".olav" / "olav.yaml").write_text(HASH_CONFIG + "paths:\n  databases: null\n")
     result = run_cli("memory", "stats", cwd=hash_ws)
@@ -677,11 +651,7 @@ def _import_one(tmp_path: Path, body: bytes, names: tuple[str, ...] = ("line 2",
     "row",
     [pytest.param(r, id=i) for i, r in GOOD_JSONL_ERRORS]
     + [
-        pytest.param(
-            r,
-            id=i,
-            marks=pytest.mark.xfail(strict=True, reason=f"import_jsonl: {i}: {why}"),
-        )
+        pytest.param(r, id=i)  # each was a bug (why), fixed
         for i, r, why in XFAIL_JSONL
     ],
 )
@@ -689,9 +659,6 @@ def test_wrongly_typed_jsonl_row_is_one_error(tmp_path: Path, row: object) -> No
     _import_one(tmp_path, (HEADER + "\n" + json.dumps(row) + "\n").encode())
 
 
-@pytest.mark.xfail(
-    strict=True, reason="import_jsonl lets UnicodeDecodeError escape for a non-UTF-8 file"
-)
 def test_non_utf8_jsonl_is_one_error(tmp_path: Path) -> None:
     row = json.dumps({**ROW, "text": "café"}, ensure_ascii=False)
     _import_one(tmp_path, (HEADER + "\n" + row + "\n").encode("latin-1"), ("in.jsonl",))

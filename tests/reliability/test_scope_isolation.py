@@ -161,10 +161,6 @@ def test_empty_scope_cannot_be_written(tmp_path: Path) -> None:
     assert [r.id for r in store.list_rows()] == ["keep"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MemoryStore._validate accepts a whitespace-only scope ('   '), a row no agent sees",
-)
 def test_whitespace_scope_cannot_be_written(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
     with pytest.raises(MemoryStoreError, match="scope"):

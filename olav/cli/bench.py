@@ -1,0 +1,150 @@
+"""``olav bench``: measure recall quality (and speed) of olav's memory search."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from olav.cli.common import console, err_console, print_json
+from olav.errors import OlavError
+
+app = typer.Typer(no_args_is_help=True)
+
+EMBEDDERS = ("e5", "hash")
+
+
+def _embedder(name: str) -> Any:
+    from olav.memory.embedders import E5Embedder, HashEmbedder
+
+    if name == "e5":
+        return E5Embedder()
+    if name == "hash":
+        return HashEmbedder("hash-64")
+    raise OlavError(
+        f"unknown embedder {name!r}",
+        hint="Use --embedder e5 (the bundled model) or hash (tests only, no semantics)",
+    )
+
+
+def _table(report: dict[str, Any], names: list[str], title: str) -> Any:
+    from rich.table import Table
+
+    ks = report["ks"]
+    table = Table(title=title, title_justify="left")
+    table.add_column("method", style="bold")
+    for k in ks:
+        table.add_column(f"R@{k}", justify="right")
+    table.add_column("what", style="dim", overflow="fold")
+    best = {k: max(report["methods"][m]["overall"][f"R@{k}"] or 0.0 for m in names) for k in ks}
+    for name in names:
+        m = report["methods"][name]
+        cells = []
+        for k in ks:
+            val = m["overall"][f"R@{k}"]
+            text = "-" if val is None else f"{val:.3f}"
+            cells.append(f"[green]{text}[/]" if val is not None and val == best[k] else text)
+        table.add_row(name, *cells, m["label"])
+    return table
+
+
+def _category_table(report: dict[str, Any], name: str) -> Any:
+    from rich.table import Table
+
+    ks = report["ks"]
+    table = Table(title=f"{name} by question category", title_justify="left")
+    table.add_column("category", style="bold")
+    table.add_column("questions", justify="right")
+    for k in ks:
+        table.add_column(f"R@{k}", justify="right")
+    m = report["methods"][name]
+    rows = [*m["by_category"].items(), ("all", m["overall"])]
+    for cat, block in rows:
+        vals = [block[f"R@{k}"] for k in ks]
+        table.add_row(cat, str(block["n"]), *("-" if v is None else f"{v:.3f}" for v in vals))
+    return table
+
+
+@app.command("recall")
+def recall(
+    path: Path = typer.Argument(..., help="The dataset file, e.g. locomo_dev.json."),
+    dataset: str = typer.Option("locomo", "--dataset", help="Dataset format (locomo)."),
+    convs: str | None = typer.Option(
+        None, "--convs", help="Conversations to use, e.g. 0-4 or 0,2 (default: all)."
+    ),
+    ks: str = typer.Option("1,5,10", "-k", help="Cut-offs for recall@k, e.g. 1,5,10."),
+    embedder: str = typer.Option("e5", "--embedder", help="e5 (bundled) or hash (tests only)."),
+    experiments: bool = typer.Option(
+        True, "--experiments/--no-experiments", help="Also run the experimental methods (x-*)."
+    ),
+    cache: Path | None = typer.Option(
+        None, "--cache", help="Embedding cache folder (default: ~/.cache/olav/bench)."
+    ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
+) -> None:
+    """Evidence recall@k of olav's search next to BM25, vectors and LangGraph's store.
+
+    Each conversation is indexed on its own; every question except the adversarial category
+    (5) is asked, and recall@k is the share of its evidence turns among the top k.
+    """
+    from olav.bench.locomo import default_cache_dir, parse_ks, parse_range, run_recall
+
+    if dataset != "locomo":
+        raise OlavError(f"unknown dataset {dataset!r}", hint="Only --dataset locomo is supported")
+    if embedder not in EMBEDDERS:
+        raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
+    cache_dir = None if no_cache else (cache or default_cache_dir())
+    emb = _embedder(embedder)
+    show = err_console.is_terminal and not as_json
+
+    if show:
+        with err_console.status("starting") as status:
+            report = run_recall(
+                path,
+                embedder=emb,
+                convs=parse_range(convs) if convs else None,
+                ks=parse_ks(ks),
+                experiments=experiments,
+                cache_dir=cache_dir,
+                progress=lambda msg: status.update(msg),
+            )
+    else:
+        report = run_recall(
+            path,
+            embedder=emb,
+            convs=parse_range(convs) if convs else None,
+            ks=parse_ks(ks),
+            experiments=experiments,
+            cache_dir=cache_dir,
+        )
+    if as_json:
+        print_json(report)
+        return
+
+    from olav.bench.locomo import BASELINES, best_method, method_names
+
+    console.print(
+        f"LoCoMo {', '.join(report['conversations'])}: {report['turns']} turns, "
+        f"{report['questions']} questions ({report['excluded_category_5']} adversarial "
+        f"excluded, {report['skipped_no_evidence']} without evidence skipped), "
+        f"embedder {report['embedder']}",
+        soft_wrap=True,
+    )
+    console.print(_table(report, list(BASELINES), "evidence recall@k"))
+    console.print(_category_table(report, "olav"))
+    extra = list(method_names(report, experimental=True))
+    if extra:
+        console.print(_table(report, ["olav", *extra], "experimental methods (not olav's default)"))
+        best = best_method(report)
+        console.print(f"best overall: [bold]{best}[/]", soft_wrap=True)
+        if best not in BASELINES:
+            console.print(_category_table(report, best))
+    emb_info = report["embedding"]
+    console.print(
+        f"[dim]embedding {emb_info['seconds']}s ({emb_info['embedded']} new, "
+        f"{emb_info['reused_from_cache']} from cache); total {report['seconds']}s; "
+        f"olav search {report['methods']['olav']['search_ms_per_question']} ms/question[/]",
+        soft_wrap=True,
+    )
