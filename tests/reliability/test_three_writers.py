@@ -1,0 +1,141 @@
+"""Three processes at once: the chat (scripted model, capturing events and auditing), the cron
+daemon (a per-minute job writing reflections, plus gc), and a loop of guide and JSONL imports.
+Afterwards every row is present exactly once in memory and audit, no lock error reached any
+process, and the counts match what each process reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from olav.config import Workspace
+from olav.memory.store import MemoryStore
+from olav.memory.transfer import export_jsonl
+from tests.helpers import run_olav
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAT_RUNS = 12
+
+CHAT = f"""
+import json, sys
+from olav.config import Workspace
+from olav.runtime.models import ScriptedChatModel
+from olav.runtime.runner import Session
+ws = Workspace.open()
+done = []
+for i in range({CHAT_RUNS}):
+    turns = [{{"tool_calls": [{{"name": "format_and_export", "args": {{
+                "data": f"report {{i}}", "format": "md", "filename": f"r{{i}}.md"}}}}]}},
+             {{"content": f"saved {{i}}"}}]
+    session = Session(ws, model=ScriptedChatModel(turns=turns), learn_from_failures=False)
+    result = session.ask(f"save report {{i}}")
+    done.append(result.run_id)
+print(json.dumps(done))
+"""
+
+
+def cron_reflection_job(ws: Any) -> str:
+    """A per-minute job: one reflection per firing, then gc."""
+    from datetime import UTC, datetime
+
+    from olav.memory.lessons import add_reflection
+    from olav.memory.lifecycle import gc
+
+    store = MemoryStore.for_workspace(ws)
+    stamp = datetime.now(UTC).strftime("%H%M%S%f")
+    added, rid = add_reflection(
+        store, f"When cron tick {stamp} fires, record it.", dedup_distance=0.0
+    )
+    gc(store)
+    return f"reflection {rid} added={added}"
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    out["PYTHONPATH"] = str(ROOT)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path) -> None:
+    ws = Workspace.open(hash_ws)
+    dump = hash_ws / "exports" / "seed.jsonl"
+    export_jsonl(MemoryStore.for_workspace(ws), dump)
+    res = run_olav(
+        "cron",
+        "enable",
+        "tick",
+        "--at",
+        "* * * * *",
+        "--target",
+        "tests.reliability.test_three_writers:cron_reflection_job",
+        cwd=hash_ws,
+        env={"PYTHONPATH": str(ROOT)},
+    )
+    assert res.returncode == 0, res.stderr
+    cli = [sys.executable, "-c", "from olav.cli.app import main; main()"]
+    daemon = subprocess.Popen(
+        [*cli, "cron", "serve", "--once-for", "75"],
+        cwd=hash_ws,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    chat = subprocess.Popen(
+        [sys.executable, "-c", CHAT],
+        cwd=hash_ws,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    imports = 0
+    errors: list[str] = []
+    deadline = time.monotonic() + 70
+    while time.monotonic() < deadline and (chat.poll() is None or imports < 6):
+        for args in (["kb", "import-guides"], ["kb", "import", str(dump)]):
+            r = run_olav(*args, cwd=hash_ws, env={"PYTHONPATH": str(ROOT)})
+            if r.returncode != 0:
+                errors.append(r.stderr.strip())
+            imports += 1
+    chat_out, chat_err = chat.communicate(timeout=300)
+    _, daemon_err = daemon.communicate(timeout=120)
+    assert chat.returncode == 0, chat_err[-2000:]
+    assert daemon.returncode == 0, daemon_err[-2000:]
+    assert errors == []
+    for text in (chat_err, daemon_err):
+        assert "lock" not in text.lower() and "Traceback" not in text, text[-2000:]
+
+    run_ids = json.loads(chat_out.strip().splitlines()[-1])
+    assert len(run_ids) == CHAT_RUNS
+    store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    ids = store.column_values(["id"]).column("id").to_pylist()
+    assert len(ids) == len(set(ids)), "duplicate memory ids"
+    events = store.list_rows("category = 'operational_event'")
+    assert len(events) == CHAT_RUNS  # one capture per distinct export, none twice
+    jobs = json.loads(
+        run_olav("cron", "list", "--json", cwd=hash_ws, env={"PYTHONPATH": str(ROOT)}).stdout
+    )
+    tick = next(j for j in jobs["jobs"] if j["name"] == "tick")
+    assert tick["last_result"] and tick["last_result"]["status"] == "ok", tick
+    reflections = store.list_rows("category = 'reflection'")
+    assert len(reflections) >= 1
+    con = duckdb.connect(str(hash_ws / ".olav/databases/audit.duckdb"), read_only=True)
+    try:
+        runs = con.execute("SELECT id, status FROM runs").fetchall()
+        calls = con.execute("SELECT run_id, count(*) FROM tool_calls GROUP BY 1").fetchall()
+    finally:
+        con.close()
+    assert sorted(r[0] for r in runs) == sorted(run_ids)
+    assert {r[1] for r in runs} == {"completed"}
+    assert sorted(c[0] for c in calls) == sorted(run_ids) and {c[1] for c in calls} == {1}
