@@ -14,9 +14,9 @@ from olav.runtime.runner import Session
 def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
     (root / "script.yaml").write_text(yaml.safe_dump(turns, allow_unicode=True))
     cfg = root / ".olav" / "olav.yaml"
-    text = cfg.read_text()
-    if "provider: scripted" not in text:
-        cfg.write_text(text + "\nllm:\n  provider: scripted\n  script: script.yaml\n")
+    data = yaml.safe_load(cfg.read_text()) or {}
+    data.setdefault("llm", {}).update({"provider": "scripted", "script": "script.yaml"})
+    cfg.write_text(yaml.safe_dump(data))
     return Workspace.open(root)
 
 
