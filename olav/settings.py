@@ -103,7 +103,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "memory.ann_threshold",
         int,
-        20000,
+        10000,
         "Rows after which an ANN (IVF_HNSW_SQ) vector index is built.",
     ),
     Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),

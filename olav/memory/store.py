@@ -146,7 +146,7 @@ class MemoryStore:
         embedder: Embedder,
         *,
         rrf_k: int = 60,
-        ann_threshold: int = 20000,
+        ann_threshold: int = 10000,
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
     ) -> None:
