@@ -36,6 +36,7 @@ def _table(report: dict[str, Any], names: list[str], title: str) -> Any:
     table.add_column("method", style="bold")
     for k in ks:
         table.add_column(f"R@{k}", justify="right")
+    table.add_column("ms/q", justify="right", style="dim")
     table.add_column("what", style="dim", overflow="fold")
     best = {k: max(report["methods"][m]["overall"][f"R@{k}"] or 0.0 for m in names) for k in ks}
     for name in names:
@@ -45,7 +46,8 @@ def _table(report: dict[str, Any], names: list[str], title: str) -> Any:
             val = m["overall"][f"R@{k}"]
             text = "-" if val is None else f"{val:.3f}"
             cells.append(f"[green]{text}[/]" if val is not None and val == best[k] else text)
-        table.add_row(name, *cells, m["label"])
+        ms = m.get("search_ms_per_question")
+        table.add_row(name, *cells, "-" if ms is None else f"{ms:.1f}", m["label"])
     return table
 
 
@@ -132,7 +134,7 @@ def recall(
         f"embedder {report['embedder']}",
         soft_wrap=True,
     )
-    console.print(_table(report, list(BASELINES), "evidence recall@k"))
+    console.print(_table(report, list(BASELINES), "evidence recall@k (ms/q: search time)"))
     console.print(_category_table(report, "olav"))
     extra = list(method_names(report, experimental=True))
     if extra:
