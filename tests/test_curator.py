@@ -464,3 +464,29 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
     commit_draft(hash_ws, store)
     assert store.count() == count  # the same file: its rows were replaced, not duplicated
     assert store.get(first.summary_id) is not None
+
+
+def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> None:
+    from olav.config import Workspace
+    from olav.memory.conflicts import history
+    from olav.memory.curator import commit_draft, propose_draft
+    from olav.memory.store import MemoryStore
+
+    store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    for value in ("10.255.1.1", "10.255.9.9"):
+        propose_draft(
+            hash_ws,
+            intent="r1_loopback",
+            keywords=["r1", "loopback"],
+            body=f"R1 loopback is {value}",
+            category="fact",
+            run_id="turn1",
+        )
+        commit_draft(hash_ws, store, run_id="turn2")
+    live = [h.record for h in store.search("R1 loopback", categories=["fact"], k=5)]
+    assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]
+    chain = history(store, live[0].id)
+    assert [r.metadata["body"] for r in chain] == [
+        "R1 loopback is 10.255.1.1",
+        "R1 loopback is 10.255.9.9",
+    ]

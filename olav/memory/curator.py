@@ -28,6 +28,7 @@ Human confirmation cannot be bypassed through the tools:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -450,29 +451,37 @@ def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[
 
 
 def _commit_row(store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
+    """A fact/preference/decision: the intent is its subject, so a new value for the same
+    subject (or a near-duplicate) supersedes the old row, which stays for history."""
+    from olav.memory.conflicts import remember
+    from olav.memory.lessons import DEDUP_DISTANCE
+
     mem_id = f"{d['category']}_{d['intent']}"
+    existing = store.get(mem_id)
+    if existing is not None and existing.metadata.get("body", "").strip() != d["body"].strip():
+        # a new value for the same subject: a new row, so the old one stays as history
+        digest = hashlib.sha256(d["body"].strip().lower().encode()).hexdigest()[:8]
+        mem_id = f"{mem_id}_{digest}"
     words = d["intent"].replace("_", " ")
-    store.upsert(
-        [
-            MemoryRecord(
-                id=mem_id,
-                text=f"{words}: {d['body']}\n" + ", ".join(d["keywords"]),
-                category=d["category"],
-                scope=d["scope"],
-                origin="user",
-                confidence=1.0,
-                tags=d["keywords"][:8],
-                metadata={
-                    "intent": d["intent"],
-                    "agent": d["agent"],
-                    "body": d["body"],
-                    "keywords": d["keywords"],
-                    "curator": True,
-                },
-            )
-        ]
+    rec = MemoryRecord(
+        id=mem_id,
+        text=f"{words}: {d['body']}\n" + ", ".join(d["keywords"]),
+        category=d["category"],
+        scope=d["scope"],
+        origin="user",
+        confidence=1.0,
+        tags=d["keywords"][:8],
+        metadata={
+            "intent": d["intent"],
+            "subject": d["intent"],
+            "agent": d["agent"],
+            "body": d["body"],
+            "keywords": d["keywords"],
+            "curator": True,
+        },
     )
-    return mem_id, [mem_id]
+    result = remember(store, rec, near_distance=DEDUP_DISTANCE)
+    return result.memory_id, [result.memory_id, *result.replaced]
 
 
 def _commit_topology(store: Any, d: dict[str, Any], fmt: str) -> tuple[str, list[str]]:
