@@ -156,10 +156,7 @@ def capture(
         records[rec.id] = rec
     if not records:
         return []
-    known = {r.id for r in store.list_rows(sql_in("id", list(records)))}
-    new = [quarantine_if_needed(r) for rid, r in records.items() if rid not in known]
-    store.upsert(new)
-    return [r.id for r in new]
+    return store.insert_new(quarantine_if_needed(r) for r in records.values())
 
 
 def invalidate_sql(store: MemoryStore, sql: str) -> int:

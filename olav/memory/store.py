@@ -330,6 +330,29 @@ class MemoryStore:
             )
         return result
 
+    def insert_new(self, records: Iterable[MemoryRecord]) -> list[str]:
+        """Append rows whose ids are not stored yet; ids already present are skipped (a
+        replayed capture stores nothing). Cheaper than upsert: one append, no merge."""
+        batch = {}
+        for rec in records:
+            self._validate(rec)
+            batch[rec.id] = rec
+        if not batch:
+            return []
+        self._embed_missing(list(batch.values()))
+        stamp = now()
+        with self.write_lock():
+            known = {r.id for r in self._fetch_ids(list(batch))}
+            fresh = [r for rid, r in batch.items() if rid not in known]
+            for rec in fresh:
+                rec.created_at = rec.created_at or stamp
+                rec.updated_at = rec.updated_at or rec.created_at
+            if fresh:
+                self._table.add(
+                    pa.Table.from_pylist([r.to_row() for r in fresh], schema=self.schema)
+                )
+        return [r.id for r in fresh]
+
     def update(self, memory_id: str, **changes: Any) -> MemoryRecord:
         """Change fields of one row; a new ``text`` is re-embedded."""
         rec = self.get(memory_id, with_vector=True)

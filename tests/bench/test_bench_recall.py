@@ -98,3 +98,37 @@ def test_bench_autorecall_overhead(tmp_path: Path) -> None:
         ],
         rows,
     )
+
+
+@pytest.mark.timeout(600)
+def test_bench_l1_capture_cost(tmp_path: Path) -> None:
+    """L1 capture per write event: one redaction, one e5 embedding and one LanceDB write."""
+    from olav.memory.capture import ToolEvent, capture
+
+    e5 = E5Embedder()
+    store = MemoryStore(tmp_path / "m.lance", e5)
+    store.upsert(
+        [MemoryRecord(id=f"seed{i}", text=f"seed row {i}", category="fact") for i in range(1000)]
+    )
+
+    counter = iter(range(10**6))  # every call a new operation (a replay would store nothing)
+
+    def one(_: int) -> None:
+        i = next(counter)
+        ev = ToolEvent(
+            "services",
+            "register_service",
+            {"name": f"svc_{i}", "port": 8000 + i, "token": "s3cr3t"},
+            f"registered svc_{i} on 10.0.0.{i % 250}:{8000 + i}",
+            "success",
+        )
+        assert capture(store, [ev], question="", run_id=f"r{i}")
+
+    times = latencies_ms(one, 40)
+    embed = latencies_ms(lambda i: e5.embed_passages([f"Action: register_service {i}"]), 40)
+    report(
+        "l1_capture",
+        "L1 capture cost per event (ms), 1k-row table",
+        ["capture p50", "capture p95", "e5 passage embed p50", "write share of p50"],
+        [[p50(times), p95(times), p50(embed), 1 - p50(embed) / p50(times)]],
+    )
