@@ -39,7 +39,32 @@ def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
     return Check("ollama", "ok", f"{base_url} serves {model}")
 
 
-def run_checks(start: Path | None = None) -> list[Check]:
+def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
+    """A re-embed build that was interrupted leaves ``memory_reembed.lance`` beside the live
+    table. It is never read (the live table is intact); --repair removes it."""
+    import shutil
+
+    from olav.memory.store import REEMBED_TABLE, TABLE
+
+    stale = memory_path / f"{REEMBED_TABLE}.lance"
+    live = memory_path / f"{TABLE}.lance"
+    if not (stale.is_dir() and live.is_dir()):
+        return Check("leftovers", "ok", "no interrupted re-embed")
+    if repair:
+        from filelock import FileLock
+
+        with FileLock(str(memory_path) + ".lock", timeout=60):
+            shutil.rmtree(stale)
+        return Check("leftovers", "ok", "removed the half-built table of an interrupted re-embed")
+    return Check(
+        "leftovers",
+        "warn",
+        "a half-built table from an interrupted re-embed is present",
+        "Run `olav doctor --repair` to remove it (the live memory table is intact)",
+    )
+
+
+def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
     from olav.config import Workspace, find_root
 
     checks: list[Check] = []
@@ -52,6 +77,8 @@ def run_checks(start: Path | None = None) -> list[Check]:
         checks.append(Check("workspace/config", "fail", exc.message, exc.hint or ""))
         return checks
 
+    if ws.memory_path.is_dir():
+        checks.append(check_leftovers(ws.memory_path, repair=repair))
     store: Any = None
     try:
         from olav.memory.embedders import make_embedder

@@ -138,3 +138,15 @@ def test_reembed_cli_switches_embedder(hash_ws: Path) -> None:
     assert json.loads(res.stdout)["dim"] == 32
     res = run_olav("kb", "backups", cwd=hash_ws, env=env)
     assert res.stdout.startswith("memory_backup_")
+
+
+def test_doctor_reports_and_repairs_a_half_built_reembed(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    mem = hash_ws / ".olav" / "databases" / "memory.lance"
+    shutil.copytree(mem / "memory.lance", mem / "memory_reembed.lance")
+    checks = {c["name"]: c for c in json.loads(olav("doctor", "--json").output)}
+    assert checks["leftovers"]["status"] == "warn" and "--repair" in checks["leftovers"]["fix"]
+    checks = {c["name"]: c for c in json.loads(olav("doctor", "--json", "--repair").output)}
+    assert checks["leftovers"]["status"] == "ok" and not (mem / "memory_reembed.lance").exists()
+    assert checks["memory"]["status"] == "ok"

@@ -9,13 +9,16 @@ from olav.cli.common import console, open_workspace, print_json
 _MARK = {"ok": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]"}
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def doctor(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    repair: bool = typer.Option(False, "--repair", help="Remove leftovers of interrupted work."),
+) -> None:
     """Check the workspace, config, embedder, memory, indexes, audit DB and Ollama."""
     from dataclasses import asdict
 
     from olav.doctor import run_checks
 
-    checks = run_checks()
+    checks = run_checks(repair=repair)
     if as_json:
         print_json([asdict(c) for c in checks])
     else:
