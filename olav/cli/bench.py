@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +102,8 @@ def recall(
     emb = _embedder(embedder)
     show = err_console.is_terminal and not as_json
 
-    if show:
-        with err_console.status("starting") as status:
-            report = run_recall(
-                path,
-                embedder=emb,
-                convs=parse_range(convs) if convs else None,
-                ks=parse_ks(ks),
-                experiments=experiments,
-                cache_dir=cache_dir,
-                progress=lambda msg: status.update(msg),
-            )
-    else:
+    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
+    with status_cm as status:
         report = run_recall(
             path,
             embedder=emb,
@@ -120,6 +111,7 @@ def recall(
             ks=parse_ks(ks),
             experiments=experiments,
             cache_dir=cache_dir,
+            progress=(lambda msg: status.update(msg)) if show else None,
         )
     if as_json:
         print_json(report)
