@@ -142,3 +142,13 @@ def recall(
         f"olav search {report['methods']['olav']['search_ms_per_question']} ms/question[/]",
         soft_wrap=True,
     )
+
+
+def _register_more() -> None:
+    from olav.cli import bench_golden, bench_perf, bench_steer
+
+    for module in (bench_golden, bench_perf, bench_steer):
+        module.register(app)
+
+
+_register_more()
