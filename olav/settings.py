@@ -79,7 +79,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("embedder.cache_size", int, 256, "Query embeddings kept in the LRU cache."),
     Setting("memory.token_budget", int, 1000, "Token budget of the <relevant-memories> block."),
-    Setting("memory.rrf_k", int, 60, "The k constant of reciprocal-rank fusion."),
+    Setting("memory.rrf_k", int, 20, "The k constant of reciprocal-rank fusion."),
     Setting(
         "memory.reflection_gate",
         str,

@@ -67,7 +67,8 @@ def test_search_modes_report_distance_fts_score_and_fused_score(tmp_path: Path) 
     assert hybrid[0].record.id == "r1"
     top = hybrid[0]
     assert top.distance is not None and top.fts_score is not None
-    expected = 1 / (60 + top.vector_rank) + 1 / (60 + top.fts_rank)  # type: ignore[operator]
+    kk = store.rrf_k
+    expected = 1 / (kk + top.vector_rank) + 1 / (kk + top.fts_rank)  # type: ignore[operator]
     assert top.score == pytest.approx(expected)
     assert all(h.distance is not None for h in hybrid)  # FTS-only hits get distances too
     vec = store.search("router backup", mode="vector", k=2)

@@ -758,6 +758,7 @@ def run_recall(
                 store.maintain(force_optimize=True)
                 if rep == "turn":
                     _baselines(store, conv, qv, kmax, rankings, seconds)
+                    _olav(Path(tmp) / f"c{ci}" / "olav", conv, qv, cache, kmax, rankings, seconds)
                     t1 = time.monotonic()
                     rankings["langgraph"].extend(
                         _langgraph_rankings(
@@ -795,7 +796,7 @@ def run_recall(
         "bm25": "BM25 (LanceDB FTS, olav's ICU index)",
         "vector": "vector search alone",
         "langgraph": "LangGraph InMemoryStore (embedding index)",
-        "olav": "olav MemoryStore.search(mode='hybrid')",
+        "olav": "olav default: dated turns with ±2 context, hybrid search (up to 6 rankings)",
     }
     for m in BASELINES:
         methods[m] = {
@@ -854,12 +855,51 @@ def _baselines(
     rankings: dict[str, list[list[str]]],
     seconds: dict[str, float],
 ) -> None:
-    for mode, name in (("fts", "bm25"), ("vector", "vector"), ("hybrid", "olav")):
+    for mode, name in (("fts", "bm25"), ("vector", "vector")):
         t1 = time.monotonic()
         for q, vec in zip(conv.questions, qv, strict=True):
             hits = store.search(q.text, mode=mode, k=k, query_vector=vec)
             rankings[name].append([h.record.id for h in hits])
         seconds[name] += time.monotonic() - t1
+
+
+def olav_records(conv: Conversation) -> list[Any]:
+    """The conversation as olav stores it (olav.memory.context.conversation_records)."""
+    from olav.memory.context import Utterance, conversation_records
+
+    turns = [Utterance(t.dia_id, t.speaker, t.text, t.session, t.when) for t in conv.turns]
+    return conversation_records(turns, metadata={"conversation": conv.sample_id})
+
+
+def _olav(
+    path: Path,
+    conv: Conversation,
+    qv: np.ndarray,
+    cache: VectorCache,
+    k: int,
+    rankings: dict[str, list[list[str]]],
+    seconds: dict[str, float],
+) -> None:
+    """olav's default: the product's records (dated text, context window, event time) and
+    ``MemoryStore.search(mode="hybrid")``, with vectors from the cache."""
+    from olav.memory.store import MemoryStore
+
+    records = olav_records(conv)
+    texts = cache.get([r.text for r in records], "passage")
+    with_ctx = [r for r in records if r.context]
+    contexts = cache.get([str(r.context) for r in with_ctx], "passage")
+    for r, v in zip(records, texts, strict=True):
+        r.vector = [float(x) for x in v]
+    for r, v in zip(with_ctx, contexts, strict=True):
+        r.context_vector = [float(x) for x in v]
+    store = MemoryStore(path, cache.embedder)
+    store.upsert(records)
+    store.maintain(force_optimize=True)
+    t1 = time.monotonic()
+    for q, vec in zip(conv.questions, qv, strict=True):
+        hits = store.search(q.text, mode="hybrid", k=k, query_vector=vec)
+        rankings["olav"].append([h.record.id for h in hits])
+    seconds["olav"] += time.monotonic() - t1
 
 
 def best_method(report: dict[str, Any], k: int | None = None) -> str:
@@ -877,3 +917,43 @@ def best_method(report: dict[str, Any], k: int | None = None) -> str:
 
 def method_names(report: dict[str, Any], experimental: bool) -> Iterable[str]:
     return [m for m, v in report["methods"].items() if v["experimental"] == experimental]
+
+
+def markdown_recall(report: dict[str, Any]) -> str:
+    """The recall report as Markdown tables: baselines, olav by category, experiments."""
+    ks = report["ks"]
+    head = "| method | " + " | ".join(f"R@{k}" for k in ks) + " | ms/question | what |"
+    rule = "|---|" + "---|" * (len(ks) + 2)
+
+    def row(name: str) -> str:
+        m = report["methods"][name]
+        vals = " | ".join(
+            "-" if m["overall"][f"R@{k}"] is None else f"{m['overall'][f'R@{k}']:.3f}" for k in ks
+        )
+        bold = "**" if name == "olav" else ""
+        return f"| {bold}{name}{bold} | {vals} | {m['search_ms_per_question']} | {m['label']} |"
+
+    lines = [
+        f"LoCoMo conversations {', '.join(report['conversations'])}: {report['turns']} turns, "
+        f"{report['questions']} questions ({report['excluded_category_5']} adversarial "
+        f"excluded), embedder `{report['embedder']}`, {report['candidates_per_ranking']} "
+        "candidates per ranking.",
+        "",
+        head,
+        rule,
+        *(row(m) for m in BASELINES),
+        "",
+        "olav by question category:",
+        "",
+        "| category | questions | " + " | ".join(f"R@{k}" for k in ks) + " |",
+        "|---|---|" + "---|" * len(ks),
+    ]
+    olav = report["methods"]["olav"]
+    for cat, block in [*olav["by_category"].items(), ("all", olav["overall"])]:
+        vals = " | ".join("-" if block[f"R@{k}"] is None else f"{block[f'R@{k}']:.3f}" for k in ks)
+        lines.append(f"| {cat} | {block['n']} | {vals} |")
+    extra = list(method_names(report, experimental=True))
+    if extra:
+        lines += ["", "Experimental recipes (rankings fused by RRF; not olav's default):", ""]
+        lines += [head, rule, *(row(m) for m in extra)]
+    return "\n".join(lines) + "\n"

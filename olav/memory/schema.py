@@ -9,7 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+# 2 added context, context_vector and event_at (old tables gain them when opened)
+SCHEMA_VERSION = 2
 TABLE = "memory"
 
 CATEGORIES = (
@@ -54,6 +55,11 @@ def build_schema(dim: int, embedder: str) -> pa.Schema:
             pa.field("invalidated_at", TS),
             pa.field("superseded_by", pa.string()),
             pa.field("access_count", pa.int64()),
+            # schema 2: the memory with its surroundings (sequential memories only), and when
+            # the remembered thing happened (defaults to created_at)
+            pa.field("context", pa.string()),
+            pa.field("context_vector", pa.list_(pa.float32(), dim)),
+            pa.field("event_at", TS),
         ],
         metadata={
             META_EMBEDDER: embedder.encode(),
@@ -85,7 +91,10 @@ class MemoryRecord:
     invalidated_at: datetime | None = None
     superseded_by: str | None = None
     access_count: int = 0
+    context: str | None = None
+    event_at: datetime | None = None
     vector: list[float] | None = None
+    context_vector: list[float] | None = None
 
     def to_row(self) -> dict[str, Any]:
         row = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -99,8 +108,9 @@ class MemoryRecord:
         meta = data.get("metadata")
         data["metadata"] = json.loads(meta) if meta else {}
         data["tags"] = list(data.get("tags") or [])
-        if data.get("vector") is not None:
-            data["vector"] = [float(x) for x in data["vector"]]
+        for key in ("vector", "context_vector"):
+            if data.get(key) is not None:
+                data[key] = [float(x) for x in data[key]]
         data["access_count"] = int(data.get("access_count") or 0)
         conf = data.get("confidence")
         data["confidence"] = round(float(conf), 6) if conf is not None else 0.5
@@ -117,7 +127,7 @@ class MemoryRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MemoryRecord:
         data = dict(data)
-        for key in ("created_at", "updated_at", "expires_at", "invalidated_at"):
+        for key in ("created_at", "updated_at", "expires_at", "invalidated_at", "event_at"):
             if data.get(key):
                 data[key] = datetime.fromisoformat(data[key])
         return cls(**data)

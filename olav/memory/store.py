@@ -8,6 +8,7 @@ and invalidation are always LanceDB pre-filters, never post-filters.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -32,6 +33,7 @@ from olav.memory.schema import (
     build_schema,
     now,
 )
+from olav.memory.timeq import Period, query_period
 
 os.environ.setdefault("LANCE_LOG", "error")  # keep lance's Rust warnings off the terminal
 
@@ -42,6 +44,8 @@ REEMBED_TABLE = "memory_reembed"
 # identifiers, so "snapshot" finds take_snapshot_when_db_stale and register finds
 # register_service.
 FTS_TOKENIZER = "icu/split"
+FTS_COLUMNS = ("text", "context")
+VECTOR_COLUMNS = ("vector", "context_vector")
 BACKUP_PREFIX = "memory_backup_"
 
 
@@ -93,10 +97,14 @@ class Hit:
     fts_score: float | None = None
     vector_rank: int | None = None
     fts_rank: int | None = None
+    # position in every ranking that found it: vector, fts, context_vector, context_fts,
+    # time_vector, time_fts (see MemoryStore.search)
+    ranks: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         rec = self.record.to_json()
-        rec.pop("vector", None)
+        for col in VECTOR_COLUMNS:
+            rec.pop(col, None)
         return {
             **rec,
             "score": self.score,
@@ -104,6 +112,7 @@ class Hit:
             "fts_score": self.fts_score,
             "vector_rank": self.vector_rank,
             "fts_rank": self.fts_rank,
+            "ranks": self.ranks,
         }
 
 
@@ -133,7 +142,7 @@ def _pool() -> Any:
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
 
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="olav-search")
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="olav-search")
     return _POOL
 
 
@@ -145,7 +154,7 @@ class MemoryStore:
         path: Path,
         embedder: Embedder,
         *,
-        rrf_k: int = 60,
+        rrf_k: int = 20,
         ann_threshold: int = 10000,
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
@@ -161,6 +170,7 @@ class MemoryStore:
         self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
         self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
         self.schema = build_schema(embedder.dim, embedder.name)
+        self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         with self.write_lock():
             self._recover_swap()
             self._table = self._open_or_create(allow_destructive)
@@ -227,27 +237,27 @@ class MemoryStore:
                 )
             self._db.drop_table(TABLE)
             return self._create(TABLE)
-        self._upgrade_fts(table)
+        self._migrate(table)
+        _ensure_fts(table)
         return table
 
-    @staticmethod
-    def _upgrade_fts(table: Any) -> None:
-        """Rebuild a full-text index made with an older tokenizer (an index migration)."""
-        from lancedb.index import FTS
-
-        for idx in table.list_indices():
-            if "text" in idx.columns and str(idx.index_type) == "FTS":
-                details = getattr(idx, "index_details", None) or {}
-                if details.get("base_tokenizer", FTS_TOKENIZER) != FTS_TOKENIZER:
-                    table.create_index(
-                        "text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True
-                    )
+    def _migrate(self, table: Any) -> None:
+        """Schema 1 -> 2: add the context columns (empty) and event_at (= created_at). Each
+        step is one commit, so a migration cut short resumes where it stopped."""
+        names = set(table.schema.names)
+        if "context" not in names:
+            table.add_columns(
+                [
+                    pa.field("context", pa.string()),
+                    pa.field("context_vector", pa.list_(pa.float32(), self.embedder.dim)),
+                ]
+            )
+        if "event_at" not in names:
+            table.add_columns({"event_at": "created_at"})
 
     def _create(self, name: str) -> Any:
-        from lancedb.index import FTS
-
         table = self._db.create_table(name, schema=self.schema)
-        table.create_index("text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
+        _ensure_fts(table)
         return table
 
     @property
@@ -276,21 +286,33 @@ class MemoryStore:
             )
         if not 0.0 <= rec.confidence <= 1.0:
             raise MemoryStoreError(f"confidence of memory {rec.id} must be within 0.0 and 1.0")
-        if rec.vector is not None and len(rec.vector) != self.embedder.dim:
-            raise MemoryStoreError(
-                f"memory {rec.id} has a {len(rec.vector)}-d vector; the table is "
-                f"{self.embedder.dim}-d ({self.embedder.name})",
-                hint="Re-embed it (omit the vector) or import into a workspace with the "
-                "same embedder",
-            )
+        for vec in (rec.vector, rec.context_vector):
+            if vec is not None and not math.isfinite(sum(vec)):
+                # checked here because writes turn bad vectors into nulls (see upsert)
+                raise MemoryStoreError(f"memory {rec.id} has a vector with NaN or infinity")
+            if vec is not None and len(vec) != self.embedder.dim:
+                raise MemoryStoreError(
+                    f"memory {rec.id} has a {len(vec)}-d vector; the table is "
+                    f"{self.embedder.dim}-d ({self.embedder.name})",
+                    hint="Re-embed it (omit the vector) or import into a workspace with the "
+                    "same embedder",
+                )
 
     def _embed_missing(self, records: list[MemoryRecord], batch: int = 64) -> None:
-        todo = [r for r in records if r.vector is None]
+        """Embed texts and contexts that have no vector yet (in one stream of batches)."""
+        todo: list[tuple[MemoryRecord, str, str]] = []
+        for rec in records:
+            if rec.context is not None and (not rec.context.strip() or rec.context == rec.text):
+                rec.context, rec.context_vector = None, None  # no surroundings of its own
+            if rec.vector is None:
+                todo.append((rec, "vector", rec.text))
+            if rec.context is not None and rec.context_vector is None:
+                todo.append((rec, "context_vector", rec.context))
         for i in range(0, len(todo), batch):
             chunk = todo[i : i + batch]
-            vecs = self.embedder.embed_passages([r.text for r in chunk])
-            for rec, vec in zip(chunk, vecs, strict=True):
-                rec.vector = [float(x) for x in vec]
+            vecs = self.embedder.embed_passages([text for _r, _c, text in chunk])
+            for (rec, column, _t), vec in zip(chunk, vecs, strict=True):
+                setattr(rec, column, [float(x) for x in vec])
 
     def upsert(self, records: Iterable[MemoryRecord], *, restore: bool = False) -> UpsertResult:
         """Insert or replace rows by id. Keeps ``created_at`` and ``access_count`` of existing
@@ -316,17 +338,19 @@ class MemoryStore:
                     rec.created_at = old.created_at
                     rec.access_count = old.access_count
                     rec.updated_at = rec.updated_at or stamp
+                    rec.event_at = rec.event_at or old.event_at
                     result.updated.append(rec.id)
                 else:
                     rec.created_at = rec.created_at or stamp
                     rec.updated_at = rec.updated_at or rec.created_at
                     result.added.append(rec.id)
+                rec.event_at = rec.event_at or rec.created_at
             data = pa.Table.from_pylist([r.to_row() for r in batch], schema=self.schema)
             (
                 self._table.merge_insert("id")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
-                .execute(data)
+                .execute(data, on_bad_vectors="null")  # null = no context
             )
         return result
 
@@ -347,9 +371,11 @@ class MemoryStore:
             for rec in fresh:
                 rec.created_at = rec.created_at or stamp
                 rec.updated_at = rec.updated_at or rec.created_at
+                rec.event_at = rec.event_at or rec.created_at
             if fresh:
                 self._table.add(
-                    pa.Table.from_pylist([r.to_row() for r in fresh], schema=self.schema)
+                    pa.Table.from_pylist([r.to_row() for r in fresh], schema=self.schema),
+                    on_bad_vectors="null",
                 )
         return [r.id for r in fresh]
 
@@ -364,6 +390,8 @@ class MemoryStore:
             setattr(rec, key, val)
         if "text" in changes:
             rec.vector = None
+        if "context" in changes:
+            rec.context_vector = None
         rec.updated_at = now()
         self.upsert([rec])
         return rec
@@ -390,7 +418,7 @@ class MemoryStore:
     # -- reads -------------------------------------------------------------------------------
 
     def _columns(self, with_vector: bool) -> list[str]:
-        return [f.name for f in self.schema if with_vector or f.name != "vector"]
+        return [f.name for f in self.schema if with_vector or f.name not in VECTOR_COLUMNS]
 
     def _fetch_ids(self, ids: list[str], with_vector: bool = False) -> list[MemoryRecord]:
         out: list[MemoryRecord] = []
@@ -444,8 +472,18 @@ class MemoryStore:
         where: str | None = None,
         candidates: int | None = None,
         query_vector: np.ndarray | None = None,
+        period: Period | None = None,
+        time_aware: bool = True,
     ) -> list[Hit]:
-        """Search live rows. Returns hits with distance, FTS score and fused score."""
+        """Search live rows. Returns hits with distance, FTS score and fused score.
+
+        ``hybrid`` fuses with reciprocal-rank fusion: a vector and a full-text ranking over
+        each memory's text; the same two over its context window when the table holds
+        sequential memories (a memory without a context counts its own text there); and,
+        when the query names a period ("in May 2023", "last week", "上周") or ``period`` is
+        given, a vector and a full-text ranking restricted to memories whose ``event_at``
+        falls in it. ``vector`` and ``fts`` rank by the text alone.
+        """
         if mode not in SEARCH_MODES:
             raise MemoryStoreError(
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
@@ -458,68 +496,103 @@ class MemoryStore:
         if mode in ("vector", "hybrid"):
             qv = query_vector if query_vector is not None else self.embedder.embed_query(query)
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
+        hybrid = mode == "hybrid"
+        with_context = hybrid and self._has_context()
+        if hybrid and period is None and time_aware:
+            period = query_period(query)
 
-        def vector_rows() -> list[dict[str, Any]]:
-            if qv is None:
-                return []
-            q = self._table.search(qv, vector_column_name="vector").select(
-                [*self._columns(False), "_distance"]
-            )
-            if pred:
-                q = q.where(pred, prefilter=True)
+        def run(column: str, extra: str | None) -> list[dict[str, Any]]:
+            """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
+            full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
+            if column in VECTOR_COLUMNS:
+                extra_cols = ["vector"] if column != "vector" else []
+                q = self._table.search(qv, vector_column_name=column).select(
+                    [*self._columns(False), *extra_cols, "_distance"]
+                )
+            else:
+                # the vector comes along so that hits from here get a distance
+                cols = self._columns(False) + (["vector"] if qv is not None else [])
+                q = self._table.search(query, query_type="fts", fts_columns=column).select(
+                    [*cols, "_score"]
+                )
+            if full:
+                q = q.where(full, prefilter=True)
             return list(q.limit(n).to_list())
 
-        def text_rows() -> list[dict[str, Any]]:
-            if not do_fts:
-                return []
-            # the vector comes along so that FTS-only hits get a distance without a 2nd query
-            cols = self._columns(qv is not None)
-            q = self._table.search(query, query_type="fts", fts_columns="text").select(
-                [*cols, "_score"]
-            )
-            if pred:
-                q = q.where(pred, prefilter=True)
-            return list(q.limit(n).to_list())
-
-        if qv is not None and do_fts:  # both searches at once; LanceDB releases the GIL
-            fut = _pool().submit(text_rows)
-            vec_rows = vector_rows()
-            fts_rows = fut.result()
+        jobs: list[tuple[str, str, str | None]] = []  # (ranking name, column, extra filter)
+        if qv is not None:
+            jobs.append(("vector", "vector", None))
+        if do_fts:
+            jobs.append(("fts", "text", None))
+        if with_context:
+            if qv is not None:
+                jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
+            if do_fts:
+                jobs.append(("context_fts", "context", None))
+        if hybrid and period is not None:
+            if qv is not None:
+                jobs.append(("time_vector", "vector", period.sql("event_at")))
+            if do_fts:
+                jobs.append(("time_fts", "text", period.sql("event_at")))
+        if len(jobs) > 1:  # all at once: LanceDB releases the GIL
+            futures = [_pool().submit(run, col, extra) for _name, col, extra in jobs[1:]]
+            results = [run(jobs[0][1], jobs[0][2]), *(f.result() for f in futures)]
         else:
-            vec_rows, fts_rows = vector_rows(), text_rows()
-        return self._fuse(vec_rows, fts_rows, k, qv)
+            results = [run(col, extra) for _name, col, extra in jobs]
+        rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
+        return self._fuse(rankings, k, qv, with_context)
+
+    def _has_context(self) -> bool:
+        """Whether any row has a context window (cached per table version)."""
+        version = self._table.version
+        if self._context_rows is None or self._context_rows[0] != version:
+            self._context_rows = (version, self._table.count_rows("context IS NOT NULL") > 0)
+        return self._context_rows[1]
 
     def _fuse(
         self,
-        vec_rows: list[dict[str, Any]],
-        fts_rows: list[dict[str, Any]],
+        rankings: dict[str, list[dict[str, Any]]],
         k: int,
         qv: np.ndarray | None,
+        with_context: bool,
     ) -> list[Hit]:
         hits: dict[str, Hit] = {}
-        for rank, row in enumerate(vec_rows, start=1):
-            dist = float(row.pop("_distance"))
-            hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0, distance=dist, vector_rank=rank)
-        for rank, row in enumerate(fts_rows, start=1):
-            score = float(row.pop("_score"))
-            vec = row.pop("vector", None)
-            hit = hits.get(row["id"])
-            if hit is None:
-                hit = hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0)
-                if vec is not None and qv is not None:
+        for name, rows in rankings.items():
+            for rank, row in enumerate(rows, start=1):
+                dist = row.pop("_distance", None)
+                score = row.pop("_score", None)
+                vec = row.pop("vector", None)
+                hit = hits.get(row["id"])
+                if hit is None:
+                    hit = hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0)
+                hit.ranks[name] = rank
+                if name == "vector" and dist is not None:
+                    hit.distance = float(dist)
+                elif hit.distance is None and vec is not None and qv is not None:
                     diff = np.asarray(vec, dtype=np.float32) - qv
                     hit.distance = float(diff @ diff)
-            hit.fts_score, hit.fts_rank = score, rank
-        fused = rrf_fuse([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]], k=self.rrf_k)
-        for key, hit in hits.items():
-            hit.score = fused.get(key, 0.0)
+                if name == "fts" and score is not None:
+                    hit.fts_score = float(score)
+        for hit in hits.values():
+            hit.vector_rank = hit.ranks.get("vector")
+            hit.fts_rank = hit.ranks.get("fts")
+            own = {
+                name: 1.0 / (self.rrf_k + rank)
+                for name, rank in hit.ranks.items()
+                if name in ("vector", "fts")
+            }
+            hit.score = sum(1.0 / (self.rrf_k + r) for r in hit.ranks.values())
+            if with_context and hit.record.context is None:
+                hit.score += sum(own.values())  # its text stands in for its context
         ordered = sorted(hits.values(), key=lambda h: (-h.score, h.record.id))
         return ordered[:k]
 
     # -- maintenance -------------------------------------------------------------------------
 
     def index_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"fts": None, "vector": None}
+        """The indexes by role: fts and context_fts (full text), vector and context_vector."""
+        state: dict[str, Any] = dict.fromkeys(("fts", "vector", "context_fts", "context_vector"))
+        roles = {"text": "fts", "context": "context_fts"}
         for idx in self._table.list_indices():
             stats = self._table.index_stats(idx.name)
             entry = {
@@ -528,32 +601,32 @@ class MemoryStore:
                 "indexed": getattr(stats, "num_indexed_rows", None),
                 "unindexed": getattr(stats, "num_unindexed_rows", None),
             }
-            if "text" in idx.columns:
-                state["fts"] = entry
-            elif "vector" in idx.columns:
-                state["vector"] = entry
+            column = idx.columns[0] if idx.columns else ""
+            state[roles.get(column, column)] = entry
         return state
 
     def maintain(self, *, force_optimize: bool = False) -> dict[str, Any]:
-        """Fold new rows into the indexes and build the ANN index past the threshold."""
+        """Fold new rows into the indexes and build the ANN indexes past the threshold."""
         done: dict[str, Any] = {"optimized": False, "ann_built": False}
         with self.write_lock():
+            _ensure_fts(self._table)
             state = self.index_state()
-            if state["fts"] is None:
-                from lancedb.index import FTS
-
-                self._table.create_index(
-                    "text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True
-                )
-            unindexed = (state["fts"] or {}).get("unindexed") or 0
+            unindexed = max(
+                (state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts")
+            )
             if unindexed and (force_optimize or unindexed >= 256):
                 self._table.optimize()
                 done["optimized"] = True
-            rows = self._table.count_rows()
-            if state["vector"] is None and rows >= self.ann_threshold:
-                from lancedb.index import IvfHnswSq
+            from lancedb.index import IvfHnswSq
 
+            if state["vector"] is None and self._table.count_rows() >= self.ann_threshold:
                 self._table.create_index("vector", config=IvfHnswSq(distance_type="l2"))
+                done["ann_built"] = True
+            if (
+                state["context_vector"] is None
+                and self._table.count_rows("context IS NOT NULL") >= self.ann_threshold
+            ):
+                self._table.create_index("context_vector", config=IvfHnswSq(distance_type="l2"))
                 done["ann_built"] = True
         return done
 
@@ -619,21 +692,28 @@ def _reembed_locked(
     if REEMBED_TABLE in tables:
         db.drop_table(REEMBED_TABLE)  # leftovers of an interrupted attempt
     new = db.create_table(REEMBED_TABLE, schema=schema)
-    cols = [f.name for f in schema if f.name != "vector"]
+    have = set(old.schema.names)  # a schema-1 table has no context columns yet
+    cols = [f.name for f in schema if f.name not in VECTOR_COLUMNS and f.name in have]
     rows = old.search().select(cols).limit(max(total, 1)).to_list() if total else []
     done = 0
     for i in range(0, len(rows), batch):
         chunk = rows[i : i + batch]
-        vecs = embedder.embed_passages([r["text"] for r in chunk])
-        for row, vec in zip(chunk, vecs, strict=True):
+        for row in chunk:
+            row.setdefault("context", None)
+            row.setdefault("event_at", row.get("created_at"))
+        texts = [r["text"] for r in chunk]
+        contexts = [(j, r["context"]) for j, r in enumerate(chunk) if r["context"]]
+        vecs = embedder.embed_passages(texts + [c for _j, c in contexts])
+        for row, vec in zip(chunk, vecs[: len(chunk)], strict=True):
             row["vector"] = [float(x) for x in vec]
-        new.add(pa.Table.from_pylist(chunk, schema=schema))
+            row["context_vector"] = None
+        for (j, _c), vec in zip(contexts, vecs[len(chunk) :], strict=True):
+            chunk[j]["context_vector"] = [float(x) for x in vec]
+        new.add(pa.Table.from_pylist(chunk, schema=schema), on_bad_vectors="null")
         done += len(chunk)
         if progress:
             progress(done, total)
-    from lancedb.index import FTS
-
-    new.create_index("text", config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
+    _ensure_fts(new)
     if new.count_rows() != total:
         raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
     backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -644,6 +724,21 @@ def _reembed_locked(
     os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
     os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
     return total, backup
+
+
+def _ensure_fts(table: Any) -> None:
+    """Create the full-text indexes that are missing, and rebuild any made with an older
+    tokenizer (an index migration)."""
+    from lancedb.index import FTS
+
+    found: dict[str, str] = {}
+    for idx in table.list_indices():
+        if str(idx.index_type) == "FTS" and idx.columns:
+            details = getattr(idx, "index_details", None) or {}
+            found[idx.columns[0]] = details.get("base_tokenizer", FTS_TOKENIZER)
+    for column in FTS_COLUMNS:
+        if found.get(column) != FTS_TOKENIZER:
+            table.create_index(column, config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
 
 
 def drop_backup(path: Path, name: str) -> None:

@@ -42,9 +42,12 @@ class ExportRow(BaseModel):
     invalidated_at: str | None = None
     superseded_by: str | None = None
     access_count: int = Field(default=0, ge=0)
+    context: str | None = None  # schema 2 (exports of version 1 have neither)
+    event_at: str | None = None
     vector: Annotated[list[float] | None, AfterValidator(_finite)] = None
+    context_vector: Annotated[list[float] | None, AfterValidator(_finite)] = None
 
-    @field_validator("created_at", "updated_at", "expires_at", "invalidated_at")
+    @field_validator("created_at", "updated_at", "expires_at", "invalidated_at", "event_at")
     @classmethod
     def _iso(cls, v: str | None) -> str | None:
         if v is not None:
@@ -64,7 +67,7 @@ def export_jsonl(store: MemoryStore, path: Path) -> int:
     with tmp.open("w", encoding="utf-8") as fh:
         header = {
             "format": FORMAT,
-            "version": 1,
+            "version": 2,
             "embedder": store.embedder.name,
             "dim": store.embedder.dim,
         }
@@ -118,6 +121,7 @@ def import_jsonl(store: MemoryStore, path: Path) -> UpsertResult:
                 hint="Fix or remove that line; nothing was imported",
             ) from None
         if not same_space:
-            rec.vector = None  # embedded by another model: re-embed with this one
+            # embedded by another model: re-embed with this one
+            rec.vector = rec.context_vector = None
         records.append(rec)
     return store.upsert(records, restore=True)
