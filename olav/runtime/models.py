@@ -41,6 +41,10 @@ class ScriptedChatModel(BaseChatModel):
     """Replays scripted turns: ``{"content": str, "tool_calls": [{"name", "args"}]}``, or
     ``{"error": str}`` to fail that call.
 
+    A turn may also carry ``when`` (a substring) and ``otherwise`` (another turn): if the last
+    human message lacks the substring, ``otherwise`` is replayed in its place. This scripts how
+    a model reacts with and without, say, the ``<relevant-memories>`` block.
+
     Every call records the messages it received in ``calls``, so tests can assert exactly
     what the model saw. **For tests and demos only.**
     """
@@ -75,6 +79,10 @@ class ScriptedChatModel(BaseChatModel):
             else:
                 turn = self.turns[self.position]
             self.position += 1
+        if "when" in turn:
+            human = next((m for m in reversed(messages) if m.type == "human"), None)
+            if human is None or str(turn["when"]) not in str(human.content):
+                turn = turn.get("otherwise") or {}
         if turn.get("error"):  # scripted failure, e.g. to exercise failed-run handling
             raise RuntimeError(str(turn["error"]))
         calls = [

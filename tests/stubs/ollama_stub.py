@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +33,8 @@ class StubState:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     api_key: str | None = None
     drop_chat: bool = False  # close the connection mid-response
+    # when set, computes each /api/chat reply (a chat_script turn) from the request body
+    chat_reply: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
@@ -106,7 +108,10 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             if model not in state.models:
                 self._send(404, {"error": f"model '{model}' not found, try pulling it first"})
                 return
-            turn = state.chat_script.pop(0) if state.chat_script else {"content": "ok"}
+            if state.chat_reply is not None:
+                turn = state.chat_reply(data)
+            else:
+                turn = state.chat_script.pop(0) if state.chat_script else {"content": "ok"}
             message = {"role": "assistant", "content": turn.get("content", "")}
             if turn.get("tool_calls"):
                 message["tool_calls"] = [
