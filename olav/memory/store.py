@@ -492,16 +492,15 @@ class MemoryStore:
             scopes=scopes, categories=categories, include_invalid=include_invalid, extra=where
         )
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
-        qv: np.ndarray | None = None
-        if mode in ("vector", "hybrid"):
-            qv = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        wants_vector = mode in ("vector", "hybrid")
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
         with_context = hybrid and self._has_context()
         if hybrid and period is None and time_aware:
             period = query_period(query)
+        qv: np.ndarray | None = query_vector
 
-        def run(column: str, extra: str | None) -> list[dict[str, Any]]:
+        def run(column: str, extra: str | None) -> pa.Table:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
             if column in VECTOR_COLUMNS:
@@ -511,34 +510,41 @@ class MemoryStore:
                 )
             else:
                 # the vector comes along so that hits from here get a distance
-                cols = self._columns(False) + (["vector"] if qv is not None else [])
+                cols = self._columns(False) + (["vector"] if wants_vector else [])
                 q = self._table.search(query, query_type="fts", fts_columns=column).select(
                     [*cols, "_score"]
                 )
             if full:
                 q = q.where(full, prefilter=True)
-            return list(q.limit(n).to_list())
+            return q.limit(n).to_arrow()
 
-        jobs: list[tuple[str, str, str | None]] = []  # (ranking name, column, extra filter)
-        if qv is not None:
-            jobs.append(("vector", "vector", None))
+        # (ranking name, column, extra filter); full-text rankings first: they start while
+        # the query is being embedded
+        text_jobs: list[tuple[str, str, str | None]] = []
+        vector_jobs: list[tuple[str, str, str | None]] = []
         if do_fts:
-            jobs.append(("fts", "text", None))
-        if with_context:
-            if qv is not None:
-                jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
-            if do_fts:
-                jobs.append(("context_fts", "context", None))
-        if hybrid and period is not None:
-            if qv is not None:
-                jobs.append(("time_vector", "vector", period.sql("event_at")))
-            if do_fts:
-                jobs.append(("time_fts", "text", period.sql("event_at")))
-        if len(jobs) > 1:  # all at once: LanceDB releases the GIL
-            futures = [_pool().submit(run, col, extra) for _name, col, extra in jobs[1:]]
-            results = [run(jobs[0][1], jobs[0][2]), *(f.result() for f in futures)]
-        else:
-            results = [run(col, extra) for _name, col, extra in jobs]
+            text_jobs.append(("fts", "text", None))
+            if with_context:
+                text_jobs.append(("context_fts", "context", None))
+            if period is not None:
+                text_jobs.append(("time_fts", "text", period.sql("event_at")))
+        if wants_vector:
+            vector_jobs.append(("vector", "vector", None))
+            if with_context:
+                vector_jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
+            if hybrid and period is not None:
+                vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
+        jobs = text_jobs + vector_jobs
+        if len(jobs) == 1 and (qv is not None or not vector_jobs):
+            results = [run(jobs[0][1], jobs[0][2])]
+        else:  # concurrently: LanceDB releases the GIL
+            futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
+            if vector_jobs and qv is None:
+                qv = self.embedder.embed_query(query)
+            futures += [_pool().submit(run, col, extra) for _name, col, extra in vector_jobs[1:]]
+            own = [run(vector_jobs[0][1], vector_jobs[0][2])] if vector_jobs else []
+            done = [f.result() for f in futures]
+            results = done[: len(text_jobs)] + own + done[len(text_jobs) :]
         rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
         return self._fuse(rankings, k, qv, with_context)
 
@@ -551,41 +557,68 @@ class MemoryStore:
 
     def _fuse(
         self,
-        rankings: dict[str, list[dict[str, Any]]],
+        rankings: dict[str, pa.Table],
         k: int,
         qv: np.ndarray | None,
         with_context: bool,
     ) -> list[Hit]:
-        hits: dict[str, Hit] = {}
-        for name, rows in rankings.items():
-            for rank, row in enumerate(rows, start=1):
-                dist = row.pop("_distance", None)
-                score = row.pop("_score", None)
-                vec = row.pop("vector", None)
-                hit = hits.get(row["id"])
-                if hit is None:
-                    hit = hits[row["id"]] = Hit(MemoryRecord.from_row(row), 0.0)
-                hit.ranks[name] = rank
-                if name == "vector" and dist is not None:
-                    hit.distance = float(dist)
-                elif hit.distance is None and vec is not None and qv is not None:
-                    diff = np.asarray(vec, dtype=np.float32) - qv
-                    hit.distance = float(diff @ diff)
-                if name == "fts" and score is not None:
-                    hit.fts_score = float(score)
-        for hit in hits.values():
-            hit.vector_rank = hit.ranks.get("vector")
-            hit.fts_rank = hit.ranks.get("fts")
-            own = {
-                name: 1.0 / (self.rrf_k + rank)
-                for name, rank in hit.ranks.items()
-                if name in ("vector", "fts")
-            }
-            hit.score = sum(1.0 / (self.rrf_k + r) for r in hit.ranks.values())
-            if with_context and hit.record.context is None:
-                hit.score += sum(own.values())  # its text stands in for its context
-        ordered = sorted(hits.values(), key=lambda h: (-h.score, h.record.id))
-        return ordered[:k]
+        """RRF over the rankings; only the top k rows become records (the hot path)."""
+        ranks: dict[str, dict[str, int]] = {}
+        first: dict[str, tuple[str, int]] = {}  # id -> (ranking, row) where it was first seen
+        distance: dict[str, float] = {}
+        fts_score: dict[str, float] = {}
+        no_context: set[str] = set()
+        for name, tbl in rankings.items():
+            ids = tbl.column("id").to_pylist()
+            if name == "vector":
+                distance = dict(zip(ids, tbl.column("_distance").to_pylist(), strict=True))
+            elif name == "fts":
+                fts_score = dict(zip(ids, tbl.column("_score").to_pylist(), strict=True))
+            if with_context:
+                nulls = tbl.column("context").is_null().to_pylist()
+                no_context.update(i for i, null in zip(ids, nulls, strict=True) if null)
+            for pos, rid in enumerate(ids):
+                ranks.setdefault(rid, {})[name] = pos + 1
+                first.setdefault(rid, (name, pos))
+        kk = self.rrf_k
+        scores: dict[str, float] = {}
+        for rid, found in ranks.items():
+            score = sum(1.0 / (kk + r) for r in found.values())
+            if rid in no_context:  # its text stands in for its context
+                score += sum(1.0 / (kk + r) for n, r in found.items() if n in ("vector", "fts"))
+            scores[rid] = score
+        top = sorted(scores, key=lambda rid: (-scores[rid], rid))[:k]
+        by_ranking: dict[str, list[int]] = {}
+        for rid in top:
+            name, pos = first[rid]
+            by_ranking.setdefault(name, []).append(pos)
+        rows: dict[str, dict[str, Any]] = {}
+        for name, idx in by_ranking.items():
+            for found_row in rankings[name].take(idx).to_pylist():
+                rows[found_row["id"]] = found_row
+        hits = []
+        for rid in top:
+            row = rows[rid]
+            vec = row.pop("vector", None)
+            row.pop("_distance", None)
+            row.pop("_score", None)
+            dist = distance.get(rid)
+            if dist is None and vec is not None and qv is not None:
+                diff = np.asarray(vec, dtype=np.float32) - qv
+                dist = float(diff @ diff)
+            found = ranks[rid]
+            hits.append(
+                Hit(
+                    MemoryRecord.from_row(row),
+                    scores[rid],
+                    distance=None if dist is None else float(dist),
+                    fts_score=fts_score.get(rid),
+                    vector_rank=found.get("vector"),
+                    fts_rank=found.get("fts"),
+                    ranks=found,
+                )
+            )
+        return hits
 
     # -- maintenance -------------------------------------------------------------------------
 
