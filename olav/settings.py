@@ -88,6 +88,13 @@ SETTINGS: tuple[Setting, ...] = (
         "calibrated for the embedder (docs/benchmarks.md).",
     ),
     Setting(
+        "memory.reflection_gate_text",
+        str,
+        "auto",
+        "The reflection gate for a lesson that also shares words with the request (a "
+        "full-text match); auto = calibrated for the embedder.",
+    ),
+    Setting(
         "memory.dedup_distance",
         str,
         "auto",

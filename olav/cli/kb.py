@@ -131,6 +131,44 @@ def import_cmd(
     )
 
 
+@app.command("import-chat")
+def import_chat_cmd(
+    file: Path = typer.Argument(
+        ..., help='A .jsonl (or .json list) of {"speaker", "text", "time"?, "session"?}.'
+    ),
+    scope: str = typer.Option("global", "--scope", help="global, an agent or team:<id>."),
+    session_gap: float = typer.Option(
+        4.0, "--session-gap", help="Hours of silence that start a new session (no 'session')."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Import a conversation transcript: one memory per message, each with the messages
+    around it as context and its date, so recall finds it by words, surroundings and time.
+    Re-importing the same file replaces its rows."""
+    from olav.memory.chatlog import import_chat
+
+    if session_gap <= 0:
+        raise OlavError(f"--session-gap must be positive, got {session_gap}")
+    ws = open_workspace()
+    store = open_store(ws)
+    with console.status(f"Importing {file.name} (embedding each message and its context)"):
+        result = import_chat(store, file, base=ws.root, scope=scope, session_gap_hours=session_gap)
+    from olav.audit.recorder import AuditRecorder
+
+    AuditRecorder(ws.audit_path).memory_event(
+        f"chat:{result.key}", "import", "cli", {"file": str(file), **result.to_json()}
+    )
+    if as_json:
+        print_json(result.to_json())
+        return
+    console.print(
+        f"[green]✓[/] imported {result.messages} messages in {result.sessions} session(s) "
+        f"from {file} ({len(result.added)} new, {len(result.updated)} replaced, "
+        f"{result.removed} removed)",
+        soft_wrap=True,
+    )
+
+
 @app.command("re-embed")
 def reembed_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),

@@ -43,10 +43,19 @@ def search(
     for i, h in enumerate(hits, 1):
         dist = "-" if h.distance is None else f"{h.distance:.3f}"
         fts = "-" if h.fts_score is None else f"{h.fts_score:.2f}"
+        # which extra rankings found it: its context window, the period the query names
+        via = "".join(
+            f" · {label}"
+            for label, names in (
+                ("context", ("context_vector", "context_fts")),
+                ("period", ("time_vector", "time_fts")),
+            )
+            if any(n in h.ranks for n in names)
+        )
         console.print(
             f"[bold]{i}.[/] [cyan]{escape(h.record.id)}[/]  "
             f"[dim]{h.record.category} · {escape(h.record.scope)}"
-            f" · dist {dist} · fts {fts} · rrf {h.score:.4f}[/]",
+            f" · dist {dist} · fts {fts} · rrf {h.score:.4f}{via}[/]",
             soft_wrap=True,
         )
         console.print(
@@ -261,20 +270,14 @@ def why_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
-    from olav.memory.calibration import reflection_gate
     from olav.memory.recall import Recaller
     from olav.runtime.models import model_tier
 
     ws = open_workspace()
     store = open_store(ws)
     cfg = ws.config
-    rec = Recaller(
-        store,
-        agent=agent,
-        tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"]),
-        token_budget=cfg["memory.token_budget"],
-        reflection_gate=reflection_gate(cfg, store.embedder.name),
-        half_life_days=cfg["memory.half_life_days"],
+    rec = Recaller.for_config(
+        store, cfg, agent=agent, tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
     )
     result = rec.recall(query, dry_run=True)
     if as_json:
@@ -295,7 +298,7 @@ def why_cmd(
 def render_why(result: Any, rec: Any) -> None:
     table = Table(
         title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · "
-        f"gate {rec.reflection_gate}",
+        f"gate {rec.reflection_gate} ({rec.reflection_gate_text} with a word match)",
         box=None,
         pad_edge=False,
     )

@@ -9,7 +9,7 @@ from typing import Any
 from olav.memory.schema import MemoryRecord
 
 REFLECTION_TTL_DAYS = 30
-DEDUP_DISTANCE = 0.15  # squared L2 for e5; see olav.memory.calibration
+DEDUP_DISTANCE = 0.20  # squared L2 for e5; see olav.memory.calibration
 
 
 def add_reflection(

@@ -149,17 +149,38 @@ class Recaller:
         audit: Any = None,
         bump_access: bool = True,
         half_life_days: float = 30.0,
+        reflection_gate_text: float | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
         self.tier = tier
         self.token_budget = token_budget
         self.reflection_gate = reflection_gate
+        # a lesson the full-text search matched too may be a little further away
+        self.reflection_gate_text = max(reflection_gate, reflection_gate_text or 0.0)
         self.n_candidates = candidates
         self.audit = audit
         self.bump = bump_access
         self.half_life_days = half_life_days
         self._pending: list[Any] = []
+
+    @classmethod
+    def for_config(
+        cls, store: MemoryStore, config: Any, *, agent: str, tier: str, audit: Any = None
+    ) -> Recaller:
+        """A Recaller with the workspace's memory settings and calibrated gates."""
+        from olav.memory.calibration import reflection_gate, reflection_gate_text
+
+        return cls(
+            store,
+            agent=agent,
+            tier=tier,
+            token_budget=config["memory.token_budget"],
+            reflection_gate=reflection_gate(config, store.embedder.name),
+            reflection_gate_text=reflection_gate_text(config, store.embedder.name),
+            half_life_days=config["memory.half_life_days"],
+            audit=audit,
+        )
 
     @property
     def scopes(self) -> list[str]:
@@ -236,6 +257,10 @@ class Recaller:
         for fut in pending:
             fut.result()
 
+    def gate_for(self, hit: Hit) -> float:
+        """The distance limit for a reflection: wider when its words matched the request."""
+        return self.reflection_gate_text if hit.fts_rank is not None else self.reflection_gate
+
     def _select(self, cands: list[Candidate]) -> None:
         per_cat = min(TIER_K.get(self.tier, 1), 13)
         total_cap = TIER_TOTAL.get(self.tier, 6)
@@ -246,7 +271,7 @@ class Recaller:
         for c in cands:
             rec = c.hit.record
             if rec.category == "reflection" and (
-                c.hit.distance is None or c.hit.distance > self.reflection_gate
+                c.hit.distance is None or c.hit.distance > self.gate_for(c.hit)
             ):
                 c.decision = "gated"
                 continue

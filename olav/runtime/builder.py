@@ -7,7 +7,6 @@ from typing import Any
 
 from olav.config import Workspace
 from olav.errors import OlavError
-from olav.memory.calibration import reflection_gate
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
@@ -110,14 +109,8 @@ def build(
     recallers: dict[str, Recaller] = {}
 
     def middleware_for(a: Agent, tools: list[str], sub_names: set[str], name: str) -> list[Any]:
-        rec = Recaller(
-            store,
-            agent=a.name,
-            tier=model_tier(name, cfg["llm.tier"]),
-            token_budget=cfg["memory.token_budget"],
-            reflection_gate=reflection_gate(cfg, store.embedder.name),
-            half_life_days=cfg["memory.half_life_days"],
-            audit=run.audit,
+        rec = Recaller.for_config(
+            store, cfg, agent=a.name, tier=model_tier(name, cfg["llm.tier"]), audit=run.audit
         )
         recallers[a.name] = rec
         allowed = set(tools) | ({"task"} if sub_names else set())

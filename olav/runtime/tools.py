@@ -431,7 +431,7 @@ def record_reflection(ctx: ToolContext, lesson: str) -> str:
     from olav.memory.calibration import dedup_distance
     from olav.memory.lessons import add_reflection
 
-    threshold = dedup_distance(ctx.config, ctx.store.embedder.name) if ctx.config else 0.15
+    threshold = dedup_distance(ctx.config, ctx.store.embedder.name) if ctx.config else 0.20
     added, rid = add_reflection(ctx.store, lesson, source="reflector", dedup_distance=threshold)
     return f"Recorded lesson {rid}" if added else f"Skipped: a near-identical lesson exists ({rid})"
 
