@@ -108,7 +108,9 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
     assert again[0].written and store.count("category = 'expert_knowledge'") == 1
     assert len(model.calls) == 2  # exactly one model call per group per run
 
-    recaller = Recaller(store, agent="services", tier="medium")
+    recaller = Recaller.for_config(
+        store, Workspace.open(root).config, agent="services", tier="medium"
+    )
     result = recaller.recall("register a new prometheus service")
     assert result.injected_ids[0] == "pattern_services_register_service"
     assert "<purpose>_<noun>" in result.block
@@ -176,7 +178,8 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
     assert row.expires_at is not None
     assert learn_from_traces(ws, store, model) == []  # runs are learned once
 
-    recaller = Recaller(store, agent="netops", tier="small", reflection_gate=0.38)
+    # the calibrated gates, as AutoRecall builds them from the workspace's settings
+    recaller = Recaller.for_config(store, ws.config, agent="netops", tier="small")
     related = recaller.recall("take a snapshot of the sh1 border routers")
     assert learned[0].memory_id in related.injected_ids
     for unrelated in (
