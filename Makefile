@@ -4,8 +4,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO ?= .demo-workspace
 STAMP := $(VENV)/.installed
+LOCOMO ?= ../shared/data/locomo/locomo_dev.json
+STEER_WS ?=
 
-.PHONY: install run test lint fmt bench clean
+.PHONY: install run test lint fmt bench bench-pytest clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,7 +33,13 @@ fmt: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q
 
+# every benchmark; rewrites docs/benchmarks.md (STEER_WS=path adds the model steering runs)
 bench: $(STAMP)
+	$(BIN)/olav bench report --locomo $(LOCOMO) --out docs/benchmarks.md \
+		$(if $(STEER_WS),--steer-workspace $(STEER_WS))
+
+# the older store-level benchmarks (ANN threshold, LoCoMo ANN recall), printed as tables
+bench-pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench -p no:randomly -s
 
 clean:

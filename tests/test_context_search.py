@@ -12,8 +12,9 @@ import pytest
 
 from olav.errors import MemoryStoreError
 from olav.memory.context import neighbour_windows
+from olav.memory.recall import Recaller
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
-from olav.memory.store import MemoryStore, reembed
+from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
 from olav.memory.timeq import query_period
 from tests.helpers import hash_store, rec
 
@@ -207,3 +208,41 @@ def test_reembed_keeps_the_context_and_embeds_it_again(tmp_path: Path) -> None:
     assert a is not None and a.context == "before\nalpha\nafter"
     assert a.context_vector is not None and len(a.context_vector) == 32
     assert b is not None and b.context_vector is None and b.event_at == b.created_at
+
+
+# -- keeping the table fast: scalar indexes, batched bumps, compaction ---------------------------
+
+
+def test_scalar_indexes_exist_on_new_and_reopened_tables(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m")
+    state = store.index_state()
+    assert all(state.get(col) is not None for col in ("id", "scope", "category"))
+    store.table.drop_index(state["scope"]["name"])
+    assert hash_store(tmp_path / "m").index_state().get("scope") is not None
+
+
+def test_many_small_writes_are_compacted_by_maintain(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m")
+    for i in range(MAX_FRAGMENTS + 3):
+        store.insert_new([rec(f"r{i}", "a zebra crossed" if i == 7 else f"event number {i}")])
+    assert store.fragments() > MAX_FRAGMENTS and store.needs_maintenance()
+    assert store.maintain()["optimized"]
+    assert not store.needs_maintenance()
+    assert store.count() == MAX_FRAGMENTS + 3
+    assert store.search("zebra", mode="fts", k=1)[0].record.id == "r7"  # indexed after compaction
+
+
+def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m")
+    store.upsert([rec("g", "restart the nginx service", category="usage_guide")])
+    recaller = Recaller(store, agent="global", tier="large")
+    for _ in range(3):
+        assert recaller.recall("restart nginx").injected_ids == ["g"]
+    before = store.table.version
+    assert store.get("g").access_count == 0  # type: ignore[union-attr]
+    recaller.flush()
+    assert store.get("g").access_count == 3  # type: ignore[union-attr]
+    assert store.table.version == before + 1  # one write for the three recalls
+    recaller.recall("restart nginx", dry_run=True)
+    recaller.flush()
+    assert store.get("g").access_count == 3  # type: ignore[union-attr]

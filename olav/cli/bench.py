@@ -144,6 +144,53 @@ def recall(
     )
 
 
+@app.command("report")
+def report_cmd(
+    out: Path = typer.Option(Path("docs/benchmarks.md"), "--out", help="Markdown file to write."),
+    locomo: Path | None = typer.Option(
+        None, "--locomo", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json)."
+    ),
+    convs: str | None = typer.Option(None, "--convs", help="LoCoMo conversations, e.g. 0-4."),
+    sizes: str = typer.Option("1000,10000,100000", "--sizes", help="Memory counts for perf."),
+    queries: int = typer.Option(100, "--queries", help="Queries per latency cell."),
+    guides: int = typer.Option(200, "--guides", help="Guides for the import benchmark."),
+    steer_workspace: Path | None = typer.Option(
+        None, "--steer-workspace", help="A workspace whose model is served: run steer there."
+    ),
+    steer_runs: int = typer.Option(3, "--steer-runs", help="Runs per scenario and mode."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the raw report."),
+) -> None:
+    """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
+    Markdown file: machine, versions, commands and tables. `make bench` runs this."""
+    import sys
+
+    from olav.bench.locomo import default_cache_dir, parse_range
+    from olav.bench.report import markdown, run_all, write
+
+    size_list = [int(x) for x in sizes.split(",") if x.strip()]
+    show = err_console.is_terminal
+    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
+    with status_cm as status:
+        report = run_all(
+            locomo=locomo,
+            convs=parse_range(convs) if convs else None,
+            sizes=size_list,
+            queries=queries,
+            guides=guides,
+            steer_workspace=steer_workspace,
+            steer_runs=steer_runs,
+            cache_dir=default_cache_dir(),
+            progress=(lambda msg: status.update(msg)) if show else None,
+        )
+    command = ["olav", "bench", *sys.argv[sys.argv.index("report") :]]
+    write(out, markdown(report, command=command))
+    if json_out is not None:
+        import json
+
+        write(json_out, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    console.print(f"[green]✓[/] wrote {out} in {report['seconds']} s", soft_wrap=True)
+
+
 def _register_more() -> None:
     from olav.cli import bench_golden, bench_perf, bench_steer
 

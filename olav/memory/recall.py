@@ -163,6 +163,7 @@ class Recaller:
         self.bump = bump_access
         self.half_life_days = half_life_days
         self._pending: list[Any] = []
+        self._hits: dict[str, int] = {}  # access-count bumps not written yet
 
     @classmethod
     def for_config(
@@ -240,19 +241,21 @@ class Recaller:
         chosen = [c.hit for c in cands if c.decision == "injected"]
         result.block = render_block(chosen)
         result.latency_ms = (time.perf_counter() - started) * 1000
-        if not dry_run and ((self.bump and chosen) or self.audit is not None):
-            # bookkeeping writes leave the hot path: they overlap the model call
-            self._pending.append(_writer().submit(self._record, result, run_id))
+        if not dry_run and self.bump:
+            for rid in result.injected_ids:
+                self._hits[rid] = self._hits.get(rid, 0) + 1
+        if not dry_run and self.audit is not None:
+            # the recall log leaves the hot path: it overlaps the model call
+            self._pending.append(_writer().submit(self.audit.recall, run_id, self.agent, result))
         return result
 
-    def _record(self, result: RecallResult, run_id: str | None) -> None:
-        if self.bump and result.injected_ids:
-            self.store.bump_access(result.injected_ids)
-        if self.audit is not None:
-            self.audit.recall(run_id, self.agent, result)
-
     def flush(self) -> None:
-        """Wait for pending access-count bumps and recall-log writes."""
+        """Write the access-count bumps gathered since the last flush (one table write per
+        run instead of one per model call: each write adds a fragment that slows search down)
+        and wait for the recall-log writes."""
+        hits, self._hits = self._hits, {}
+        if hits:
+            self._pending.append(_writer().submit(self.store.bump_access, hits))
         pending, self._pending = self._pending, []
         for fut in pending:
             fut.result()

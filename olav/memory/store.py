@@ -36,6 +36,7 @@ from olav.memory.schema import (
 from olav.memory.timeq import Period, query_period
 
 os.environ.setdefault("LANCE_LOG", "error")  # keep lance's Rust warnings off the terminal
+os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")  # index_stats() warns otherwise
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -45,6 +46,12 @@ REEMBED_TABLE = "memory_reembed"
 # register_service.
 FTS_TOKENIZER = "icu/split"
 FTS_COLUMNS = ("text", "context")
+# id lookups (upsert, capture's existence check, get) and the scope/category pre-filters that
+# every ranking evaluates
+SCALAR_INDEXES = (("id", "btree"), ("scope", "bitmap"), ("category", "bitmap"))
+# more data fragments than this (each append or bump writes one) slows every search down;
+# maintain() compacts them
+MAX_FRAGMENTS = 32
 VECTOR_COLUMNS = ("vector", "context_vector")
 BACKUP_PREFIX = "memory_backup_"
 
@@ -239,6 +246,7 @@ class MemoryStore:
             return self._create(TABLE)
         self._migrate(table)
         _ensure_fts(table)
+        _ensure_scalar(table)
         return table
 
     def _migrate(self, table: Any) -> None:
@@ -258,6 +266,7 @@ class MemoryStore:
     def _create(self, name: str) -> Any:
         table = self._db.create_table(name, schema=self.schema)
         _ensure_fts(table)
+        _ensure_scalar(table)
         return table
 
     @property
@@ -406,14 +415,21 @@ class MemoryStore:
             self._table.delete(pred)
             return int(before - self._table.count_rows())
 
-    def bump_access(self, ids: Sequence[str]) -> None:
-        """Count one more recall hit on each row."""
-        if not ids:
+    def bump_access(self, ids: Sequence[str] | dict[str, int]) -> None:
+        """Count recall hits: one per id in a list, or ``{id: hits}``. One write per distinct
+        hit count, so callers should batch (the Recaller does, per run)."""
+        counts = dict.fromkeys(ids, 1) if not isinstance(ids, dict) else ids
+        by_n: dict[int, list[str]] = {}
+        for rid, n in counts.items():
+            if n > 0:
+                by_n.setdefault(int(n), []).append(rid)
+        if not by_n:
             return
         with self.write_lock():
-            self._table.update(
-                where=sql_in("id", ids), values_sql={"access_count": "access_count + 1"}
-            )
+            for n, group in sorted(by_n.items()):
+                self._table.update(
+                    where=sql_in("id", group), values_sql={"access_count": f"access_count + {n}"}
+                )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -638,17 +654,28 @@ class MemoryStore:
             state[roles.get(column, column)] = entry
         return state
 
+    def fragments(self) -> int:
+        """Data fragments of the table (cheap: read from the manifest)."""
+        stats = self._table.stats()
+        frag = stats.get("fragment_stats") if isinstance(stats, dict) else None
+        return int((frag or {}).get("num_fragments") or 0)
+
+    def needs_maintenance(self) -> bool:
+        return self.fragments() > MAX_FRAGMENTS
+
     def maintain(self, *, force_optimize: bool = False) -> dict[str, Any]:
         """Fold new rows into the indexes and build the ANN indexes past the threshold."""
         done: dict[str, Any] = {"optimized": False, "ann_built": False}
         with self.write_lock():
             _ensure_fts(self._table)
+            _ensure_scalar(self._table)
             state = self.index_state()
             unindexed = max(
                 (state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts")
             )
-            if unindexed and (force_optimize or unindexed >= 256):
-                self._table.optimize()
+            fragmented = self.fragments() > MAX_FRAGMENTS
+            if fragmented or (unindexed and (force_optimize or unindexed >= 256)):
+                self._table.optimize()  # compacts fragments and folds new rows into indexes
                 done["optimized"] = True
             from lancedb.index import IvfHnswSq
 
@@ -747,6 +774,7 @@ def _reembed_locked(
         if progress:
             progress(done, total)
     _ensure_fts(new)
+    _ensure_scalar(new)
     if new.count_rows() != total:
         raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
     backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -772,6 +800,20 @@ def _ensure_fts(table: Any) -> None:
     for column in FTS_COLUMNS:
         if found.get(column) != FTS_TOKENIZER:
             table.create_index(column, config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
+
+
+def _ensure_scalar(table: Any) -> None:
+    """Create the scalar indexes (SCALAR_INDEXES) that are missing."""
+    have = {idx.columns[0] for idx in table.list_indices() if idx.columns}
+    for column, kind in SCALAR_INDEXES:
+        if column not in have:
+            table.create_index(column, config=_scalar_config(kind))
+
+
+def _scalar_config(kind: str) -> Any:
+    from lancedb.index import Bitmap, BTree
+
+    return BTree() if kind == "btree" else Bitmap()
 
 
 def drop_backup(path: Path, name: str) -> None:

@@ -139,6 +139,7 @@ class Session:
             for rec in built.recallers.values():
                 rec.flush()
             self._learn(text, run_id, status)
+            self._maintain()
             self.turns += 1
             if self.turns % EVERY_N_TURNS == 0:
                 self.write_episode()
@@ -163,6 +164,28 @@ class Session:
             log.warning("capture failed for run %s: %s", run_id, exc)
         if status in ("error", "cancelled") and self.learn_from_failures:
             self._background.append(start_trace_learning(self.ws, self.store))
+
+    def _maintain(self) -> None:
+        """Compact the memory table in the background once writes (captures, access-count
+        bumps) have left it in many small fragments; each one slows every search."""
+        import threading
+
+        try:
+            if not self.store.needs_maintenance():
+                return
+        except Exception as exc:
+            log.warning("memory stats failed: %s", exc)
+            return
+
+        def work() -> None:
+            try:
+                self.store.maintain()
+            except Exception as exc:  # another process may hold the lock; try next time
+                log.warning("memory maintenance failed: %s", exc)
+
+        thread = threading.Thread(target=work, name="olav-maintain")
+        thread.start()
+        self._background.append(thread)
 
     def write_episode(self) -> str | None:
         """Store this session's episode (what was asked, done, left open)."""
