@@ -38,11 +38,11 @@ def test_a_short_reply_is_recalled_by_its_surroundings_and_dates_narrow_it(e5_ws
     store = MemoryStore.for_workspace(ws)
     result = import_chat(store, write_chat(e5_ws / "incident.jsonl"), base=e5_ws)
     assert (result.messages, result.sessions, len(result.added)) == (10, 2, 10)
-    reply = "chat_incident_jsonl_00008"  # "Yes, 98 percent."
+    reply = "chat_incident_00008"  # "Yes, 98 percent."
     row = store.get(reply)
     assert row is not None and row.text == "[20 June 2024] lin: Yes, 98 percent."
     assert row.context is not None and "Disk full on the backup server" in row.context
-    last_of_may = store.get("chat_incident_jsonl_00005")
+    last_of_may = store.get("chat_incident_00005")
     assert last_of_may is not None and last_of_may.context is not None
     assert "Backups of the branch routers" not in last_of_may.context  # windows keep to a session
 
@@ -52,7 +52,7 @@ def test_a_short_reply_is_recalled_by_its_surroundings_and_dates_narrow_it(e5_ws
     assert {"context_vector", "context_fts"} & set(by_id[reply].ranks)
 
     dated = store.search("what did lin say in May 2024", k=6, categories=["document"])
-    may = {f"chat_incident_jsonl_{i:05d}" for i in range(6)}
+    may = {f"chat_incident_{i:05d}" for i in range(6)}
     assert {h.record.id for h in dated[:3]} <= may
     assert all("time_vector" in h.ranks for h in dated[:3])
 
@@ -67,7 +67,7 @@ def test_reimport_replaces_and_a_shorter_file_removes_the_tail(hash_ws: Path) ->
     write_chat(path, CHAT[:6])
     shorter = import_chat(store, path, base=hash_ws)
     assert shorter.removed == 4
-    assert store.count("id LIKE 'chat_c_jsonl_%'") == 6
+    assert store.count("id LIKE 'chat_c_%'") == 6
     assert shorter.sessions == 1
 
 
@@ -101,3 +101,13 @@ def test_import_chat_cli(hash_ws: Path) -> None:
     bad = run_olav("kb", "import-chat", "missing.jsonl", cwd=hash_ws)
     assert bad.returncode != 0 and "missing.jsonl does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_recall_block_shows_a_turn_with_its_surroundings(hash_ws: Path) -> None:
+    from olav.memory.recall import Recaller
+
+    store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    import_chat(store, write_chat(hash_ws / "c.jsonl"), base=hash_ws)
+    result = Recaller(store, agent="global", tier="large").recall("Yes, 98 percent", dry_run=True)
+    assert "chat_c_00008" in result.injected_ids
+    assert "Disk full on the backup server again?" in result.block  # the question it answers

@@ -397,6 +397,9 @@ RECIPES: tuple[Recipe, ...] = (
         ("turn/vector@time", 1),
         ("turn/fts:icu@time", 1),
     ),
+    # fairness: the baselines over the same dated text that olav stores
+    _r("x-bm25-date", "BM25 alone over '[8 May 2023] Speaker: text'", (FD, 1)),
+    _r("x-vector-date", "vector alone over '[8 May 2023] Speaker: text'", ("turn+date/vector", 1)),
     # (c) tokenisation (BM25 alone; olav's ICU index already stems and drops stop words)
     _r("x-bm25-plain", "(c) BM25, ICU without stemming or stop words", ("turn/fts:icu-plain", 1)),
     _r(

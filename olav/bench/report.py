@@ -31,6 +31,8 @@ def run_all(
     steer_runs: int = 3,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    embedder: Any = None,
+    cli_runs: int = 5,
 ) -> dict[str, Any]:
     """Run the benchmarks; a JSON-safe report with one entry per benchmark (None = not run,
     with the reason under ``skipped``)."""
@@ -40,7 +42,7 @@ def run_all(
 
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    e5 = E5Embedder()
+    e5 = embedder or E5Embedder()
     out: dict[str, Any] = {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": perf.machine(),
@@ -57,7 +59,7 @@ def run_all(
     say("golden guide-recall suite")
     out["golden"] = golden.run_golden(e5, progress=say)
     say("speed and footprint")
-    out["perf"] = perf.run_perf(sizes, queries, guides, progress=say)
+    out["perf"] = perf.run_perf(sizes, queries, guides, progress=say, cli_runs=cli_runs)
     out["steer"] = None
     if steer_workspace is None:
         out["skipped"]["steer"] = "no workspace with a model was given (--steer-workspace)"

@@ -159,6 +159,10 @@ def report_cmd(
     ),
     steer_runs: int = typer.Option(3, "--steer-runs", help="Runs per scenario and mode."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the raw report."),
+    embedder: str = typer.Option(
+        "e5", "--embedder", help="e5 (bundled) or hash (tests only) for recall and golden."
+    ),
+    cli_runs: int = typer.Option(5, "--cli-runs", help="Cold CLI start-ups to time (0: skip)."),
 ) -> None:
     """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
     Markdown file: machine, versions, commands and tables. `make bench` runs this."""
@@ -167,7 +171,19 @@ def report_cmd(
     from olav.bench.locomo import default_cache_dir, parse_range
     from olav.bench.report import markdown, run_all, write
 
-    size_list = [int(x) for x in sizes.split(",") if x.strip()]
+    if embedder not in EMBEDDERS:
+        raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
+    try:
+        size_list = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        size_list = []
+    if not size_list or min(size_list) < 20:
+        raise OlavError(
+            f"--sizes {sizes!r} is not a list of row counts",
+            hint="Use e.g. --sizes 1000,10000,100000 (each at least 20)",
+        )
+    if locomo is not None and not locomo.is_file():  # the report says it was skipped
+        err_console.print(f"[yellow]![/] {locomo} does not exist: skipping LoCoMo recall")
     show = err_console.is_terminal
     status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
     with status_cm as status:
@@ -179,8 +195,10 @@ def report_cmd(
             guides=guides,
             steer_workspace=steer_workspace,
             steer_runs=steer_runs,
-            cache_dir=default_cache_dir(),
+            cache_dir=default_cache_dir() if embedder == "e5" else None,
             progress=(lambda msg: status.update(msg)) if show else None,
+            embedder=_embedder(embedder),
+            cli_runs=cli_runs,
         )
     command = ["olav", "bench", *sys.argv[sys.argv.index("report") :]]
     write(out, markdown(report, command=command))

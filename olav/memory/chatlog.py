@@ -145,7 +145,7 @@ def import_chat(
         key = str(path.resolve().relative_to(base.resolve()))
     except ValueError:
         key = path.name
-    prefix = f"chat_{slug(key)}_"
+    prefix = f"chat_{slug(str(Path(key).with_suffix('')))}_"
     sessions = sessions_of(messages, session_gap_hours)
     turns = [
         Utterance(f"{prefix}{i:05d}", m.speaker, m.text, s, m.when())

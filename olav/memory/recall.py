@@ -99,8 +99,10 @@ class RecallResult:
 
 
 def memory_body(hit: Hit) -> str:
+    """What the model sees of a memory: its body; for a sequential memory (a conversation
+    turn) the window around it, because "Yes, 98 percent." alone answers nothing."""
     rec = hit.record
-    return str(rec.metadata.get("body") or rec.text).strip()
+    return str(rec.metadata.get("body") or rec.context or rec.text).strip()
 
 
 def render_block(items: Sequence[Hit]) -> str:

@@ -1,0 +1,76 @@
+"""`olav bench report` (what `make bench` runs) on a tiny configuration: every section present."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import run_olav
+from tests.test_bench_recall_harness import synthetic
+
+
+def test_report_writes_every_section(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(synthetic()), encoding="utf-8")
+    out = tmp_path / "benchmarks.md"
+    raw = tmp_path / "report.json"
+    args = ["--out", str(out), "--json", str(raw), "--locomo", str(data), "--embedder", "hash"]
+    res = run_olav(
+        "bench",
+        "report",
+        *args,
+        "--sizes",
+        "60",
+        "--queries",
+        "2",
+        "--guides",
+        "2",
+        "--cli-runs",
+        "0",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    text = out.read_text(encoding="utf-8")
+    for heading in (
+        "## Machine and versions",
+        "## How to reproduce",
+        "## 1. Recall quality on LoCoMo",
+        "## 2. Golden guide-recall suite",
+        "## 3. Speed and footprint",
+        "## 4. Steering a real model",
+    ):
+        assert heading in text
+    assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
+    assert "lancedb" in text and "make bench" in text
+    assert "Not run: no workspace with a model" in text
+    report = json.loads(raw.read_text(encoding="utf-8"))
+    assert report["recall"]["questions"] > 0 and report["golden"]["counts"]["guides"] >= 40
+    assert [b["memories"] for b in report["perf"]["recall"]] == [60]
+
+
+def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:
+    out = tmp_path / "b.md"
+    res = run_olav(
+        "bench",
+        "report",
+        "--out",
+        str(out),
+        "--locomo",
+        str(tmp_path / "missing.json"),
+        "--embedder",
+        "hash",
+        "--sizes",
+        "40",
+        "--queries",
+        "1",
+        "--guides",
+        "0",
+        "--cli-runs",
+        "0",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "missing.json does not exist" in res.stderr
+    assert "_Not run: LoCoMo file not found" in out.read_text(encoding="utf-8")
+    bad = run_olav("bench", "report", "--sizes", "ten", cwd=tmp_path)
+    assert bad.returncode != 0 and "--sizes 'ten'" in bad.stderr and "Traceback" not in bad.stderr
