@@ -762,6 +762,8 @@ def recall_rows(report: dict[str, Any]) -> list[list[Any]]:
 
 def markdown_perf(report: dict[str, Any]) -> str:
     """Markdown tables of a ``run_perf`` report."""
+    from olav.memory.store import MAX_FRAGMENTS
+
     s = report["settings"]
     out = [f"_{machine_line(report)}_", ""]
     out += [
@@ -777,8 +779,9 @@ def markdown_perf(report: dict[str, Any]) -> str:
         "vector); AutoRecall without the access-count bump (e5 included); AutoRecall with the "
         "query vector cached; full AutoRecall, each recall treated as one chat run (its "
         "access-count bump written after it, and the table compacted once it holds more than "
-        "32 fragments, as a chat Session does); AutoRecall with the vector cached after those "
-        "runs, and again after `maintain(force_optimize=True)`; fragments at those three points.",
+        f"{MAX_FRAGMENTS} fragments, as a chat Session does); AutoRecall with the vector "
+        "cached after those runs, and again after `maintain(force_optimize=True)`; fragments "
+        "at those three points.",
         "",
         *_table(
             [

@@ -51,7 +51,7 @@ FTS_COLUMNS = ("text", "context")
 SCALAR_INDEXES = (("id", "btree"), ("scope", "bitmap"), ("category", "bitmap"))
 # more data fragments than this (each append or bump writes one) slows every search down;
 # maintain() compacts them
-MAX_FRAGMENTS = 32
+MAX_FRAGMENTS = 8
 VECTOR_COLUMNS = ("vector", "context_vector")
 BACKUP_PREFIX = "memory_backup_"
 
