@@ -246,3 +246,44 @@ def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
     recaller.recall("restart nginx", dry_run=True)
     recaller.flush()
     assert store.get("g").access_count == 3  # type: ignore[union-attr]
+
+
+def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
+    assert store.maintain(force_optimize=True)["ann_built"]
+    rebuilt = False
+    for i in range(40):  # each optimize leaves a fragment behind while the index is segmented
+        store.bump_access([f"r{i}", f"r{i + 50}"])
+        if store.needs_maintenance():
+            rebuilt = store.maintain()["rebuilt"] or rebuilt
+    assert rebuilt
+    assert store.fragments() <= MAX_FRAGMENTS + 1
+    assert store.count() == 400 and store.get("r3").access_count == 1  # type: ignore[union-attr]
+    assert store.search("row 7", mode="vector", k=1)[0].record.id == "r7"
+
+
+def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
+    import olav.memory.store as store_module
+
+    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
+    store.maintain(force_optimize=True)
+    old = store_module.REBUILD_ROWS
+    store_module.REBUILD_ROWS = 100  # this table counts as big: no rebuild inside maintain()
+    try:
+        optimized = 0
+        for i in range(60):
+            store.bump_access([f"r{i}"])
+            if store.needs_maintenance():
+                optimized += 1
+                assert not store.maintain()["rebuilt"]
+        assert store.fragments() > MAX_FRAGMENTS  # stuck behind the ANN segments
+        assert optimized < 30  # not after every write once stuck
+    finally:
+        store_module.REBUILD_ROWS = old
+    from olav.memory.lifecycle import gc
+
+    gc(store)  # what `olav memory gc` and the nightly job do
+    assert store.fragments() <= 2 and not store.needs_maintenance()
+    assert store.count() == 400

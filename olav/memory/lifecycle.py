@@ -99,6 +99,7 @@ def gc(store: MemoryStore, *, retention: timedelta = timedelta(days=7)) -> GcRep
     purged = store.delete(
         where=f"expires_at IS NOT NULL AND expires_at <= {sql_ts(datetime.now(UTC))}"
     )
+    store.maintain(force_optimize=True, full=True)  # compacts; rebuilds a stuck ANN index
     with store.write_lock():
         store.table.optimize(cleanup_older_than=retention)
     return GcReport(purged, before, store.count(), True)

@@ -251,11 +251,11 @@ class Recaller:
             self._pending.append(_writer().submit(self.audit.recall, run_id, self.agent, result))
         return result
 
-    def flush(self) -> None:
-        """Write the access-count bumps gathered since the last flush (one table write per
-        run instead of one per model call: each write adds a fragment that slows search down)
-        and wait for the recall-log writes."""
-        hits, self._hits = self._hits, {}
+    def flush(self, *, bumps: bool = True) -> None:
+        """Wait for the recall-log writes; with ``bumps``, also write the access-count bumps
+        gathered so far in one table write (a chat session does so every few runs and at
+        its end: each write adds a table fragment, and fragments slow every search)."""
+        hits, self._hits = (self._hits, {}) if bumps else ({}, self._hits)
         if hits:
             self._pending.append(_writer().submit(self.store.bump_access, hits))
         pending, self._pending = self._pending, []

@@ -52,6 +52,11 @@ SCALAR_INDEXES = (("id", "btree"), ("scope", "bitmap"), ("category", "bitmap"))
 # more data fragments than this (each append or bump writes one) slows every search down;
 # maintain() compacts them
 MAX_FRAGMENTS = 8
+# With an ANN index, compaction cannot merge fragments indexed in different index segments,
+# so each optimize() leaves one more fragment behind; rebuilding the vector index puts every
+# row in one segment again. maintain() does that by itself below this many rows (seconds);
+# above it, `olav memory gc` (and the gc cron job) does.
+REBUILD_ROWS = 20000
 VECTOR_COLUMNS = ("vector", "context_vector")
 BACKUP_PREFIX = "memory_backup_"
 
@@ -178,6 +183,7 @@ class MemoryStore:
         self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
+        self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
         with self.write_lock():
             self._recover_swap()
             self._table = self._open_or_create(allow_destructive)
@@ -661,11 +667,15 @@ class MemoryStore:
         return int((frag or {}).get("num_fragments") or 0)
 
     def needs_maintenance(self) -> bool:
-        return self.fragments() > MAX_FRAGMENTS
+        """More fragments than MAX_FRAGMENTS, or MAX_FRAGMENTS more than the last maintain()
+        could not compact away (a big table waiting for `olav memory gc`)."""
+        return self.fragments() > self._fragment_floor + MAX_FRAGMENTS
 
-    def maintain(self, *, force_optimize: bool = False) -> dict[str, Any]:
-        """Fold new rows into the indexes and build the ANN indexes past the threshold."""
-        done: dict[str, Any] = {"optimized": False, "ann_built": False}
+    def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
+        """Fold new rows into the indexes, compact fragments and build the ANN indexes past
+        the threshold. When compaction is stuck behind the ANN index segments, rebuild the
+        vector indexes (always with ``full``, otherwise only below REBUILD_ROWS rows)."""
+        done: dict[str, Any] = {"optimized": False, "ann_built": False, "rebuilt": False}
         with self.write_lock():
             _ensure_fts(self._table)
             _ensure_scalar(self._table)
@@ -688,6 +698,17 @@ class MemoryStore:
             ):
                 self._table.create_index("context_vector", config=IvfHnswSq(distance_type="l2"))
                 done["ann_built"] = True
+            stuck = self.fragments() > MAX_FRAGMENTS
+            vector_indexes = [c for c in VECTOR_COLUMNS if state[c] is not None]
+            if stuck and vector_indexes and (full or self._table.count_rows() < REBUILD_ROWS):
+                for column in vector_indexes:
+                    self._table.create_index(
+                        column, config=IvfHnswSq(distance_type="l2"), replace=True
+                    )
+                self._table.optimize()
+                done["rebuilt"] = True
+            left = self.fragments()
+            self._fragment_floor = left if left > MAX_FRAGMENTS else 0
         return done
 
     def stats(self) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from olav.runtime.models import translate_model_error
 log = get_logger("runner")
 
 RECURSION_LIMIT = 80
+# access-count bumps are written every this many runs and when the session closes
+BUMP_EVERY_N_TURNS = 5
 
 
 def _is_main(meta: dict[str, Any]) -> bool:
@@ -137,7 +139,7 @@ class Session:
             status = "completed"
         finally:
             for rec in built.recallers.values():
-                rec.flush()
+                rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0)
             self._learn(text, run_id, status)
             self._maintain()
             self.turns += 1
@@ -200,7 +202,11 @@ class Session:
             return None
 
     def close(self) -> None:
-        """End of the session: wait for background learning and write the episode."""
+        """End of the session: write pending access counts, wait for background learning and
+        write the episode."""
+        if self._built is not None:
+            for rec in self._built.recallers.values():
+                rec.flush()
         self.wait_background()
         self.write_episode()
 
