@@ -287,3 +287,18 @@ def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path
     gc(store)  # what `olav memory gc` and the nightly job do
     assert store.fragments() <= 2 and not store.needs_maintenance()
     assert store.count() == 400
+
+
+def test_export_import_keeps_context_and_event_time(tmp_path: Path) -> None:
+    from olav.memory.transfer import export_jsonl, import_jsonl
+
+    src = hash_store(tmp_path / "a")
+    src.upsert([rec("t", "Yes.", context="Ready?\nYes.", event_at=d(2024, 5, 8))])
+    dump = tmp_path / "m.jsonl"
+    export_jsonl(src, dump)
+    dst = hash_store(tmp_path / "b")
+    import_jsonl(dst, dump)
+    a, b = src.get("t", with_vector=True), dst.get("t", with_vector=True)
+    assert a is not None and b is not None
+    assert (b.context, b.event_at) == ("Ready?\nYes.", d(2024, 5, 8))
+    assert b.context_vector == a.context_vector

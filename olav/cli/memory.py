@@ -110,12 +110,16 @@ def show(
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     data = rec.to_json()
     data.pop("vector", None)
+    data.pop("context_vector", None)
     if as_json:
         print_json(data)
         return
     for key, val in data.items():
-        if key != "text":
+        if key not in ("text", "context"):
             console.print(Text(f"{key}: ", style="bold") + Text(str(val)), soft_wrap=True)
+    if rec.context:
+        console.print("[bold]context[/] (the memory with its neighbours; recalled with it):")
+        console.print(rec.context, markup=False, soft_wrap=True)
     console.print("[bold]text[/]:")
     console.print(rec.text, markup=False, soft_wrap=True)
 
