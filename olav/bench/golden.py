@@ -54,7 +54,6 @@ import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -190,26 +189,13 @@ def load_golden(root: Path = DATA) -> GoldenSet:
 def _load_store(gs: GoldenSet, store: Any) -> int:
     """Write the set through the product's paths; returns the number of guides imported."""
     from olav.memory.guides import import_guides
-    from olav.memory.lessons import REFLECTION_TTL_DAYS
+    from olav.memory.lessons import lesson_record
     from olav.memory.schema import MemoryRecord
 
     summary = import_guides(store, gs.guide_files, base=gs.root)
     if summary.errors:
         raise OlavError(f"golden guide import failed: {summary.errors[0].one_line()}")
-    expires = datetime.now(UTC) + timedelta(days=REFLECTION_TTL_DAYS)
-    records = [
-        MemoryRecord(
-            id=rid,
-            text=text,
-            category="reflection",
-            scope="global",
-            origin="agent",
-            confidence=0.6,
-            metadata={"source": "trace_learner"},
-            expires_at=expires,
-        )
-        for rid, text in gs.reflections.items()
-    ]
+    records = [lesson_record(rid, text, "trace_learner") for rid, text in gs.reflections.items()]
     records += [
         MemoryRecord(
             id=pid,

@@ -27,18 +27,19 @@ def add_reflection(
     if hits and hits[0].distance is not None and hits[0].distance <= dedup_distance:
         return False, hits[0].record.id
     rid = "refl_" + hashlib.sha256(text.lower().encode()).hexdigest()[:16]
-    store.upsert(
-        [
-            MemoryRecord(
-                id=rid,
-                text=text,
-                category="reflection",
-                scope="global",
-                origin="agent",
-                confidence=0.6,
-                metadata={"source": source},
-                expires_at=datetime.now(UTC) + timedelta(days=REFLECTION_TTL_DAYS),
-            )
-        ]
-    )
+    store.upsert([lesson_record(rid, text, source)])
     return True, rid
+
+
+def lesson_record(rid: str, text: str, source: str) -> MemoryRecord:
+    """A lesson row as the learning loop stores it (global, agent-made, with a TTL)."""
+    return MemoryRecord(
+        id=rid,
+        text=text,
+        category="reflection",
+        scope="global",
+        origin="agent",
+        confidence=0.6,
+        metadata={"source": source},
+        expires_at=datetime.now(UTC) + timedelta(days=REFLECTION_TTL_DAYS),
+    )

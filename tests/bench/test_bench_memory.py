@@ -11,24 +11,22 @@ Settings: ``OLAV_BENCH_OUT`` (JSON file), ``OLAV_LOCOMO`` (path of locomo_dev.js
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import json
 import os
 import random
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
+from olav.bench import perf
+from olav.bench.perf import EN_WORDS, ZH_WORDS, numpy_topk, one_blas_thread, write_guides
 from olav.memory.embedders import E5Embedder, HashEmbedder
-from olav.memory.guides import find_guides, import_guides
+from olav.memory.guides import import_guides
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 
@@ -48,13 +46,7 @@ LOCOMO_DEFAULT = str(
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        if value == 0 or abs(value) >= 100:
-            return f"{value:.0f}"
-        if abs(value) >= 10:
-            return f"{value:.1f}"
-        return f"{value:.2f}"
-    return str(value)
+    return "None" if value is None else perf.fmt(value)
 
 
 def bench_env(name: str) -> str | None:
@@ -95,17 +87,11 @@ def report(bench: str, title: str, headers: Sequence[str], rows: list[list[Any]]
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    omp = os.environ.get("OMP_WAIT_POLICY", "unset")
-    return f"{os.cpu_count()} CPUs, {model}, load {load:.1f}, OMP_WAIT_POLICY {omp}"
+    m = perf.machine()
+    omp = m["env"]["OMP_WAIT_POLICY"] or "unset"
+    return f"{m['cpu_count']} CPUs, {m['cpu_model']}, load {m['load_average'][0]:.1f}, " + (
+        f"OMP_WAIT_POLICY {omp}"
+    )
 
 
 # -- timing helpers ----------------------------------------------------------------------------
@@ -129,41 +115,6 @@ def p50(xs: Sequence[float]) -> float:
 
 def p95(xs: Sequence[float]) -> float:
     return float(np.percentile(np.asarray(xs), 95))
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[str]:
-    """Run numpy's OpenBLAS on one thread, for a brute-force baseline that stays stable when
-    the two cores are shared (a threaded gemv waits for a descheduled worker). Yields a label
-    for the report; does nothing when numpy's OpenBLAS cannot be reached."""
-    libs = glob.glob(str(Path(np.__file__).parent.parent / "numpy.libs" / "*openblas*.so*"))
-    funcs = None
-    if libs:
-        lib = ctypes.CDLL(libs[0])
-        for set_name, get_name in (
-            ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-            ("openblas_set_num_threads", "openblas_get_num_threads"),
-        ):
-            if hasattr(lib, set_name) and hasattr(lib, get_name):
-                funcs = getattr(lib, set_name), getattr(lib, get_name)
-                break
-    if funcs is None:
-        yield "numpy default BLAS threads"
-        return
-    set_threads, get_threads = funcs
-    before = int(get_threads())
-    set_threads(1)
-    try:
-        yield "numpy, 1 BLAS thread"
-    finally:
-        set_threads(before)
-
-
-def numpy_topk(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
-    """Exact top-k by inner product (= by L2 for unit vectors), best first."""
-    scores = matrix @ q
-    part = np.argpartition(-scores, k)[:k]
-    return part[np.argsort(-scores[part])]
 
 
 def recall_at_k(
@@ -214,25 +165,6 @@ def clustered_vectors(rng: np.random.Generator, centers: np.ndarray, n: int) -> 
     return unit(centers[pick] + noise)
 
 
-def words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-EN_WORDS = words(
-    "router switch firewall vlan bgp ospf interface backup restore config snapshot rollback "
-    "latency packet loss route table neighbor session timeout retry alert incident ticket "
-    "deploy release rollout canary health check probe disk memory cpu load queue worker "
-    "database index query schema migration replica primary failover cluster node pod "
-    "service endpoint certificate token secret rotate audit log trace metric dashboard "
-    "threshold window maintenance change approval operator customer tenant region zone "
-    "storage volume mount permission user group policy rule acl nat dns dhcp ntp snmp "
-    "syslog netconf yaml json report export import schedule cron job retry backoff cache"
-)
-ZH_WORDS = words(
-    "路由器 交换机 防火墙 备份 恢复 配置 快照 回滚 延迟 丢包 路由表 邻居 会话 超时 告警 "
-    "工单 发布 健康检查 磁盘 内存 负载 队列 数据库 索引 查询 迁移 副本 主节点 故障切换 "
-    "集群 证书 密钥 审计 日志 指标 阈值 维护窗口 变更 审批 客户 区域 存储 权限 策略 规则"
-)
 SCOPES = ("global", "netops", "coder", "team:sre")
 SCOPE_P = (0.60, 0.20, 0.19, 0.01)  # team:sre is the selective scope: 1 % of rows
 
@@ -251,50 +183,6 @@ def fts_query(rng: random.Random) -> str:
 
 
 # -- 1. guides imported per second -------------------------------------------------------------
-
-VERBS = words("backup restore check rotate deploy audit export migrate tune monitor")
-OBJECTS = words("router switch firewall database cluster certificate queue dns vlan report")
-AGENTS = words("core netops coder dba sre secops support data")
-ZH_VERB = words("备份 恢复 检查 轮换 发布 审计 导出 迁移 调优 监控")
-ZH_OBJ = words("路由器 交换机 防火墙 数据库 集群 证书 队列 域名解析 虚拟局域网 报表")
-METRICS = words("latency error-rate packet-loss cpu disk-usage queue-depth")
-
-
-def guide_doc(i: int, rng: random.Random) -> dict[str, Any]:
-    vi, oi = rng.randrange(len(VERBS)), rng.randrange(len(OBJECTS))
-    verb, obj, metric = VERBS[vi], OBJECTS[oi], rng.choice(METRICS)
-    cmd = f"{obj}-cli {verb} --dry-run"
-    en = (
-        f"To {verb} the {obj}, run `{cmd}` and check {metric}. "
-        f"Roll back with `{obj}-cli undo` if {metric} gets worse."
-    )
-    zh = (
-        f"{ZH_VERB[vi]}{ZH_OBJ[oi]}前先执行 `{cmd}` 并检查{metric}；"
-        f"指标变差就用 `{obj}-cli undo` 回滚。"
-    )
-    r = rng.random()
-    body = en if r < 0.5 else zh if r < 0.85 else f"{en}\n{zh}"
-    pool = [verb, obj, metric, ZH_VERB[vi], ZH_OBJ[oi], f"{obj}-cli", "rollback", "回滚"]
-    return {
-        "intent": f"{verb}_{obj}_{i:04d}",
-        "agent": AGENTS[i % len(AGENTS)],
-        "keywords": rng.sample(pool, rng.randint(3, 6)),
-        "body": body,
-        "category": "format_guide" if i % 5 == 0 else "usage_guide",
-        "source_tier": rng.choice(["vendor", "platform", "team", "user"]),
-        "priority": rng.randint(10, 90),
-    }
-
-
-def write_guides(root: Path, n: int) -> list[Path]:
-    rng = random.Random(42)
-    for i in range(n):
-        doc = guide_doc(i, rng)
-        folder = root / doc["agent"]
-        folder.mkdir(parents=True, exist_ok=True)
-        text = yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
-        (folder / f"{doc['intent']}.guide.yaml").write_text(text, encoding="utf-8")
-    return find_guides(root)
 
 
 @pytest.mark.timeout(900)
