@@ -17,6 +17,22 @@ class Check:
     fix: str = ""
 
 
+def check_fragments(store: Any) -> Check:
+    """Many small table fragments slow every search; compaction can get stuck behind the
+    vector index of a big table until `olav memory gc` rebuilds it."""
+    from olav.memory.store import MAX_FRAGMENTS
+
+    frags = store.fragments()
+    if frags <= 2 * MAX_FRAGMENTS:
+        return Check("memory layout", "ok", f"{frags} fragment(s)")
+    return Check(
+        "memory layout",
+        "warn",
+        f"{frags} fragments: searches slow down until they are compacted",
+        "Run `olav memory gc` (it compacts the table and rebuilds a stuck vector index)",
+    )
+
+
 def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
     import httpx
 
@@ -100,6 +116,7 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
             checks.append(
                 Check("fts index", "ok", f"{fts['indexed']} indexed, {pending} pending (ICU)")
             )
+        checks.append(check_fragments(store))
     try:
         from olav.audit.db import MIGRATIONS, applied_versions, connect
 

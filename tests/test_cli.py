@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import run_olav
+from tests.helpers import rec, run_olav
 
 HEAVY = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
 
@@ -121,6 +121,22 @@ def test_doctor_reports_each_check(hash_ws: Path, olav) -> None:  # type: ignore
     assert checks["ollama"]["status"] == "warn"
     assert "ollama serve" in checks["ollama"]["fix"]
     assert res.exit_code == 0
+
+
+def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    from olav.config import Workspace
+    from olav.memory.store import MAX_FRAGMENTS, MemoryStore
+
+    store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    assert olav("doctor", "--json").exit_code == 0
+    for i in range(2 * MAX_FRAGMENTS + 1):  # one fragment per write
+        store.insert_new([rec(f"frag{i}", f"event {i}")])
+    checks = {c["name"]: c for c in json.loads(olav("doctor", "--json").output)}
+    assert checks["memory layout"]["status"] == "warn"
+    assert "olav memory gc" in checks["memory layout"]["fix"]
+    assert olav("memory", "gc").exit_code == 0
+    checks = {c["name"]: c for c in json.loads(olav("doctor", "--json").output)}
+    assert checks["memory layout"]["status"] == "ok"
 
 
 def test_agent_list(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
