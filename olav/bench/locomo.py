@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -284,56 +284,14 @@ FTS_CONFIGS: dict[str, dict[str, Any]] = {
 
 # -- time expressions in a question ------------------------------------------------------------
 
-_MONTH_TEXT = (
-    "January February March April May June July August September October November December"
-)
-_MONTHS = {m.lower(): i for i, m in enumerate(_MONTH_TEXT.split(), start=1)}
-_MONTH_RE = "|".join(m.capitalize() for m in _MONTHS)
-_DAY_FIRST = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? ({_MONTH_RE}),? (\d{{4}})\b")
-_MONTH_FIRST = re.compile(rf"\b({_MONTH_RE}) (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})\b")
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE}),? (\d{{4}})\b")
-_MONTH_ONLY = re.compile(
-    rf"\b(?:in|of|during|since|early|late|mid|before|after|until|by|last|this|next) "
-    rf"({_MONTH_RE})\b"
-)
-_YEAR = re.compile(r"\b(?:in|of|during|since|before|after|until|by) ((?:19|20)\d\d)\b")
-
 
 def time_filter(question: str) -> str | None:
-    """A pre-filter on ``created_at`` for the period a question names, or None.
+    """The period a question names (olav's own parser, olav.memory.timeq) as a pre-filter on
+    ``created_at``, which holds the session date here; None when it names none."""
+    from olav.memory.timeq import query_period
 
-    Events are often told some days after they happen, so the window reaches past the named
-    period: a day -> that day and the week after; a month -> that month and the next; a year
-    -> that year and the next month. "in June" without a year matches June and July of any year.
-    """
-
-    def ts(d: datetime) -> str:
-        return f"CAST('{d:%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
-
-    def between(lo: datetime, hi: datetime) -> str:
-        return f"(created_at >= {ts(lo)} AND created_at < {ts(hi)})"
-
-    try:
-        if m := _DAY_FIRST.search(question):
-            day = datetime(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
-            return between(day, day + timedelta(days=8))
-        if m := _MONTH_FIRST.search(question):
-            day = datetime(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
-            return between(day, day + timedelta(days=8))
-    except ValueError:  # "February 30"
-        pass
-    if m := _MONTH_YEAR.search(question):
-        year, month = int(m.group(2)), _MONTHS[m.group(1).lower()]
-        lo = datetime(year, month, 1)
-        hi = datetime(year + (month + 1) // 12, (month + 1) % 12 + 1, 1)
-        return between(lo, hi)
-    if m := _MONTH_ONLY.search(question):
-        month = _MONTHS[m.group(1).lower()]
-        return f"date_part('month', created_at) IN ({month}, {month % 12 + 1})"
-    if m := _YEAR.search(question):
-        year = int(m.group(1))
-        return between(datetime(year, 1, 1), datetime(year + 1, 2, 1))
-    return None
+    period = query_period(question)
+    return period.sql("created_at") if period else None
 
 
 # -- experimental recipes ----------------------------------------------------------------------

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from olav.cli.common import console, err_console, print_json
+from olav.cli.common import console, err_console, print_json, status_progress
 from olav.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
@@ -102,8 +101,7 @@ def recall(
     emb = _embedder(embedder)
     show = err_console.is_terminal and not as_json
 
-    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
-    with status_cm as status:
+    with status_progress(show) as progress:
         report = run_recall(
             path,
             embedder=emb,
@@ -111,7 +109,7 @@ def recall(
             ks=parse_ks(ks),
             experiments=experiments,
             cache_dir=cache_dir,
-            progress=(lambda msg: status.update(msg)) if show else None,
+            progress=progress,
         )
     if as_json:
         print_json(report)
@@ -185,8 +183,7 @@ def report_cmd(
     if locomo is not None and not locomo.is_file():  # the report says it was skipped
         err_console.print(f"[yellow]![/] {locomo} does not exist: skipping LoCoMo recall")
     show = err_console.is_terminal
-    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
-    with status_cm as status:
+    with status_progress(show) as progress:
         report = run_all(
             locomo=locomo,
             convs=parse_range(convs) if convs else None,
@@ -196,7 +193,7 @@ def report_cmd(
             steer_workspace=steer_workspace,
             steer_runs=steer_runs,
             cache_dir=default_cache_dir() if embedder == "e5" else None,
-            progress=(lambda msg: status.update(msg)) if show else None,
+            progress=progress,
             embedder=_embedder(embedder),
             cli_runs=cli_runs,
         )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import typer
 
-from olav.cli.common import console, err_console, print_json
+from olav.cli.common import console, err_console, print_json, status_progress
 from olav.errors import OlavError
 
 
@@ -178,9 +177,8 @@ def golden(
         raise OlavError("--json and --markdown exclude each other", hint="Pick one")
     emb = _embedder(embedder)
     show = err_console.is_terminal and not (as_json or markdown)
-    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
-    with status_cm as status:
-        report = run_golden(emb, progress=(lambda msg: status.update(msg)) if show else None)
+    with status_progress(show) as progress:
+        report = run_golden(emb, progress=progress)
     if as_json:
         print_json(report)
         return

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import typer
@@ -125,17 +124,16 @@ def register(app: typer.Typer) -> None:
         it building the vector index).
         """
         from olav.bench.perf import machine_line, run_perf
-        from olav.cli.common import console, err_console, print_json
+        from olav.cli.common import console, err_console, print_json, status_progress
 
         size_list = _sizes(sizes)
         show = err_console.is_terminal and not as_json
-        status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
-        with status_cm as status:
+        with status_progress(show) as progress:
             report = run_perf(
                 size_list,
                 queries,
                 guides,
-                (lambda msg: status.update(msg)) if show else None,
+                progress,
                 captures=captures,
             )
         if as_json:

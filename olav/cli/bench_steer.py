@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from olav.cli.common import console, err_console, open_workspace, print_json
+from olav.cli.common import console, err_console, open_workspace, print_json, status_progress
 from olav.errors import ModelError, OlavError
 
 
@@ -82,14 +81,13 @@ def steer(
             )
     _check_server(ws, model)
     show = err_console.is_terminal and not as_json
-    status_cm: Any = err_console.status("starting") if show else contextlib.nullcontext()
-    with status_cm as status:
+    with status_progress(show) as progress:
         report = run_steer(
             ws,
             chosen,
             runs=runs,
             model=model,
-            progress=(lambda msg: status.update(msg)) if show else None,
+            progress=progress,
         )
     report["scenarios_file"] = str(path)
     if as_json:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -40,3 +42,13 @@ def progress_bar(description: str, total: int | None) -> Any:
         transient=True,
         disable=not err_console.is_terminal,
     )
+
+
+@contextlib.contextmanager
+def status_progress(show: bool) -> Iterator[Callable[[str], None] | None]:
+    """A spinner on stderr and the callback that updates its text; None when not shown."""
+    if not show:
+        yield None
+        return
+    with err_console.status("starting") as status:
+        yield status.update
