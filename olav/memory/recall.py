@@ -190,8 +190,16 @@ class Recaller:
         return [self.agent, "global"] if self.agent != "global" else ["global"]
 
     def recall(
-        self, query: str, *, run_id: str | None = None, dry_run: bool = False
+        self,
+        query: str,
+        *,
+        run_id: str | None = None,
+        dry_run: bool = False,
+        search_mode: str = "hybrid",
     ) -> RecallResult:
+        """Select and render the memories for ``query``. ``search_mode="fts"`` recalls by
+        full text alone (no embedding): the degraded path when the embedder or the vector
+        index fails."""
         started = time.perf_counter()
         result = RecallResult(query=query, agent=self.agent, tier=self.tier)
         if not query.strip():
@@ -200,7 +208,7 @@ class Recaller:
         # episodes answer "what did we do last time"; other requests never get them
         categories = [c for c in QUOTAS if temporal or c != "episode"]
         hits = self.store.search(
-            query, mode="hybrid", scopes=self.scopes, categories=categories, k=self.n_candidates
+            query, mode=search_mode, scopes=self.scopes, categories=categories, k=self.n_candidates
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}
