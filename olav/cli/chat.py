@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from olav.cli.common import console, open_store, open_workspace, print_json
+from olav.cli.common import console, err_console, open_store, open_workspace, print_json
 from olav.errors import ModelError
 
 PREVIEW_QUERY = "备份路由器配置"
@@ -74,6 +74,10 @@ def ask(
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
     session = Session(ws, agent=agent, approver=lambda name, args: auto_approve)
+    # on stderr, so the answer (or --json) on stdout stays clean
+    session.run.on_warning = lambda message: err_console.print(
+        message, style="yellow", markup=False, soft_wrap=True
+    )
     try:
         result = session.ask(question)
     finally:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from olav.config import Workspace
-from olav.errors import OlavError
+from olav.errors import EmbeddingDimMismatchError, MemoryStoreError, OlavError
+from olav.log import get_logger
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
@@ -14,6 +15,7 @@ from olav.runtime.middleware import (
     RunContext,
     StaticContextMiddleware,
     ToolGuardMiddleware,
+    describe_error,
 )
 from olav.runtime.models import make_chat_model, model_tier
 from olav.runtime.skills import ORCHESTRATOR, Agent, load_agent
@@ -31,6 +33,8 @@ Rules:
 
 
 TIER_SHARE = {"small": 0.5, "medium": 0.6, "large": 0.7}
+
+log = get_logger("runtime.builder")
 
 
 def context_budget(cfg: Any, tier: str) -> int:
@@ -76,6 +80,52 @@ def load_agents(ws: Workspace) -> dict[str, Agent]:
     return agents
 
 
+class MemoryOff:
+    """Stands in for a memory table that could not be opened: recall finds nothing and
+    counts nothing; anything else that reads or writes memory raises the reason (tools return
+    it to the model as an error value, capture and episodes log it)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def search(self, query: str, **_: Any) -> list[Any]:
+        return []
+
+    def count(self, where: str | None = None) -> int:
+        return 0
+
+    def needs_maintenance(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and friends probe these
+            raise AttributeError(name)
+        raise MemoryStoreError(
+            f"memory is off for this session: {self.reason}",
+            hint="Run `olav doctor`, then restart the chat",
+        )
+
+
+def open_memory(ws: Workspace, run: RunContext) -> Any:
+    """The workspace's memory table or, when it cannot be opened (corrupted or unreadable
+    files), :class:`MemoryOff` with one warning, a log line and an audit event. An embedder
+    mismatch still refuses to start: it is a configuration error with a fix."""
+    from olav.memory.store import MemoryStore
+
+    try:
+        return MemoryStore.for_workspace(ws)
+    except EmbeddingDimMismatchError:
+        raise
+    except Exception as exc:  # memory must never take the agent down
+        reason = describe_error(exc)
+        log.warning("memory table %s could not be opened: %s", ws.memory_path, exc)
+        if run.audit:
+            detail = {"stage": "open", "error": type(exc).__name__, "message": reason}
+            run.audit.event(run.run_id, "memory_unavailable", detail)
+        run.warn(f"memory off: the memory table could not be opened ({reason}); running without it")
+        return MemoryOff(reason)
+
+
 def build(
     ws: Workspace,
     run: RunContext,
@@ -89,15 +139,14 @@ def build(
     from deepagents.backends import FilesystemBackend
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from olav.memory.store import MemoryStore
-
     agents = load_agents(ws)
     if agent not in agents:
         raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
     main = agents[agent]
     subs = [a for n, a in sorted(agents.items()) if n != agent] if agent == ORCHESTRATOR else []
     cfg = ws.config
-    store = store or MemoryStore.for_workspace(ws)
+    store = store or open_memory(ws, run)
+    memory_on = not isinstance(store, MemoryOff)
 
     def model_for(a: Agent) -> tuple[Any, str]:
         override = a.spec.model or (cfg.agents.get(a.name) or {}).get("model")
@@ -109,16 +158,19 @@ def build(
     recallers: dict[str, Recaller] = {}
 
     def middleware_for(a: Agent, tools: list[str], sub_names: set[str], name: str) -> list[Any]:
-        rec = Recaller.for_config(
-            store, cfg, agent=a.name, tier=model_tier(name, cfg["llm.tier"]), audit=run.audit
+        tier = model_tier(name, cfg["llm.tier"])
+        rec = (
+            Recaller.for_config(store, cfg, agent=a.name, tier=tier, audit=run.audit)
+            if memory_on
+            else Recaller(store, agent=a.name, tier=tier)
         )
         recallers[a.name] = rec
         allowed = set(tools) | ({"task"} if sub_names else set())
-        budget = context_budget(cfg, rec.tier)
+        recall = [AutoRecallMiddleware(rec, run)] if memory_on else []  # memory off: no recall
         return [
-            CompressionMiddleware(a.name, budget),
+            CompressionMiddleware(a.name, context_budget(cfg, rec.tier)),
             StaticContextMiddleware(a.name, _on_intent(a)),
-            AutoRecallMiddleware(rec, run),
+            *recall,
             ToolGuardMiddleware(a.name, allowed, sub_names, run),
         ]
 

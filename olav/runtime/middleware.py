@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +19,12 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from olav.log import get_logger
 from olav.memory.capture import ToolEvent
 from olav.memory.recall import Recaller, RecallResult
 from olav.runtime.tools import DANGEROUS
+
+log = get_logger("runtime.recall")
 
 
 @dataclass
@@ -34,6 +38,62 @@ class RunContext:
     on_tool_end: Callable[[str, str, str, float], None] | None = None
     recalls: list[RecallResult] = field(default_factory=list)
     tool_events: list[ToolEvent] = field(default_factory=list)
+    on_warning: Callable[[str], None] | None = None
+    _warned: set[str | None] = field(default_factory=set, repr=False)
+
+    def warn(self, message: str) -> None:
+        """Tell the person that something degraded, at most once per run (the agent and its
+        sub-agents may all hit the same broken memory)."""
+        if self.run_id in self._warned:
+            return
+        self._warned.add(self.run_id)
+        if self.on_warning is not None:
+            self.on_warning(message)
+
+
+def describe_error(exc: BaseException, width: int = 120) -> str:
+    """``Type: first line of the message``, short enough for one terminal line (LanceDB
+    errors carry pages of Rust source paths)."""
+    lines = str(exc).strip().splitlines()
+    text = " ".join(lines[0].split()) if lines else ""
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def failed_stage(exc: BaseException) -> str:
+    """Where a recall failed: ``embed`` when the embedder raised, else ``search`` (the
+    table or one of its indexes)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return "embed" if any(f.name == "embed_query" for f in frames) else "search"
+
+
+STAGE_WORDS = {"embed": "the embedder", "search": "the memory search"}
+
+
+def degraded_detail(agent: str, failures: list[tuple[str, BaseException]]) -> dict[str, Any]:
+    """The audit event of a degraded recall: the stage that failed first, its error type,
+    every failed stage, and what recalled instead (``fts`` or ``none``)."""
+    stage, exc = failures[0]
+    return {
+        "agent": agent,
+        "stage": stage,
+        "error": type(exc).__name__,
+        "message": describe_error(exc),
+        "failed": [{"stage": s, "error": type(e).__name__} for s, e in failures],
+        "recalled_by": "none" if len(failures) > 1 else "fts",
+    }
+
+
+def degraded_message(failures: list[tuple[str, BaseException]]) -> str:
+    """The one line the person sees, e.g. ``memory degraded: the embedder failed
+    (RuntimeError: …); recalled by full text only``."""
+    stage, exc = failures[0]
+    if len(failures) > 1:
+        outcome = f"full-text recall failed too ({type(failures[-1][1]).__name__}); no memories"
+    else:
+        outcome = "recalled by full text only"
+    return f"memory degraded: {STAGE_WORDS[stage]} failed ({describe_error(exc)}); {outcome}"
 
 
 def message_text(msg: BaseMessage) -> str:
@@ -72,10 +132,41 @@ class AutoRecallMiddleware(AgentMiddleware):
         key = (self.run.run_id, query)
         if self._cache is not None and self._cache[:2] == key:
             return self._cache[2]
-        result = self.recaller.recall(query, run_id=self.run.run_id)
+        result = self._recall_or_degrade(query)
         self._cache = (self.run.run_id, query, result)
         self.run.recalls.append(result)
         return result
+
+    def _recall_or_degrade(self, query: str) -> RecallResult:
+        """Hybrid recall; when the embedder, the table or an index fails, full-text recall;
+        when that fails too, no memory. Memory must never take the agent down."""
+        run_id = self.run.run_id
+        try:
+            return self.recaller.recall(query, run_id=run_id)
+        except Exception as exc:
+            failures: list[tuple[str, BaseException]] = [(failed_stage(exc), exc)]
+        try:
+            result = self.recaller.recall(query, run_id=run_id, search_mode="fts")
+        except Exception as exc:
+            failures.append(("fts", exc))
+            result = RecallResult(query=query, agent=self.recaller.agent, tier=self.recaller.tier)
+        self._report(failures)
+        return result
+
+    def _report(self, failures: list[tuple[str, BaseException]]) -> None:
+        """Log, audit and show (once per run) a degraded recall."""
+        for stage, exc in failures:
+            log.warning(
+                "recall for %s failed at %s (run %s): %s",
+                self.recaller.agent,
+                stage,
+                self.run.run_id,
+                describe_error(exc, width=500),
+            )
+        if self.run.audit:
+            detail = degraded_detail(self.recaller.agent, failures)
+            self.run.audit.event(self.run.run_id, "recall_degraded", detail)
+        self.run.warn(degraded_message(failures))
 
     def _inject(self, request: Any) -> Any:
         messages = list(request.messages)

@@ -55,6 +55,7 @@ class Chat:
             on_tool_start=self.tool_start,
             on_tool_end=self.tool_end,
         )
+        self.session.run.on_warning = self.warn  # e.g. memory degraded: one line per run
 
     # -- UI hooks ----------------------------------------------------------------------------
 
@@ -73,6 +74,12 @@ class Chat:
     def tool_end(self, agent: str, name: str, status: str, ms: float) -> None:
         mark = "[green]✓[/]" if status == "success" else "[red]✗[/]"
         self.console.print(f"    {mark} {name} {status} · {ms:.0f} ms")
+
+    def warn(self, message: str) -> None:
+        if self._streamed:
+            sys.stdout.write("\n")
+            self._streamed = False
+        self.console.print(Text(message, style="yellow"), soft_wrap=True)
 
     def approve(self, name: str, args: dict[str, Any]) -> bool:
         if self.auto_approve:
