@@ -78,9 +78,22 @@ def propose(root: Path, **kw: Any) -> str:
 # -- turn 1 / turn 2 through a chat session ---------------------------------------------------
 
 
+class Person:
+    """The approver of a chat session: answers the y/N prompts in turn, records what it saw."""
+
+    def __init__(self, *answers: bool) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, name: str, args: dict[str, Any]) -> bool:
+        self.asked.append((name, args))
+        return self.answers.pop(0) if self.answers else False
+
+
 @pytest.fixture
 def session_for(hash_ws: Path):  # type: ignore[no-untyped-def]
-    """session_for(turns) -> (Session, ScriptedChatModel), as in tests/runtime/conftest.py."""
+    """session_for(turns, approver=...) -> (Session, ScriptedChatModel), as in
+    tests/runtime/conftest.py."""
 
     def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
         model = ScriptedChatModel(turns=turns)
@@ -104,13 +117,15 @@ COMMIT_CALL = {"tool_calls": [{"name": "commit_to_memory", "args": {"from_draft"
 
 
 def test_two_turn_session_commits_only_after_the_user_confirms(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+    person = Person(True)
     session, model = session_for(
         [
             _propose_call(),
             {"content": "Here is the draft. " + CONFIRM_PROMPT},
             COMMIT_CALL,
             {"content": "Stored."},
-        ]
+        ],
+        approver=person,
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -121,7 +136,11 @@ def test_two_turn_session_commits_only_after_the_user_confirms(session_for, hash
     assert store.count() == before  # turn 1 stores nothing
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]
 
+    assert person.asked == []  # proposing asks nothing
     assert session.ask("可以").answer == "Stored."
+    [(tool, shown)] = person.asked  # the y/N prompt showed what would be stored
+    assert (tool, shown["subject"]) == ("commit_to_memory", "r1_loopback")
+    assert "category: fact" in shown["preview"] and "10.255.1.1" in shown["preview"]
     assert "Committed to memory as fact_r1_loopback" in str(model.calls[3][-1].content)
     row = store.get("fact_r1_loopback")
     assert row is not None and row.category == "fact"
@@ -139,6 +158,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(session_for, hash
 def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: ignore[no-untyped-def]
     session_for, hash_ws: Path
 ) -> None:
+    person = Person(True)
     session, model = session_for(
         [
             _propose_call(),
@@ -146,7 +166,8 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: i
             {"content": "Please confirm. " + CONFIRM_PROMPT},
             COMMIT_CALL,
             {"content": "Stored."},
-        ]
+        ],
+        approver=person,
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -156,6 +177,7 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: i
     assert store.count() == before and store.get("fact_r1_loopback") is None
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]  # the draft waits for the reply
     assert audit(hash_ws, "SELECT count(*) FROM memory_events") == [(0,)]
+    assert person.asked == []  # refused before the person is bothered with a prompt
 
     session.ask("yes")
     assert "Committed" in str(model.calls[4][-1].content)
@@ -163,12 +185,13 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: i
 
 
 def test_commit_tool_without_a_draft_fails(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
-    session, model = session_for([COMMIT_CALL, {"content": "nothing to commit"}])
+    person = Person(True)
+    session, model = session_for([COMMIT_CALL, {"content": "nothing to commit"}], approver=person)
     before = open_store(hash_ws).count()
     session.ask("ok")
     result = str(model.calls[1][-1].content)
     assert result.startswith("Error: no draft found")
-    assert open_store(hash_ws).count() == before
+    assert open_store(hash_ws).count() == before and person.asked == []
 
 
 # -- direct function tests --------------------------------------------------------------------
@@ -188,23 +211,24 @@ def test_propose_writes_only_a_draft(hash_ws: Path) -> None:
 
 def test_commit_without_draft_fails(hash_ws: Path) -> None:
     with pytest.raises(OlavError, match="no draft found"):
-        commit_draft(hash_ws, open_store(hash_ws))
+        commit_draft(hash_ws, open_store(hash_ws), confirmed_by="cli")
     propose(hash_ws)
     with pytest.raises(OlavError, match="no draft found"):
-        commit_draft(hash_ws, open_store(hash_ws), intent="other_intent")
+        commit_draft(hash_ws, open_store(hash_ws), intent="other_intent", confirmed_by="cli")
 
 
 def test_commit_in_the_proposing_run_is_refused(hash_ws: Path) -> None:
     store = open_store(hash_ws)
     propose(hash_ws, run_id="run-1")
     with pytest.raises(OlavError, match="the user has not confirmed yet"):
-        commit_draft(hash_ws, store, run_id="run-1")
+        commit_draft(hash_ws, store, run_id="run-1", confirmed_by="chat")
     assert store.get("fact_r1_loopback") is None
     assert (
-        commit_draft(hash_ws, store, run_id="run-2") == "Committed to memory as fact_r1_loopback."
+        commit_draft(hash_ws, store, run_id="run-2", confirmed_by="chat")
+        == "Committed to memory as fact_r1_loopback."
     )
     with pytest.raises(OlavError, match="no draft found"):  # archived: it cannot commit twice
-        commit_draft(hash_ws, store, run_id="run-3")
+        commit_draft(hash_ws, store, run_id="run-3", confirmed_by="chat")
 
 
 def test_a_draft_without_run_id_must_predate_the_committing_run(hash_ws: Path) -> None:
@@ -216,27 +240,38 @@ def test_a_draft_without_run_id_must_predate_the_committing_run(hash_ws: Path) -
     run1 = recorder.start_run("core", "s1", "remember that ...", "scripted")
     propose(hash_ws)  # e.g. from a caller that does not know its run id
     with pytest.raises(OlavError, match="the user has not confirmed yet"):
-        commit_draft(hash_ws, store, run_id=run1, audit_path=audit_path)
+        commit_draft(hash_ws, store, run_id=run1, audit_path=audit_path, confirmed_by="chat")
     with pytest.raises(OlavError, match="the user has not confirmed yet"):
-        commit_draft(hash_ws, store, audit_path=audit_path)  # run1 is the running run
+        commit_draft(
+            hash_ws, store, audit_path=audit_path, confirmed_by="chat"
+        )  # run1 is the running run
     recorder.end_run(run1, "completed")
     run2 = recorder.start_run("core", "s1", "yes", "scripted")
-    assert "fact_r1_loopback" in commit_draft(hash_ws, store, run_id=run2, audit_path=audit_path)
+    assert "fact_r1_loopback" in commit_draft(
+        hash_ws, store, run_id=run2, audit_path=audit_path, confirmed_by="chat"
+    )
 
 
-def test_expired_draft_is_refused(hash_ws: Path) -> None:
+def test_commit_without_a_confirmation_is_refused(hash_ws: Path) -> None:
+    propose(hash_ws)
+    store = open_store(hash_ws)
+    for confirmed_by in (None, "model", ""):
+        with pytest.raises(OlavError, match="only after a person confirms"):
+            commit_draft(hash_ws, store, confirmed_by=confirmed_by)
+    assert store.get("fact_r1_loopback") is None
+    assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]
+
+
+def test_an_old_unseen_draft_does_not_expire(hash_ws: Path) -> None:
     propose(hash_ws)
     path = hash_ws / DRAFTS / "r1_loopback.draft.json"
     draft = json.loads(path.read_text())
-    draft["created_at"] = (datetime.now(UTC) - timedelta(hours=25)).isoformat()
+    draft["created_at"] = (datetime.now(UTC) - timedelta(days=40)).isoformat()
     path.write_text(json.dumps(draft))
+    assert [d.intent for d in list_drafts(hash_ws)] == ["r1_loopback"]
     store = open_store(hash_ws)
-    with pytest.raises(OlavError, match="expired"):
-        commit_draft(hash_ws, store)
-    assert store.get("fact_r1_loopback") is None
-    assert drafts_in(hash_ws) == ["expired/r1_loopback.draft.json"]
-    with pytest.raises(OlavError, match="no draft found"):
-        commit_draft(hash_ws, store)
+    assert "fact_r1_loopback" in commit_draft(hash_ws, store, confirmed_by="cli")
+    assert not (hash_ws / DRAFTS / "expired").exists()
 
 
 def test_intent_cannot_escape_the_drafts_folder(hash_ws: Path) -> None:
@@ -249,7 +284,7 @@ def test_intent_cannot_escape_the_drafts_folder(hash_ws: Path) -> None:
     with pytest.raises(OlavError, match="no agent"):
         propose(hash_ws, agent="../../etc", category="usage_guide")
     store = open_store(hash_ws)
-    assert "fact_x" in commit_draft(hash_ws, store, intent="../../x")
+    assert "fact_x" in commit_draft(hash_ws, store, intent="../../x", confirmed_by="cli")
     archived = drafts_in(hash_ws)
     assert len(archived) == 1 and archived[0].startswith("committed/x_")
 
@@ -259,8 +294,10 @@ def test_latest_draft_is_committed_and_a_named_one_can_be_chosen(hash_ws: Path) 
     propose(hash_ws, intent="first_fact", body="first")
     propose(hash_ws, intent="second_fact", body="second", category="decision")
     assert [d.data["intent"] for d in list_drafts(hash_ws)] == ["first_fact", "second_fact"]
-    assert "decision_second_fact" in commit_draft(hash_ws, store)
-    assert "fact_first_fact" in commit_draft(hash_ws, store, intent="first_fact")
+    assert "decision_second_fact" in commit_draft(hash_ws, store, confirmed_by="cli")
+    assert "fact_first_fact" in commit_draft(
+        hash_ws, store, intent="first_fact", confirmed_by="cli"
+    )
 
 
 def test_usage_guide_is_written_as_a_guide_file_and_primed(hash_ws: Path) -> None:
@@ -275,7 +312,9 @@ def test_usage_guide_is_written_as_a_guide_file_and_primed(hash_ws: Path) -> Non
     )
     assert "file: netops/guides/backup_before_change.guide.yaml" in preview
     assert not (hash_ws / "netops/guides/backup_before_change.guide.yaml").exists()
-    out = commit_draft(hash_ws, store, audit_path=hash_ws / ".olav/databases/audit.duckdb")
+    out = commit_draft(
+        hash_ws, store, audit_path=hash_ws / ".olav/databases/audit.duckdb", confirmed_by="cli"
+    )
     assert "guide_netops_backup_before_change" in out
     assert (hash_ws / "netops/guides/backup_before_change.guide.yaml").is_file()
     row = store.get("guide_netops_backup_before_change")
@@ -296,7 +335,9 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert "chunks:" in preview and "summary_guide:" in preview
     assert preview.splitlines()[-1] == CONFIRM_PROMPT
     assert store.count() == before
-    out = commit_draft(hash_ws, store, audit_path=hash_ws / ".olav/databases/audit.duckdb")
+    out = commit_draft(
+        hash_ws, store, audit_path=hash_ws / ".olav/databases/audit.duckdb", confirmed_by="cli"
+    )
     assert "summary guide" in out
     chunks = store.list_rows(where="category = 'document'")
     assert len(chunks) >= 3
@@ -324,7 +365,7 @@ def test_document_chunks_argument_and_body_from_a_file(hash_ws: Path) -> None:
         category="document",
         chunks=["Part one text.", "Part two text."],
     )
-    commit_draft(hash_ws, store)
+    commit_draft(hash_ws, store, confirmed_by="cli")
     rows = store.list_rows(where="category = 'document'")
     assert sorted(r.metadata["body"].split("\n")[-1] for r in rows) == [
         "Part one text.",
@@ -337,7 +378,7 @@ def test_document_chunks_argument_and_body_from_a_file(hash_ws: Path) -> None:
     (hash_ws / "docs" / "runbook.md").write_text(RUNBOOK)
     preview = propose(hash_ws, intent="runbook", body="docs/runbook.md", category="document")
     assert "source: docs/runbook.md" in preview
-    commit_draft(hash_ws, store)
+    commit_draft(hash_ws, store, confirmed_by="cli")
     with pytest.raises(OlavError, match="does not exist"):
         propose(hash_ws, intent="nope", body="docs/missing.md", category="document")
     preview = propose(
@@ -364,7 +405,10 @@ def test_topology_format_is_detected_and_stored(hash_ws: Path, body: str, fmt: s
         hash_ws, intent="sh1_topology", keywords=["sh1", "拓扑"], body=body, category="topology"
     )
     assert f"format: {fmt}" in preview
-    assert commit_draft(hash_ws, store) == f"Committed {fmt} topology as topology_sh1_topology."
+    assert (
+        commit_draft(hash_ws, store, confirmed_by="cli")
+        == f"Committed {fmt} topology as topology_sh1_topology."
+    )
     row = store.get("topology_sh1_topology")
     assert row is not None and row.category == "topology"
     assert row.metadata["format"] == fmt and row.metadata["body"] == body
@@ -461,7 +505,7 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
     first = import_document_file(store, path, base=hash_ws)
     count = store.count()
     propose(hash_ws, intent="runbook", body="docs/runbook.md", category="document")
-    commit_draft(hash_ws, store)
+    commit_draft(hash_ws, store, confirmed_by="cli")
     assert store.count() == count  # the same file: its rows were replaced, not duplicated
     assert store.get(first.summary_id) is not None
 
@@ -482,7 +526,7 @@ def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> 
             category="fact",
             run_id="turn1",
         )
-        commit_draft(hash_ws, store, run_id="turn2")
+        commit_draft(hash_ws, store, run_id="turn2", confirmed_by="chat")
     live = [h.record for h in store.search("R1 loopback", categories=["fact"], k=5)]
     assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]
     chain = history(store, live[0].id)

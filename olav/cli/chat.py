@@ -68,12 +68,16 @@ def ask(
 ) -> None:
     """Ask once, print the answer and exit (non-zero on error)."""
     from olav.runtime.runner import Session
+    from olav.runtime.tools import NEEDS_CONSENT
 
     ws = open_workspace()
     problem = model_problem(ws)
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
-    session = Session(ws, agent=agent, approver=lambda name, args: auto_approve)
+    # --auto-approve covers dangerous tools, never a memory commit: nobody is here to say yes
+    session = Session(
+        ws, agent=agent, approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT
+    )
     # on stderr, so the answer (or --json) on stdout stays clean
     session.run.on_warning = lambda message: err_console.print(
         message, style="yellow", markup=False, soft_wrap=True

@@ -8,10 +8,14 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from olav.cli import drafts
 from olav.cli.common import console, open_store, open_workspace, print_json, progress_bar
 from olav.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
+app.add_typer(
+    drafts.app, name="drafts", help="Drafts and fix proposals waiting for you: list, show, confirm."
+)
 
 
 @app.command("import-guides")

@@ -5,6 +5,9 @@
   can commit).
 - Code lane: ``draft_code_fix`` writes a proposal to ``exports/reflections/``. It never edits
   source, never runs git, never applies anything.
+
+Both kinds of draft wait, without expiring, until a person decides with ``olav kb drafts``
+(see :mod:`olav.learning.drafts`); the chat's banner says when some are waiting.
 """
 
 from __future__ import annotations
@@ -25,15 +28,22 @@ REQUEST = (
 def write_code_fix(
     root: Path, exports: Path, *, title: str, root_cause: str, suggested_fix: str, patch: str = ""
 ) -> Path:
+    from olav.memory.curator import write_text_atomic
+
     slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60] or "fix"
     folder = exports / "reflections"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     path = folder / f"{stamp}_{slug}.md"
+    n = 1
+    while path.exists():  # two proposals with one title in one second: keep both
+        n += 1
+        path = folder / f"{stamp}_{slug}_{n}.md"
     body = [
         f"# Fix proposal: {title}",
         "",
-        f"Written by the reflector, {stamp} UTC. Nothing was applied; review it and decide.",
+        f"Written by the reflector, {stamp} UTC. Nothing was applied; review it and decide "
+        f"with `olav kb drafts confirm {path.stem}` or `olav kb drafts reject {path.stem}`.",
         "",
         "## Root cause",
         root_cause.strip(),
@@ -43,7 +53,7 @@ def write_code_fix(
     ]
     if patch.strip():
         body += ["", "## Patch (not applied)", "```diff", patch.strip(), "```"]
-    path.write_text("\n".join(body) + "\n", encoding="utf-8")
+    write_text_atomic(path, "\n".join(body) + "\n")
     return path
 
 

@@ -14,25 +14,34 @@ Turn 2 (:func:`commit_draft`) commits the latest (or named) draft, by category:
   the source.
 
 Every commit appends an audit ``memory_events`` row and archives the draft under
-``.curator_drafts/committed/<intent>_<ts>.json``.
+``.curator_drafts/committed/<intent>_<ts>.json``; a rejected draft goes to
+``.curator_drafts/rejected/``.
 
-Human confirmation cannot be bypassed through the tools:
+Human confirmation cannot be bypassed:
 
+- :func:`commit_draft` needs ``confirmed_by``: ``"chat"`` (the person said yes at the chat's
+  approval prompt, which showed this draft's preview) or ``"cli"``
+  (``olav kb drafts confirm <intent>``). Nothing else commits;
 - without a draft, a commit fails with "no draft found";
-- a draft older than 24 hours is refused (and moved to ``.curator_drafts/expired/``);
-- a draft cannot be committed in the run (user turn) that proposed it. The draft records the
-  proposing run's id; a commit passing the same ``run_id`` is refused. When either id is
-  unknown, the audit log decides: the draft must be older than the start of the current run
-  (the given one, or else the newest running run), i.e. the user has replied since the preview.
+- in the chat, a draft cannot be committed in the run (user turn) that proposed it. The draft
+  records the proposing run's id; a commit passing the same ``run_id`` is refused. When either
+  id is unknown, the audit log decides: the draft must be older than the start of the current
+  run (the given one, or else the newest running run), i.e. the user has replied since the
+  preview.
+
+Drafts never expire: one waits until a person confirms or rejects it. ``seen_at`` records when
+a person was first shown it (``olav kb drafts show`` or the chat's approval prompt).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +51,11 @@ from olav.errors import OlavError
 from olav.memory.schema import MemoryRecord
 
 DRAFTS = ".curator_drafts"
-DRAFT_TTL = timedelta(hours=24)
 DRAFT_VERSION = 1
 CONFIRM_PROMPT = "Confirm? (yes / ok / 可以 / 确认 / 入库)"
 NOT_CONFIRMED = "the user has not confirmed yet: show the preview and wait for their reply"
+# who may confirm a commit: the chat's approval prompt, or `olav kb drafts confirm`
+CONFIRMERS = ("chat", "cli")
 ACTOR = "memory_curator"
 
 GUIDE_CATEGORIES = ("usage_guide", "format_guide")
@@ -105,6 +115,30 @@ _PreviewDumper.add_representer(str, _str_block)
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temp file beside it, fsync, rename, fsync the
+    folder. A crash never leaves a half-written draft or guide under the real name."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=1))
 
 
 # -- turn 1 ----------------------------------------------------------------------------------
@@ -293,9 +327,7 @@ def propose_draft(
     folder = root / DRAFTS
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{name}.draft.json"
-    tmp = folder / f".{name}.draft.json.tmp"
-    tmp.write_text(json.dumps(draft, ensure_ascii=False, indent=1), encoding="utf-8")
-    tmp.replace(target)
+    _write_json(target, draft)
     return (
         f"Draft saved to {DRAFTS}/{target.name}; NOTHING is stored in memory yet. "
         "Quote this preview to the user and wait for their reply:\n\n"
@@ -312,11 +344,16 @@ class Draft:
     data: dict[str, Any]
 
     @property
+    def intent(self) -> str:
+        return str(self.data["intent"])
+
+    @property
     def created_at(self) -> datetime:
         return datetime.fromisoformat(str(self.data["created_at"]))
 
-    def expired(self, at: datetime) -> bool:
-        return at - self.created_at > DRAFT_TTL
+    @property
+    def seen(self) -> bool:
+        return bool(self.data.get("seen_at"))
 
 
 def _load(path: Path) -> Draft:
@@ -351,33 +388,44 @@ def _no_draft() -> OlavError:
     )
 
 
-def _expire(draft: Draft) -> None:
-    folder = draft.path.parent / "expired"
-    folder.mkdir(exist_ok=True)
-    draft.path.replace(folder / draft.path.name)
-
-
-def _pick(root: Path, intent: str | None, at: datetime) -> Draft:
+def pick_draft(root: Path, intent: str | None = None) -> Draft:
+    """The named draft, or the newest one. Raises "no draft found" when there is none."""
     if intent:
         path = root / DRAFTS / f"{sanitise_intent(intent)}.draft.json"
         if not path.is_file():
             raise _no_draft()
-        chosen = _load(path)
-    else:
-        drafts = list_drafts(root)
-        if not drafts:
-            raise _no_draft()
-        chosen = drafts[-1]
-        for old in drafts[:-1]:
-            if old.expired(at):
-                _expire(old)
-    if chosen.expired(at):
-        _expire(chosen)
-        raise OlavError(
-            f"draft {chosen.data['intent']} expired (drafts are kept 24 h)",
-            hint="Propose it again and ask the user to confirm",
-        )
-    return chosen
+        return _load(path)
+    drafts = list_drafts(root)
+    if not drafts:
+        raise _no_draft()
+    return drafts[-1]
+
+
+def draft_preview(root: Path, draft: Draft) -> str:
+    """What committing ``draft`` would store, as the YAML preview the proposal showed."""
+    return _preview(draft.data, _prepare(root, draft.data))
+
+
+def mark_seen(draft: Draft) -> None:
+    """Record the first time a person was shown the draft (kept on later showings)."""
+    if draft.seen or not draft.path.is_file():
+        return
+    draft.data["seen_at"] = _now().isoformat()
+    _write_json(draft.path, draft.data)
+
+
+def draft_for_consent(
+    root: Path,
+    intent: str | None,
+    *,
+    run_id: str | None = None,
+    audit_path: Path | None = None,
+) -> tuple[Draft, str]:
+    """The draft a chat commit would store and its preview, for the person's y/N prompt.
+    Refuses (like the commit would) a draft proposed in the current run."""
+    draft = pick_draft(root, intent)
+    _check_confirmed(draft, run_id, audit_path)
+    return draft, draft_preview(root, draft)
 
 
 def _run_start(audit_path: Path | None, run_id: str | None) -> tuple[str, float] | None:
@@ -438,11 +486,7 @@ def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[
     guide_dir = root / d["agent"] / "guides"
     guide_dir.mkdir(parents=True, exist_ok=True)
     gpath = guide_dir / f"{d['intent']}.guide.yaml"
-    tmp = guide_dir / f".{d['intent']}.guide.yaml.tmp"
-    tmp.write_text(
-        yaml.safe_dump(guide, allow_unicode=True, sort_keys=False, width=100), encoding="utf-8"
-    )
-    tmp.replace(gpath)
+    write_text_atomic(gpath, yaml.safe_dump(guide, allow_unicode=True, sort_keys=False, width=100))
     summary = import_guides(store, [gpath], base=root)
     if summary.errors:
         raise OlavError(summary.errors[0].one_line())
@@ -519,19 +563,70 @@ def _commit_topology(store: Any, d: dict[str, Any], fmt: str) -> tuple[str, list
     return mem_id, [mem_id]
 
 
-def _archive(draft: Draft, ids: list[str], at: datetime) -> Path:
-    folder = draft.path.parent / "committed"
+def _archive(draft: Draft, outcome: str, at: datetime, extra: dict[str, Any]) -> Path:
+    """Move the draft to ``committed/`` or ``rejected/`` with what became of it."""
+    folder = draft.path.parent / outcome
     folder.mkdir(parents=True, exist_ok=True)
     stamp = at.strftime("%Y%m%dT%H%M%S")
-    target = folder / f"{draft.data['intent']}_{stamp}.json"
+    target = folder / f"{draft.intent}_{stamp}.json"
     n = 1
     while target.exists():
         n += 1
-        target = folder / f"{draft.data['intent']}_{stamp}_{n}.json"
-    record = {**draft.data, "committed_at": at.isoformat(), "memory_ids": ids}
-    target.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding="utf-8")
+        target = folder / f"{draft.intent}_{stamp}_{n}.json"
+    _write_json(target, {**draft.data, f"{outcome}_at": at.isoformat(), **extra})
     draft.path.unlink()
     return target
+
+
+def _require_confirmation(confirmed_by: str | None) -> None:
+    if confirmed_by not in CONFIRMERS:
+        raise OlavError(
+            "a memory is committed only after a person confirms it",
+            hint="Ask them to answer y at the chat's prompt, or to run "
+            "`olav kb drafts confirm <intent>`",
+        )
+
+
+def _store_draft(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[str], str]:
+    """Write the draft where its category belongs: (memory id, all ids, what was done)."""
+    info = _prepare(root, d)
+    cat = d["category"]
+    if cat in GUIDE_CATEGORIES:
+        mem_id, ids = _commit_guide(root, store, d)
+        return mem_id, ids, f"Committed guide {mem_id} ({info['file']})."
+    if cat == "document":
+        from olav.memory.documents import write_document
+
+        res = write_document(store, info["records"], info["summary"])
+        done = (
+            f'Committed document "{res.title}": {len(res.chunk_ids)} chunk(s) '
+            f"({res.chunk_ids[0]}…) and the summary guide {res.summary_id}."
+        )
+        return res.summary_id, [res.summary_id, *res.chunk_ids], done
+    if cat == "topology":
+        mem_id, ids = _commit_topology(store, d, info["format"])
+        return mem_id, ids, f"Committed {info['format']} topology as {mem_id}."
+    mem_id, ids = _commit_row(store, d)
+    return mem_id, ids, f"Committed to memory as {mem_id}."
+
+
+def _audit_commit(audit_path: Path, mem_id: str, d: dict[str, Any], detail: dict[str, Any]) -> None:
+    from olav.audit.recorder import AuditRecorder
+
+    detail = {
+        "intent": d["intent"],
+        "category": d["category"],
+        "agent": d["agent"],
+        "scope": d["scope"],
+        "keywords": d["keywords"],
+        "format": d.get("format"),
+        "source": d.get("source"),
+        "body": _clip(d["body"], 2000),
+        "proposed_run_id": d.get("run_id"),
+        "draft_created_at": d["created_at"],
+        **detail,
+    }
+    AuditRecorder(audit_path).memory_event(mem_id, "commit", ACTOR, detail)
 
 
 def commit_draft(
@@ -541,50 +636,39 @@ def commit_draft(
     intent: str | None = None,
     audit_path: Path | None = None,
     run_id: str | None = None,
+    confirmed_by: str | None = None,
 ) -> str:
-    """Turn 2: commit the latest (or named) draft the user confirmed. See the module doc."""
-    at = _now()
-    draft = _pick(root, intent, at)
-    _check_confirmed(draft, run_id, audit_path)
-    d = draft.data
-    info = _prepare(root, d)
-    cat = d["category"]
-    if cat in GUIDE_CATEGORIES:
-        mem_id, ids = _commit_guide(root, store, d)
-        done = f"Committed guide {mem_id} ({info['file']})."
-    elif cat == "document":
-        from olav.memory.documents import write_document
+    """Turn 2: commit the latest (or named) draft a person confirmed. See the module doc."""
+    _require_confirmation(confirmed_by)
+    draft = pick_draft(root, intent)
+    if confirmed_by == "chat":  # the CLI is the person themselves: no turn to wait for
+        _check_confirmed(draft, run_id, audit_path)
+    mem_id, ids, done = _store_draft(root, store, draft.data)
+    archive = _archive(
+        draft, "committed", _now(), {"memory_ids": ids, "confirmed_by": confirmed_by}
+    )
+    if audit_path is not None:
+        detail = {
+            "memory_ids": ids[:50],
+            "run_id": run_id,
+            "confirmed_by": confirmed_by,
+            "archive": archive.relative_to(root).as_posix(),
+        }
+        _audit_commit(audit_path, mem_id, draft.data, detail)
+    return done
 
-        res = write_document(store, info["records"], info["summary"])
-        mem_id, ids = res.summary_id, [res.summary_id, *res.chunk_ids]
-        done = (
-            f'Committed document "{res.title}": {len(res.chunk_ids)} chunk(s) '
-            f"({res.chunk_ids[0]}…) and the summary guide {res.summary_id}."
-        )
-    elif cat == "topology":
-        mem_id, ids = _commit_topology(store, d, info["format"])
-        done = f"Committed {info['format']} topology as {mem_id}."
-    else:
-        mem_id, ids = _commit_row(store, d)
-        done = f"Committed to memory as {mem_id}."
-    archive = _archive(draft, ids, at)
+
+def reject_draft(root: Path, intent: str, *, audit_path: Path | None = None) -> Path:
+    """A person said no: archive the draft under ``rejected/``; nothing reaches memory."""
+    draft = pick_draft(root, intent)
+    archive = _archive(draft, "rejected", _now(), {"rejected_by": "cli"})
     if audit_path is not None:
         from olav.audit.recorder import AuditRecorder
 
         detail = {
-            "intent": d["intent"],
-            "category": cat,
-            "agent": d["agent"],
-            "scope": d["scope"],
-            "keywords": d["keywords"],
-            "format": info.get("format"),
-            "source": d.get("source"),
-            "body": _clip(d["body"], 2000),
-            "memory_ids": ids[:50],
-            "proposed_run_id": d.get("run_id"),
-            "run_id": run_id,
-            "draft_created_at": d["created_at"],
+            "id": draft.intent,
+            "category": draft.data["category"],
             "archive": archive.relative_to(root).as_posix(),
         }
-        AuditRecorder(audit_path).memory_event(mem_id, "commit", ACTOR, detail)
-    return done
+        AuditRecorder(audit_path).event(None, "draft_rejected", detail)
+    return archive

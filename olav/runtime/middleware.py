@@ -19,10 +19,11 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from olav.errors import OlavError
 from olav.log import get_logger
 from olav.memory.capture import ToolEvent
 from olav.memory.recall import Recaller, RecallResult
-from olav.runtime.tools import DANGEROUS
+from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
 
 log = get_logger("runtime.recall")
 
@@ -232,6 +233,7 @@ class ToolGuardMiddleware(AgentMiddleware):
         self.allowed = allowed
         self.subagents = subagents
         self.run = run
+        self._consents: dict[str, Consent] = {}  # tool call id -> the person's yes
 
     @property
     def name(self) -> str:
@@ -252,7 +254,7 @@ class ToolGuardMiddleware(AgentMiddleware):
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         return await handler(self._visible(request))
 
-    def _refuse(self, call: dict[str, Any]) -> ToolMessage | None:
+    def _refuse(self, call: dict[str, Any], tool: Any = None) -> ToolMessage | None:
         name, args = call["name"], call.get("args") or {}
         if name not in self.allowed:
             reason = (
@@ -264,20 +266,51 @@ class ToolGuardMiddleware(AgentMiddleware):
                 f"Error: unknown sub-agent {args.get('subagent_type')!r}. "
                 f"Delegate to one of: {', '.join(sorted(self.subagents))}"
             )
+        elif name in NEEDS_CONSENT:
+            refused = self._ask_consent(call, tool)
+            if refused is None:
+                return None
+            reason = refused
         elif name in DANGEROUS and self.run.approver is not None:
             approved = self.run.approver(name, args)
-            if self.run.audit:
-                self.run.audit.event(
-                    self.run.run_id,
-                    "approval" if approved else "denial",
-                    {"tool": name, "args": args, "agent": self.agent_name},
-                )
+            self._audit_decision(approved, {"tool": name, "args": args})
             if approved:
                 return None
             reason = f"Error: the user denied {name}. Do not retry it; ask what to do instead."
         else:
             return None
         return ToolMessage(content=reason, tool_call_id=call["id"], name=name, status="error")
+
+    def _ask_consent(self, call: dict[str, Any], tool: Any) -> str | None:
+        """A consent tool runs only after a person's yes to its preview: None (and the yes
+        kept for the call) when given, else the error for the model. With no approver (olav
+        ask, cron) nobody can say yes, so it is refused, never auto-approved."""
+        name, args = call["name"], call.get("args") or {}
+        describe = getattr(tool, "describe", None)
+        if describe is None:
+            return f"Error: {name} needs a person's confirmation, which is not available here."
+        try:
+            ask = describe(args)
+        except OlavError as exc:
+            return f"Error: {exc}"
+        approver = self.run.approver
+        approved = approver is not None and approver(
+            name, {**args, "subject": ask.subject, "preview": ask.preview}
+        )
+        detail = {"tool": name, "subject": ask.subject, "asked": approver is not None}
+        self._audit_decision(approved, detail)
+        if not approved:
+            return f"Error: {ask.refusal}"
+        self._consents[call["id"]] = Consent(by="chat", subject=ask.subject)
+        return None
+
+    def _audit_decision(self, approved: bool, detail: dict[str, Any]) -> None:
+        if self.run.audit:
+            self.run.audit.event(
+                self.run.run_id,
+                "approval" if approved else "denial",
+                {**detail, "agent": self.agent_name},
+            )
 
     def _start(self, call: dict[str, Any]) -> float:
         if self.run.on_tool_start:
@@ -310,14 +343,20 @@ class ToolGuardMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
         started = self._start(call)
-        result = self._refuse(call) or handler(request)
+        result = self._refuse(call, request.tool)
+        if result is None:
+            with consent_given(self._consents.pop(call["id"], None)):
+                result = handler(request)
         self._finish(call, result, started)
         return result
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         call = request.tool_call
         started = self._start(call)
-        result = self._refuse(call) or await handler(request)
+        result = self._refuse(call, request.tool)
+        if result is None:
+            with consent_given(self._consents.pop(call["id"], None)):
+                result = await handler(request)
         self._finish(call, result, started)
         return result
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import textwrap
 from typing import Any
 
 from rich.console import Console
@@ -12,6 +14,7 @@ from rich.text import Text
 from olav.config import Workspace
 from olav.errors import OlavError
 from olav.runtime.runner import RunCancelled, Session
+from olav.runtime.tools import NEEDS_CONSENT
 
 HELP = """\
 /help            this help
@@ -82,13 +85,31 @@ class Chat:
         self.console.print(Text(message, style="yellow"), soft_wrap=True)
 
     def approve(self, name: str, args: dict[str, Any]) -> bool:
+        if name in NEEDS_CONSENT:
+            return self.consent(name, args)
         if self.auto_approve:
             return True
         self.console.print(
             Text(f"  {name} needs your approval: {_short(args, 120)}", style="yellow")
         )
+        return self._yes("  Allow? [y/N] ")
+
+    def consent(self, name: str, args: dict[str, Any]) -> bool:
+        """commit_to_memory: show what would be stored; only an explicit y stores it.
+        --auto-approve does not apply: a memory needs the person's own yes."""
+        from olav.memory.curator import mark_seen, pick_draft
+
+        subject = str(args.get("subject", ""))
+        self.console.print(Text(f"  {name} would store {subject}:", style="yellow"))
+        self.console.print(Text(textwrap.indent(str(args.get("preview", "")), "    ")))
+        with contextlib.suppress(OlavError):
+            mark_seen(pick_draft(self.ws.root, subject))
+        return self._yes("  Store it in memory? [y/N] ")
+
+    def _yes(self, prompt: str) -> bool:
+        """True only for y/yes; no, an empty line, EOF and Ctrl-C are all no."""
         try:
-            answer = input("  Allow? [y/N] ")
+            answer = input(prompt)
         except (EOFError, KeyboardInterrupt):
             return False
         return answer.strip().lower() in {"y", "yes"}
@@ -234,6 +255,15 @@ class Chat:
         return lambda: prompt.prompt(f"{self.session.agent_name}> ")
 
 
+def _drafts_waiting(chat: Chat) -> None:
+    """One banner line when drafts or fix proposals wait for the person; nothing otherwise."""
+    from olav.learning.drafts import waiting_line
+
+    line = waiting_line(chat.ws)
+    if line:
+        chat.console.print(Text(line, style="yellow"))
+
+
 def run_repl(ws: Workspace, *, agent: str = "core", auto_approve: bool = False) -> None:
     chat = Chat(ws, agent=agent, auto_approve=auto_approve)
     built = chat.session.built
@@ -242,4 +272,5 @@ def run_repl(ws: Workspace, *, agent: str = "core", auto_approve: bool = False) 
         f"[bold]olav[/] · agent {agent} · model {built.model_name} ({built.tier}) · "
         f"{count} memories · /help for commands"
     )
+    _drafts_waiting(chat)
     chat.loop()

@@ -9,7 +9,9 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +24,9 @@ from olav.errors import OlavError
 
 # Tools that change the outside world and need a human's approval in the chat.
 DANGEROUS = frozenset({"execute_skill_script", "take_snapshot"})
+# Tools that store something for good: they run only after a person's yes to what they will
+# store (never auto-approved; refused where nobody can be asked). See ConsentTool.
+NEEDS_CONSENT = frozenset({"commit_to_memory"})
 _QUOTES = "\"'`“”‘’"
 _READ_ONLY_SQL = re.compile(
     r"^\s*(select|with|describe|show|explain|summarize|pragma\s+table_info)\b", re.I
@@ -76,6 +81,47 @@ class ToolContext:
 
 def _error(msg: str) -> str:
     return f"Error: {msg}"
+
+
+@dataclass(frozen=True)
+class ConsentRequest:
+    """What a consent tool call would do, for the person's y/N prompt."""
+
+    subject: str  # what is approved, e.g. the draft's intent
+    preview: str  # what would be stored, shown to the person
+    refusal: str  # the error the model gets when the person says no (or cannot be asked)
+
+
+@dataclass(frozen=True)
+class Consent:
+    """A person's yes to one tool call on ``subject``; ``by`` says where they gave it."""
+
+    by: str
+    subject: str
+
+
+_CONSENT: ContextVar[Consent | None] = ContextVar("olav_consent", default=None)
+
+
+@contextmanager
+def consent_given(consent: Consent | None) -> Iterator[None]:
+    """Run a tool call with the person's yes, which only the approval middleware can grant:
+    the model cannot forge it through the call's arguments."""
+    token = _CONSENT.set(consent)
+    try:
+        yield
+    finally:
+        _CONSENT.reset(token)
+
+
+def current_consent() -> Consent | None:
+    return _CONSENT.get()
+
+
+class ConsentTool(StructuredTool):
+    """A tool in NEEDS_CONSENT: ``describe(args)`` says what a person is asked to approve."""
+
+    describe: Callable[[dict[str, Any]], ConsentRequest]
 
 
 def _safe_export_path(ctx: ToolContext, filename: str, fmt: str) -> Path:
@@ -383,7 +429,7 @@ class GuideDraftArgs(_Args):
 def propose_guide_draft(
     ctx: ToolContext, intent: str, keywords: list[str], body: str, agent: str = "core"
 ) -> str:
-    from olav.memory.curator import propose_draft
+    from olav.memory.curator import propose_draft, sanitise_intent
 
     try:
         preview = propose_draft(
@@ -397,7 +443,11 @@ def propose_guide_draft(
         )
     except OlavError as exc:
         return _error(str(exc))
-    return "Guide draft saved for a human to review; it is NOT in memory.\n" + preview
+    name = sanitise_intent(intent)
+    return (
+        "Guide draft saved for a human to review; it is NOT in memory. They see it with "
+        f"`olav kb drafts show {name}`.\n" + preview
+    )
 
 
 class CodeFixArgs(_Args):
@@ -420,7 +470,10 @@ def draft_code_fix(
         suggested_fix=suggested_fix,
         patch=patch,
     )
-    return f"Proposal written to {path.relative_to(ctx.root)} (not applied)"
+    return (
+        f"Proposal written to {path.relative_to(ctx.root)} (not applied). A person reviews it "
+        f"with `olav kb drafts show {path.stem}`."
+    )
 
 
 class LessonArgs(_Args):
@@ -497,12 +550,43 @@ def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | No
 
     if not from_draft:
         return _error("commit_to_memory only commits a draft the user has confirmed")
+    consent = current_consent()
+    if consent is None:  # the approval middleware did not ask a person, or they said no
+        return _error("a person must confirm the draft at the chat's approval prompt first")
     try:
         return commit_draft(
-            ctx.root, ctx.store, intent=intent, audit_path=ctx.audit_db, run_id=ctx.run_id
+            ctx.root,
+            ctx.store,
+            intent=consent.subject,  # the draft the person was shown, not a newer one
+            audit_path=ctx.audit_db,
+            run_id=ctx.run_id,
+            confirmed_by=consent.by,
         )
     except OlavError as exc:
         return _error(str(exc))
+
+
+def describe_commit(ctx: ToolContext, args: dict[str, Any]) -> ConsentRequest:
+    """The draft commit_to_memory would store, shown at the y/N prompt. Raises OlavError when
+    there is nothing to confirm (no draft, or one proposed in this very turn)."""
+    from olav.memory.curator import draft_for_consent
+
+    if args.get("from_draft") is False:
+        raise OlavError("commit_to_memory only commits a draft the user has confirmed")
+    draft, preview = draft_for_consent(
+        ctx.root, args.get("intent"), run_id=ctx.run_id, audit_path=ctx.audit_db
+    )
+    refusal = (
+        f"the person did not confirm the draft {draft.intent}; nothing was stored. The draft "
+        f"stays: they can confirm it later with `olav kb drafts confirm {draft.intent}`. "
+        "Do not retry; tell them that."
+    )
+    return ConsentRequest(subject=draft.intent, preview=preview, refusal=refusal)
+
+
+_DESCRIBE: dict[str, Callable[[ToolContext, dict[str, Any]], ConsentRequest]] = {
+    "commit_to_memory": describe_commit,
+}
 
 
 _SPECS: dict[str, tuple[Callable[..., str], type[BaseModel], str]] = {
@@ -596,12 +680,25 @@ def build_tools(names: list[str], ctx: ToolContext) -> list[BaseTool]:
             except Exception as exc:  # returned to the model as a value
                 return _error(f"{type(exc).__name__}: {exc}")
 
-        tools.append(
-            StructuredTool.from_function(
-                func=bound, name=name, description=desc, args_schema=schema
-            )
-        )
+        tools.append(_make_tool(name, bound, schema, desc, ctx))
     return tools
+
+
+def _make_tool(
+    name: str, fn: Callable[..., str], schema: type[BaseModel], desc: str, ctx: ToolContext
+) -> BaseTool:
+    if name not in NEEDS_CONSENT:
+        return StructuredTool.from_function(
+            func=fn, name=name, description=desc, args_schema=schema
+        )
+    describe = _DESCRIBE[name]
+    return ConsentTool.from_function(
+        func=fn,
+        name=name,
+        description=desc,
+        args_schema=schema,
+        describe=lambda args: describe(ctx, args),
+    )
 
 
 def expires_in(days: int) -> datetime:

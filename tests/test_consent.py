@@ -1,0 +1,183 @@
+"""A memory is committed only after the person's own yes, which the model cannot give.
+
+The chat runs for real under a pty (the `olav` entry point, the scripted model behind the model
+factory, LanceDB and DuckDB in a temporary workspace); the person answers the y/N prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from olav.audit.recorder import AuditRecorder
+from olav.config import Workspace
+from olav.memory.curator import DRAFTS
+from olav.memory.store import MemoryStore
+from olav.runtime.models import ScriptedChatModel
+from olav.runtime.runner import Session
+from tests.runtime.conftest import scripted_ws
+
+PROPOSE = {
+    "content": "Here is the draft. Store it?",
+    "tool_calls": [
+        {
+            "name": "propose_memory_draft",
+            "args": {
+                "intent": "r1_loopback",
+                "keywords": ["R1", "loopback"],
+                "body": "R1's loopback is 10.255.1.1",
+                "category": "fact",
+            },
+        }
+    ],
+}
+# the person says no, and the model commits anyway
+COMMIT = {"tool_calls": [{"name": "commit_to_memory", "args": {"from_draft": True}}]}
+SCRIPT = [PROPOSE, {"content": "Here is the draft. Store it?"}, COMMIT, {"content": "Done."}]
+EOF_ANSWER = "<Ctrl-D>"
+
+
+def stored(root: Path) -> bool:
+    return MemoryStore.for_workspace(Workspace.open(root)).get("fact_r1_loopback") is not None
+
+
+def audit_events(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    rows = AuditRecorder(root / ".olav/databases/audit.duckdb").query(
+        "SELECT kind, detail FROM events WHERE kind IN ('approval', 'denial') ORDER BY created_at"
+    )
+    return [(kind, json.loads(detail)) for kind, detail in rows]
+
+
+def spawn_chat(root: Path) -> pexpect.spawn:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
+    return pexpect.spawn(
+        sys.executable,
+        ["-c", "from olav.cli.app import main; main()"],
+        cwd=str(root),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 120),
+    )
+
+
+def chat_until_the_prompt(child: pexpect.spawn) -> None:
+    """Turn 1 proposes; turn 2 ("no") meets the model's commit with the y/N prompt."""
+    child.expect("/help for commands")
+    child.expect("core> ")
+    child.sendline("remember that R1's loopback is 10.255.1.1")
+    child.expect("Here is the draft")
+    child.expect("core> ")
+    child.sendline("no, don't save that")
+    child.expect("commit_to_memory would store r1_loopback")
+    child.expect("category: fact")  # the draft's preview, not the tool's arguments
+    child.expect("10.255.1.1")
+    child.expect(re.escape("Store it in memory? [y/N] "))
+
+
+def answer_and_leave(child: pexpect.spawn, answer: str) -> None:
+    if answer == EOF_ANSWER:
+        child.sendeof()
+    else:
+        child.sendline(answer)
+    child.expect("Done.")
+    child.expect("core> ")
+    child.sendline("/exit")
+    child.expect("bye")
+    child.expect(pexpect.EOF)
+
+
+def run_chat(root: Path, answer: str) -> None:
+    scripted_ws(root, SCRIPT)
+    child = spawn_chat(root)
+    try:
+        chat_until_the_prompt(child)
+        answer_and_leave(child, answer)
+    finally:
+        child.close(force=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["n", "", EOF_ANSWER])
+def test_no_at_the_prompt_stores_nothing_even_if_the_model_commits(
+    hash_ws: Path, answer: str
+) -> None:
+    run_chat(hash_ws, answer)
+    assert not stored(hash_ws)
+    assert (hash_ws / DRAFTS / "r1_loopback.draft.json").is_file()  # confirmable later
+    [(kind, detail)] = audit_events(hash_ws)
+    assert kind == "denial"
+    assert (detail["tool"], detail["subject"], detail["asked"]) == (
+        "commit_to_memory",
+        "r1_loopback",
+        True,
+    )
+    draft = json.loads((hash_ws / DRAFTS / "r1_loopback.draft.json").read_text())
+    assert draft["seen_at"]  # the prompt showed it to the person
+
+
+@pytest.mark.slow
+def test_yes_at_the_prompt_stores_the_draft(hash_ws: Path) -> None:
+    run_chat(hash_ws, "y")
+    assert stored(hash_ws)
+    assert not (hash_ws / DRAFTS / "r1_loopback.draft.json").exists()
+    assert [kind for kind, _ in audit_events(hash_ws)] == ["approval"]
+
+
+def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) -> None:
+    """`olav ask`, cron and benchmarks have nobody to ask: refused, never auto-approved."""
+    model = ScriptedChatModel(turns=SCRIPT)
+    session = Session(scripted_ws(hash_ws, SCRIPT), model=model, approver=None)
+    session.ask("remember that R1's loopback is 10.255.1.1")
+    session.ask("yes, store it")
+    refusal = str(model.calls[3][-1].content)
+    assert refusal.startswith("Error: the person did not confirm the draft r1_loopback")
+    assert "olav kb drafts confirm r1_loopback" in refusal
+    assert not stored(hash_ws)
+    [(kind, detail)] = audit_events(hash_ws)
+    assert (kind, detail["subject"], detail["asked"]) == ("denial", "r1_loopback", False)
+
+
+def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+    scripted_ws(hash_ws, [COMMIT, {"content": "Done."}])
+    from olav.memory.curator import propose_draft
+
+    propose_draft(
+        hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
+    )
+    res = olav("ask", "--auto-approve", "store the R1 draft")
+    assert res.exit_code == 0, res.output
+    assert not stored(hash_ws)
+    assert [kind for kind, _ in audit_events(hash_ws)] == ["denial"]
+
+
+def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
+    """Called without the middleware's consent (e.g. a model forging arguments), the tool
+    refuses; the consent is not an argument the model can pass."""
+    from olav.memory.curator import propose_draft
+    from olav.runtime.tools import ToolContext, build_tools
+
+    ws = Workspace.open(hash_ws)
+    propose_draft(
+        hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
+    )
+    ctx = ToolContext(
+        root=ws.root,
+        exports=ws.exports,
+        domain_db=ws.domain_path,
+        audit_db=ws.audit_path,
+        agent="core",
+        store_factory=lambda: MemoryStore.for_workspace(ws),
+    )
+    [tool] = build_tools(["commit_to_memory"], ctx)
+    out = tool.invoke({"from_draft": True, "intent": "r1_loopback", "confirmed_by": "chat"})
+    assert out.startswith("Error: a person must confirm the draft")
+    assert not stored(hash_ws)
