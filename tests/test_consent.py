@@ -181,3 +181,21 @@ def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
     out = tool.invoke({"from_draft": True, "intent": "r1_loopback", "confirmed_by": "chat"})
     assert out.startswith("Error: a person must confirm the draft")
     assert not stored(hash_ws)
+
+
+def test_chat_auto_approve_still_asks_before_storing(
+    hash_ws: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`olav chat --auto-approve` covers dangerous tools, never a memory: the prompt shows the
+    preview and an empty answer is a no."""
+    from olav.runtime.repl import Chat
+
+    prompts: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt: prompts.append(prompt) or "")
+    chat = Chat(Workspace.open(hash_ws), auto_approve=True)
+    args = {"from_draft": True, "subject": "r1_loopback", "preview": "body: R1 is 10.255.1.1"}
+    assert chat.approve("commit_to_memory", args) is False
+    assert prompts == ["  Store it in memory? [y/N] "]
+    assert "body: R1 is 10.255.1.1" in capsys.readouterr().out
+    assert chat.approve("take_snapshot", {"devices": ["r1"]}) is True  # unchanged
+    assert len(prompts) == 1
