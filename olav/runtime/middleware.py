@@ -293,6 +293,8 @@ class ToolGuardMiddleware(AgentMiddleware):
             ask = describe(args)
         except OlavError as exc:
             return f"Error: {exc}"
+        except Exception as exc:  # a value for the model, like any tool failure
+            return f"Error: {type(exc).__name__}: {exc}"
         approver = self.run.approver
         approved = approver is not None and approver(
             name, {**args, "subject": ask.subject, "preview": ask.preview}
