@@ -81,18 +81,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.token_budget", int, 1000, "Token budget of the <relevant-memories> block."),
     Setting("memory.rrf_k", int, 20, "The k constant of reciprocal-rank fusion."),
     Setting(
-        "memory.reflection_gate",
+        "memory.relevance",
         str,
         "auto",
-        "Maximum squared-L2 distance at which a reflection is still injected; auto = "
-        "calibrated for the embedder (docs/benchmarks.md).",
-    ),
-    Setting(
-        "memory.reflection_gate_text",
-        str,
-        "auto",
-        "The reflection gate for a lesson that also shares words with the request (a "
-        "full-text match); auto = calibrated for the embedder.",
+        "When a memory is relevant enough to inject: auto = floors calibrated for the "
+        "embedder; off = the nearest memories, relevant or not; or six numbers "
+        "(directive, directive named in words, in specific words, lesson, lesson with "
+        "words, spread).",
     ),
     Setting(
         "memory.dedup_distance",

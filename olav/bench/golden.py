@@ -48,29 +48,36 @@ the Recaller's confidence/decay weighting), to tell search failures from ranking
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import math
 import re
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from olav.bench.golden_block import (
+    LANGS,
+    TARGETS,
+    TIERS,
+    Recalled,
+    block_misses,
+    calibrate,
+    report_blocks,
+)
 from olav.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
 
 DATA = Path(__file__).parent / "data" / "golden"
 AGENT = "ops"
 TIER = "small"
-LANGS = ("en", "zh", "mixed")
 KS = (1, 3, 5)
-GATE_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(51))
-STRICT_GRID = GATE_GRID[:21]  # 0.20 .. 0.40: strict gates the pair search tries
-TEXT_MAX = 0.45  # the text-gate sweep runs from the strict gate to this
 DEDUP_GRID = tuple(round(0.02 + 0.01 * i, 2) for i in range(39))
 DEDUP_MARGIN = 0.01  # the suggested dedup distance stays this far below every distinct pair
 PRECEDENTS = ("operational_event", "query_pattern")
@@ -86,10 +93,28 @@ class GoldenQuery:
     expect: tuple[str, ...] = ()
     lesson: str | None = None
     negative: bool = False
+    id: str = ""
+    accept: tuple[str, ...] = ()  # also acceptable in the block (beyond expect and lesson)
+    nomatch: bool = False  # in-domain, but no stored memory is needed
 
     @property
     def lang(self) -> str:
         return language(self.text)
+
+    @property
+    def split(self) -> str:
+        """``cal`` or ``test``: fixed by the id, so adding queries never moves old ones."""
+        return split_of(self.id or self.text)
+
+    @property
+    def acceptable(self) -> frozenset[str]:
+        """Every memory that may appear in this query's block."""
+        return frozenset((*self.expect, *self.accept, *([self.lesson] if self.lesson else [])))
+
+
+def split_of(key: str) -> str:
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return "cal" if digest[0] % 2 == 0 else "test"
 
 
 @dataclass(frozen=True)
@@ -132,6 +157,27 @@ def _pairs(data: dict[str, Any], key: str, path: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _query(q: dict[str, Any], reflections: dict[str, str]) -> GoldenQuery:
+    query = GoldenQuery(
+        text=str(q["q"]),
+        expect=tuple(q.get("expect") or ()),
+        lesson=q.get("lesson"),
+        negative=bool(q.get("negative")),
+        id=str(q.get("id") or ""),
+        accept=tuple(q.get("accept") or ()),
+        nomatch=bool(q.get("nomatch")),
+    )
+    kinds = [bool(query.expect or query.lesson), query.negative, query.nomatch]
+    if sum(kinds) != 1 or (query.negative and query.accept):
+        raise OlavError(
+            f"query {query.text!r} must be exactly one of: expects a memory, negative, nomatch",
+            hint="Give it expect/lesson, or negative: true (no accept), or nomatch: true",
+        )
+    if query.lesson is not None and query.lesson not in reflections:
+        raise OlavError(f"query {query.text!r} names an unknown lesson {query.lesson!r}")
+    return query
+
+
 def load_golden(root: Path = DATA) -> GoldenSet:
     """Read and cross-check a golden set; a broken reference is an :class:`OlavError`."""
     root = Path(root)
@@ -146,22 +192,11 @@ def load_golden(root: Path = DATA) -> GoldenSet:
                 hint="Use " + " or ".join(PRECEDENTS),
             )
         precedents[str(p["id"])] = (str(p["category"]), str(p["text"]).strip())
-    queries = []
-    for q in _yaml(root / "queries.yaml").get("queries") or []:
-        query = GoldenQuery(
-            text=str(q["q"]),
-            expect=tuple(q.get("expect") or ()),
-            lesson=q.get("lesson"),
-            negative=bool(q.get("negative")),
-        )
-        if query.negative == bool(query.expect or query.lesson):
-            raise OlavError(
-                f"query {query.text!r} must be negative or name what it expects",
-                hint="Give it expect/lesson, or negative: true",
-            )
-        if query.lesson is not None and query.lesson not in reflections:
-            raise OlavError(f"query {query.text!r} names an unknown lesson {query.lesson!r}")
-        queries.append(query)
+    queries = [_query(q, reflections) for q in _yaml(root / "queries.yaml").get("queries") or []]
+    ids = [q.id for q in queries if q.id]
+    if len(ids) != len(set(ids)):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise OlavError(f"query id {dup!r} is used twice", hint="Give every query its own id")
     dedup = _yaml(root / "dedup_pairs.yaml")
     gs = GoldenSet(
         root=root,
@@ -212,7 +247,7 @@ def _load_store(gs: GoldenSet, store: Any) -> int:
     store.maintain(force_optimize=True)
     known = {r.id for r in store.list_rows()}
     for q in gs.queries:
-        missing = [m for m in q.expect if m not in known]
+        missing = [m for m in q.acceptable if m not in known]
         if missing:
             raise OlavError(f"query {q.text!r} expects unknown memories {missing}")
     return len(summary.added)
@@ -244,197 +279,65 @@ def choose(sweep: Sequence[dict[str, Any]], a: str, b: str) -> float:
     return round((tied[0] + tied[-1]) / 2, 3)
 
 
-def _distance_rates(dists: dict[str, list[Any]], gate: float) -> dict[str, float | None]:
-    """Keep/drop when a lesson passes by distance alone (the distance-only sweep)."""
-    return {
-        "keep": _rate([d <= gate for d in dists["lesson"]]),
-        "drop": _rate([d > gate for d in dists["negative"]]),
-    }
-
-
 def _position(ids: Sequence[str], expect: Sequence[str]) -> int | None:
     return next((i for i, rid in enumerate(ids, 1) if rid in expect), None)
 
 
-def _recall_pass(
-    store: Any, gs: GoldenSet, recaller: Any, *, search: bool = False
-) -> list[dict[str, Any]]:
-    """Recall every query as AutoRecall does; with ``search``, also rank by the search alone
-    and locate each expected memory in the whole table (for the miss analysis)."""
-    total = store.count()
-    rows = []
+def _recall_all(store: Any, gs: GoldenSet, recaller: Any) -> tuple[list[Recalled], list[float]]:
+    """Every query through the product's Recaller once (its candidates keep their signals)."""
+    rows, ms = [], []
+    on = recaller.background is not None
     for q in gs.queries:
         res = recaller.recall(q.text, dry_run=True)
-        ids = [c.hit.record.id for c in res.candidates if c.hit.record.category != "reflection"]
-        lessons = [
-            c.hit
-            for c in res.candidates
-            if c.hit.record.category == "reflection" and c.hit.distance is not None
-        ]
-        injected = res.injected_ids
-        row: dict[str, Any] = {
-            "query": q.text,
-            "lang": q.lang,
-            "rank": _position(ids, q.expect),
-            "top": ids[:3],
-            "in_block": any(m in injected for m in q.expect),
-            "lessons_injected": [i for i in injected if i in gs.reflections],
-            # every lesson among the candidates: (id, distance, found by the full-text search)
-            "lesson_candidates": [
-                (h.record.id, float(h.distance), h.fts_rank is not None) for h in lessons
-            ],
-            # the product's gate, as the Recaller applies it
-            "lessons_passed": [
-                h.record.id for h in lessons if float(h.distance) <= recaller.gate_for(h)
-            ],
-            "ms": round(res.latency_ms, 2),
-        }
-        if search and q.expect:
-            hits = [
-                h
-                for h in store.search(q.text, mode="hybrid", scopes=recaller.scopes, k=total)
-                if h.record.category != "reflection"
-            ]
-            pos = _position([h.record.id for h in hits], q.expect)
-            hit = hits[pos - 1] if pos else None
-            row |= {
-                "search_rank": pos,
-                "vector_rank": hit.vector_rank if hit else None,
-                "fts_rank": hit.fts_rank if hit else None,
-                "distance": round(hit.distance, 4) if hit and hit.distance is not None else None,
-            }
-        rows.append(row)
-    return rows
+        rows.append(Recalled(q, res.candidates, on))
+        ms.append(res.latency_ms)
+    return rows, ms
 
 
-def _passed(row: dict[str, Any], strict: float, text: float) -> set[str]:
-    """The lessons of a recall row that pass the product rule with these two gates."""
-    return {
-        rid
-        for rid, dist, matched in row["lesson_candidates"]
-        if dist <= (max(strict, text) if matched else strict)
-    }
-
-
-def _kinds(
-    gs: GoldenSet, rows: list[dict[str, Any]], passed: Callable[[dict[str, Any]], Collection[str]]
-) -> dict[str, float | None]:
-    """keep / drop / stray for the lessons that ``passed`` lets through on each row."""
-    keep, drop, stray = [], [], []
-    for q, row in zip(gs.queries, rows, strict=True):
-        got = passed(row)
-        if q.lesson:
-            keep.append(q.lesson in got)
-        elif q.negative:
-            drop.append(not got)
-        else:
-            stray.append(bool(got))
-    return {"keep": _rate(keep), "drop": _rate(drop), "stray": _rate(stray)}
-
-
-def product_gate(
-    gs: GoldenSet, rows: list[dict[str, Any]], strict: float, text: float
-) -> dict[str, Any]:
-    """Keep/drop/stray of the product rule on recall rows, with what the Recaller injected."""
-    injected = _kinds(gs, rows, lambda r: r["lessons_injected"])
-    in_domain = [
-        (q.lang, bool(row["lessons_passed"]))
-        for q, row in zip(gs.queries, rows, strict=True)
-        if q.expect and not q.lesson
-    ]
-    return {
-        "threshold": strict,
-        "text_threshold": text,
-        **_kinds(gs, rows, lambda r: r["lessons_passed"]),
-        "injected": injected["keep"],
-        "drop_recaller": injected["drop"],
-        "stray_injected": injected["stray"],
-        "stray_by_language": {
-            lang: _rate([got for q_lang, got in in_domain if q_lang == lang]) for lang in LANGS
-        },
-    }
-
-
-def text_sweep(gs: GoldenSet, rows: list[dict[str, Any]], strict: float) -> list[dict[str, Any]]:
-    """Keep/drop/stray for text gates from ``strict`` to 0.45, the strict gate fixed."""
-    grid = [t for t in GATE_GRID if strict <= t <= max(TEXT_MAX, strict + 0.05)] or [strict]
-    return [
-        {"threshold": t, **_kinds(gs, rows, partial(_passed, strict=strict, text=t))} for t in grid
-    ]
-
-
-def suggest_gates(gs: GoldenSet, rows: list[dict[str, Any]]) -> tuple[float, float]:
-    """The (strict, text) pair for these recall rows. For each strict gate (0.20 to 0.40) the
-    text gate is the middle of the text-gate plateau that maximises min(keep, drop), then
-    keep + drop (as :func:`choose`); the strict gate is the one whose best text gate scores
-    highest that way, then lets the fewest stray lessons through, then is the tightest."""
-    best: tuple[tuple[float, ...], float, float] | None = None
-    for strict in STRICT_GRID:
-        sweep = text_sweep(gs, rows, strict)
-        text = choose(sweep, "keep", "drop")
-        r = _kinds(gs, rows, partial(_passed, strict=strict, text=text))
-        keep, drop = r["keep"] or 0.0, r["drop"] or 0.0
-        key = (min(keep, drop), keep + drop, -(r["stray"] or 0.0), -strict)
-        if best is None or key > best[0]:
-            best = (key, strict, text)
-    assert best is not None
-    return best[1], best[2]
-
-
-CASES = {
-    "lost": "lesson not kept",
-    "outranked": "lesson kept, not injected",
-    "noise": "unrelated, gets a lesson",
-}
-
-
-def _gate_cases(gs: GoldenSet, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Where the gate goes wrong: lesson queries whose lesson is not kept (``lost``) or kept
-    but not injected (``outranked``: the small tier takes one lesson), and unrelated queries
-    that get a lesson (``noise``: the nearest that passes)."""
+def _retrieval(store: Any, rows: Sequence[Recalled], scopes: list[str]) -> dict[str, Any]:
+    """Where the expected guide or precedent ranks: in the Recaller's order (before the
+    relevance decision) and in the search alone, with its vector and full-text rank."""
+    total = store.count()
     out = []
-    for q, row in zip(gs.queries, rows, strict=True):
-        cands = {rid: (dist, matched) for rid, dist, matched in row["lesson_candidates"]}
-        passed = row["lessons_passed"]
-        if q.lesson and q.lesson not in row["lessons_injected"]:
-            case, rid = ("outranked" if q.lesson in passed else "lost"), q.lesson
-        elif q.negative and passed:
-            case, rid = "noise", min(passed, key=lambda i: cands[i][0])
-        else:
+    for r in rows:
+        q = r.query
+        if not q.expect:
             continue
-        dist, matched = cands.get(rid, (None, False))
+        ids = [c.hit.record.id for c in r.candidates if c.hit.record.category != "reflection"]
+        hits = [
+            h
+            for h in store.search(q.text, mode="hybrid", scopes=scopes, k=total)
+            if h.record.category != "reflection"
+        ]
+        pos = _position([h.record.id for h in hits], q.expect)
+        hit = hits[pos - 1] if pos else None
         out.append(
             {
                 "query": q.text,
-                "case": case,
-                "lesson": rid,
-                "distance": None if dist is None else round(dist, 4),  # None: no candidate
-                "text_match": matched,
-                "injected": row["lessons_injected"],
+                "lang": q.lang,
+                "rank": _position(ids, q.expect),
+                "top": ids[:3],
+                "search_rank": pos,
+                "vector_rank": hit.vector_rank if hit else None,
+                "fts_rank": hit.fts_rank if hit else None,
             }
         )
-    return out
 
-
-def _retrieval(gs: GoldenSet, rows: list[dict[str, Any]]) -> dict[str, Any]:
     def at(rank: int | None, k: int) -> bool:
         return rank is not None and rank <= k
 
     def block(sel: list[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {"n": len(sel)}
+        res: dict[str, Any] = {"n": len(sel)}
         for k in KS:
-            out[f"top{k}"] = _rate([at(r["rank"], k) for r in sel])
-        out["in_block"] = _rate([r["in_block"] for r in sel])
+            res[f"top{k}"] = _rate([at(x["rank"], k) for x in sel])
         for k in KS:
-            out[f"search_top{k}"] = _rate([at(r.get("search_rank"), k) for r in sel])
-        return out
+            res[f"search_top{k}"] = _rate([at(x["search_rank"], k) for x in sel])
+        return res
 
-    pos = [r for q, r in zip(gs.queries, rows, strict=True) if q.expect]
-    keys = ("query", "lang", "rank", "search_rank", "vector_rank", "fts_rank", "distance", "top")
     return {
-        "overall": block(pos),
-        "by_language": {lang: block([r for r in pos if r["lang"] == lang]) for lang in LANGS},
-        "misses": [{k: r.get(k) for k in keys} for r in pos if not at(r["rank"], 3)],
+        "overall": block(out),
+        "by_language": {lang: block([x for x in out if x["lang"] == lang]) for lang in LANGS},
+        "misses": [x for x in out if not at(x["rank"], 3)],
     }
 
 
@@ -477,15 +380,15 @@ def run_golden(
     embedder: Embedder,
     *,
     data: Path = DATA,
-    gate: float | None = None,
-    gate_text: float | None = None,
+    relevance: str | None = None,
     dedup: float | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the golden suite with ``embedder``. The Recaller is built by
-    ``Recaller.for_config`` from the settings' defaults, so ``gate``/``gate_text``/``dedup``
-    default to the product's calibrated values for that embedder (``olav.memory.calibration``);
-    pass them to measure other values."""
+    ``Recaller.for_config`` from the settings' defaults, so the floors are the product's
+    calibrated ones for that embedder (``olav.memory.calibration``); ``relevance`` measures
+    other floors (the ``memory.relevance`` syntax). The suggested floors are chosen on the
+    calibration half and reported on the test half beside the configured ones."""
     from olav.memory import calibration
     from olav.memory.recall import Recaller
     from olav.memory.store import MemoryStore
@@ -494,103 +397,41 @@ def run_golden(
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
     settings: dict[str, Any] = {s.key: s.default for s in SETTINGS}
-    for key, value in (
-        ("memory.reflection_gate", gate),
-        ("memory.reflection_gate_text", gate_text),
-        ("memory.dedup_distance", dedup),
-    ):
+    for key, value in (("memory.relevance", relevance), ("memory.dedup_distance", dedup)):
         if value is not None:
             settings[key] = str(value)
     gs = load_golden(data)
     emb = CachedEmbedder(embedder, size=4096)
-    dedup_cfg = calibration.dedup_distance(settings, emb.name)
+    budget = settings["memory.token_budget"]
     with tempfile.TemporaryDirectory(prefix="olav-golden-") as tmp:
         say("embedding the golden set")
         store = MemoryStore(Path(tmp) / "memory.lance", emb, rrf_k=settings["memory.rrf_k"])
         guides = _load_store(gs, store)
         load_s = time.perf_counter() - started
-        say("measuring reflection distances")
-        dists: dict[str, list[Any]] = {"lesson": [], "negative": []}
-        nearest: list[dict[str, Any]] = []
-        for q in gs.queries:
-            hits = store.search(
-                q.text,
-                mode="vector",
-                scopes=[AGENT, "global"],
-                categories=["reflection"],
-                k=len(gs.reflections),
-            )
-            by_id = {h.record.id: float(h.distance or 0.0) for h in hits}
-            if q.lesson:
-                dists["lesson"].append(by_id[q.lesson])
-            if q.negative:
-                near = min(hits, key=lambda h: float(h.distance or 0.0))
-                dists["negative"].append(float(near.distance or 0.0))
-                nearest.append(
-                    {"query": q.text, "lesson": near.record.id, "distance": near.distance}
-                )
-        sweep = [{"threshold": t, **_distance_rates(dists, t)} for t in GATE_GRID]
         say("recalling every query")
         recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
-        strict, text = recaller.reflection_gate, recaller.reflection_gate_text
-        rows = _recall_pass(store, gs, recaller, search=True)
-        s_strict, s_text = suggest_gates(gs, rows)
-        if (s_strict, s_text) == (strict, text):
-            s_rows = rows
-        else:
-            alt = settings | {
-                "memory.reflection_gate": str(s_strict),
-                "memory.reflection_gate_text": str(s_text),
-            }
-            s_rows = _recall_pass(
-                store, gs, Recaller.for_config(store, alt, agent=AGENT, tier=TIER)
-            )
+        rows, ms = _recall_all(store, gs, recaller)
+        retrieval = _retrieval(store, rows, recaller.scopes)
+    floors = recaller.floors
+    say("calibrating the floors on the calibration half")
+    suggested = calibrate(rows, floors, budget) if recaller.background is not None else floors
     say("measuring dedup distances")
-    dedup_report = _dedup(gs, emb, dedup_cfg)
-    ms = [r["ms"] for r in rows]
-    chosen = choose(sweep, "keep", "drop")
-    gate_report = {
-        "rule": "a lesson passes within threshold, or within text_threshold when the "
-        "full-text search matched it too",
-        "configured": product_gate(gs, rows, strict, text),
-        "suggested": product_gate(gs, s_rows, s_strict, s_text),
-        "distance_only": {
-            "configured": {"threshold": strict, **_distance_rates(dists, strict)},
-            "suggested": {"threshold": chosen, **_distance_rates(dists, chosen)},
-        },
-        "text_sweep": text_sweep(gs, rows, strict),
-        "misses": _gate_cases(gs, rows),
-        "lesson_distance": _spread(dists["lesson"]),
-        "negative_nearest": _spread(dists["negative"]),
-        "closest_negatives": sorted(nearest, key=lambda n: n["distance"])[:5],
-        "sweep": sweep,
-    }
-    for row in (*rows, *s_rows):
-        for key in ("lesson_candidates", "lessons_passed"):
-            row.pop(key, None)
+    dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
         "embedder": emb.name,
         "agent": AGENT,
-        "tier": TIER,
         "rrf_k": settings["memory.rrf_k"],
-        "counts": {
-            "guides": guides,
-            "reflections": len(gs.reflections),
-            "precedents": len(gs.precedents),
-            "queries": len(gs.queries),
-            "positive": sum(1 for q in gs.queries if q.expect),
-            "lesson": sum(1 for q in gs.queries if q.lesson),
-            "negative": sum(1 for q in gs.queries if q.negative),
-            "in_domain_no_lesson": sum(1 for q in gs.queries if q.expect and not q.lesson),
-            "by_language": {
-                lang: sum(1 for q in gs.queries if q.lang == lang and not q.negative)
-                for lang in LANGS
-            },
-            "duplicate_pairs": len(gs.duplicates),
-            "distinct_pairs": len(gs.distinct),
+        "token_budget": budget,
+        "relevance_on": recaller.background is not None,
+        "counts": _counts(gs, guides),
+        "retrieval": retrieval,
+        "floors": {"configured": _asdict(floors), "suggested": _asdict(suggested)},
+        "blocks": {
+            "configured": report_blocks(rows, floors, budget),
+            "suggested": report_blocks(rows, suggested, budget),
         },
-        "retrieval": _retrieval(gs, rows),
-        "gate": gate_report,
+        "targets": {k: {"target": t, "higher": h} for k, (t, h) in TARGETS.items()},
+        "misses": block_misses(rows, floors, budget),
         "dedup": dedup_report,
         "seconds": {
             "load": round(load_s, 2),
@@ -600,138 +441,178 @@ def run_golden(
     }
 
 
-# -- Markdown ----------------------------------------------------------------------------------
+def _asdict(floors: Any) -> dict[str, float | None]:
+    """Floors as JSON (an infinite spread is ``None``: no spread limit)."""
+    return {k: (None if math.isinf(v) else v) for k, v in dataclasses.asdict(floors).items()}
+
+
+def _counts(gs: GoldenSet, guides: int) -> dict[str, Any]:
+    qs = gs.queries
+    return {
+        "guides": guides,
+        "reflections": len(gs.reflections),
+        "precedents": len(gs.precedents),
+        "queries": len(qs),
+        "positive": sum(1 for q in qs if q.expect),
+        "lesson": sum(1 for q in qs if q.lesson),
+        "negative": sum(1 for q in qs if q.negative),
+        "nomatch": sum(1 for q in qs if q.nomatch),
+        "split": {s: sum(1 for q in qs if q.split == s) for s in ("cal", "test")},
+        "by_language": {lang: sum(1 for q in qs if q.lang == lang) for lang in LANGS},
+        "duplicate_pairs": len(gs.duplicates),
+        "distinct_pairs": len(gs.distinct),
+    }
+
+
+# -- tables: one set of rows, written as Markdown here and as rich tables by the CLI ----------
+
+Rows = tuple[list[str], list[list[str]]]  # header, rows
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
-def gate_label(r: dict[str, Any]) -> str:
-    """``0.32 / text 0.36``: a product gate pair."""
-    return f"{r['threshold']} / text {r['text_threshold']}"
+def floors_label(f: dict[str, Any]) -> str:
+    """``0.03 (0.0 with words, -0.04 with specific words) · lessons ... · spread 0.005``."""
+    spread = "none" if f["spread"] is None or math.isinf(f["spread"]) else f["spread"]
+    return (
+        f"{f['directive']} ({f['directive_words']} with words, {f['specific']} with "
+        f"specific words) · lessons {f['lesson']} ({f['lesson_words']} with a full-text "
+        f"match) · spread {spread}"
+    )
+
+
+MEASURES = (
+    ("expect", "expected in block"),
+    ("precision", "block precision"),
+    ("empty", "unrelated: empty block"),
+    ("nomatch_clean", "no-match: clean block"),
+    ("stray", "in-domain: stray lesson"),
+    ("unrelated_lesson", "unrelated: lesson"),
+    ("lesson_kept", "expected lesson kept"),
+)
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    c = report["counts"]
+    return (
+        f"Golden suite, embedder `{report['embedder']}`: {c['guides']} guides, "
+        f"{c['reflections']} lessons, {c['precedents']} precedents; {c['queries']} queries "
+        f"({c['positive']} expect a guide or precedent, {c['lesson']} a lesson, "
+        f"{c['nomatch']} in-domain with no memory that applies, {c['negative']} unrelated), "
+        f"split by id into a calibration half ({c['split']['cal']}) and a test half "
+        f"({c['split']['test']}). Recall as AutoRecall runs it for agent `{report['agent']}`, "
+        f"token budget {report['token_budget']}."
+    )
+
+
+def target_rows(report: dict[str, Any]) -> Rows:
+    conf = report["blocks"]["configured"]["test"]["small"]
+    sugg = report["blocks"]["suggested"]["test"]["small"]
+    names = dict(MEASURES)
+    rows = []
+    for key, t in report["targets"].items():
+        value = conf[key]
+        met = value is not None and (value >= t["target"] if t["higher"] else value <= t["target"])
+        sign = "≥" if t["higher"] else "≤"
+        target = f"{sign} {_pct(t['target'])}"
+        verdict = "yes" if met else "**no**"
+        rows.append([names[key], _pct(value), _pct(sugg[key]), target, verdict])
+    head = ["measure (test half, small tier)", "configured floors", "suggested floors"]
+    return [*head, "target", "met"], rows
+
+
+def block_rows(blocks: dict[str, Any], split: str) -> Rows:
+    part = blocks[split]
+    labelled = [(f"{tier} tier, all", part[tier]) for tier in TIERS]
+    labelled += [(f"small tier, {lang}", m) for lang, m in part["by_language"].items()]
+    rows = [
+        [label, str(m["n"]), *(_pct(m[key]) for key, _ in MEASURES), str(m["tokens"])]
+        for label, m in labelled
+    ]
+    return [f"{split} half", "n", *(name for _, name in MEASURES), "tokens"], rows
+
+
+def miss_rows(misses: list[dict[str, Any]]) -> Rows:
+    rows = []
+    for m in misses:
+        want = "; ".join(
+            f"{e['id']}: " + (e.get("reason") or "not a candidate") for e in m["expected"]
+        )
+        injected, wrong = ", ".join(m["injected"]) or "-", ", ".join(m["wrong"]) or "-"
+        rows.append([m["query"], m["kind"], injected, wrong, want or "-"])
+    return ["query", "kind", "injected", "not acceptable", "expected: why not"], rows
+
+
+def retrieval_rows(ret: dict[str, Any]) -> Rows:
+    keys = ("top1", "top3", "top5", "search_top1", "search_top3")
+    rows = [
+        [name, str(b["n"]), *(_pct(b[k]) for k in keys)]
+        for name, b in [("all", ret["overall"]), *ret["by_language"].items()]
+    ]
+    return ["queries", "n", "top-1", "top-3", "top-5", "search only: top-1", "top-3"], rows
+
+
+def dedup_rows(d: dict[str, Any]) -> tuple[Rows, Rows]:
+    spread = [
+        [name, *(str(d[name][k]) for k in ("n", "min", "median", "max"))]
+        for name in ("duplicates", "distinct")
+    ]
+    chosen = [
+        [f"{d[n]['threshold']} ({n})", _pct(d[n]["skipped"]), _pct(d[n]["kept"])]
+        for n in ("configured", "suggested")
+    ]
+    return (
+        (["pairs", "n", "min", "median", "max"], spread),
+        (["dedup distance", "duplicates skipped", "distinct kept"], chosen),
+    )
+
+
+def _md(table: Rows) -> list[str]:
+    head, rows = table
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def markdown_golden(report: dict[str, Any]) -> str:
     """The report as Markdown tables (for docs/benchmarks.md)."""
-    c = report["counts"]
+    f = report["floors"]
     out = [
-        f"Golden guide-recall suite, embedder `{report['embedder']}`: {c['guides']} guides, "
-        f"{c['reflections']} lessons, {c['precedents']} precedents; {c['queries']} queries "
-        f"({c['positive']} with an expected guide or precedent, {c['lesson']} with an expected "
-        f"lesson, {c['negative']} unrelated). Recall as AutoRecall runs it for agent "
-        f"`{report['agent']}`, tier {report['tier']}, RRF k={report['rrf_k']}.",
+        summary_line(report),
         "",
-        "| queries | n | top-1 | top-3 | top-5 | in block (small tier) "
-        "| search only: top-1 | top-3 |",
-        "|---|---|---|---|---|---|---|---|",
+        f"Configured floors: {floors_label(f['configured'])}. Floors the calibration half "
+        f"suggests: {floors_label(f['suggested'])}.",
+        "",
+        *_md(target_rows(report)),
+        "",
+        "The block per tier and language, configured floors:",
+        "",
+        *_md(block_rows(report["blocks"]["configured"], "test")),
+        "",
+        *_md(block_rows(report["blocks"]["configured"], "cal")),
     ]
-    ret = report["retrieval"]
-    for name, b in [("all", ret["overall"]), *ret["by_language"].items()]:
-        out.append(
-            f"| {name} | {b['n']} | {_pct(b['top1'])} | {_pct(b['top3'])} | {_pct(b['top5'])} "
-            f"| {_pct(b['in_block'])} | {_pct(b['search_top1'])} | {_pct(b['search_top3'])} |"
-        )
-    g = report["gate"]
-    cfg, dist = g["configured"], g["distance_only"]
-    out += [
-        "",
-        "Reflection gate as the product applies it (squared L2): a lesson among the Recaller's "
-        "hybrid candidates passes within the strict gate, or within the text gate when the "
-        "full-text search matched it too. keep: the expected lesson passes; injected: the "
-        "Recaller injects it; drop: no lesson passes for an unrelated query; drop (recaller): "
-        "the Recaller injects none; stray: a lesson passes for an in-domain query that expects "
-        f"none ({c['in_domain_no_lesson']} queries).",
-        "",
-        "| gate (strict / text) | keep | injected | drop | drop (recaller) | stray |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name in ("configured", "suggested"):
-        r = g[name]
-        out.append(
-            f"| {gate_label(r)} ({name}) | {_pct(r['keep'])} | {_pct(r['injected'])} "
-            f"| {_pct(r['drop'])} | {_pct(r['drop_recaller'])} | {_pct(r['stray'])} |"
-        )
-    for name in ("configured", "suggested"):
-        r = dist[name]
-        out.append(
-            f"| {r['threshold']}, distance only ({name}) | {_pct(r['keep'])} | - "
-            f"| {_pct(r['drop'])} | - | - |"
-        )
-    stray = ", ".join(f"{k} {_pct(v)}" for k, v in cfg["stray_by_language"].items())
-    out += [
-        "",
-        f"Stray lessons at the configured gate by language: {stray}.",
-        "",
-        f"Text gate with the strict gate at {cfg['threshold']}:",
-        "",
-        "| text gate | keep | drop | stray |",
-        "|---|---|---|---|",
-    ]
-    for r in g["text_sweep"]:
-        bold = "**" if r["threshold"] == cfg["text_threshold"] else ""
-        out.append(
-            f"| {bold}{r['threshold']:.2f}{bold} | {_pct(r['keep'])} | {_pct(r['drop'])} "
-            f"| {_pct(r['stray'])} |"
-        )
-    ld, nn = g["lesson_distance"], g["negative_nearest"]
-    marked = {dist["configured"]["threshold"], dist["suggested"]["threshold"]}
-    out += [
-        "",
-        f"Distance alone, over every lesson: expected lesson distance {ld['min']}-{ld['max']} "
-        f"(median {ld['median']}); nearest lesson of an unrelated query {nn['min']}-{nn['max']} "
-        f"(median {nn['median']}).",
-        "",
-        "| gate | keep | drop |",
-        "|---|---|---|",
-    ]
-    for r in g["sweep"]:
-        if round(r["threshold"] * 100) % 4 == 0 or r["threshold"] in marked:
-            out.append(f"| {r['threshold']:.2f} | {_pct(r['keep'])} | {_pct(r['drop'])} |")
-    if g["misses"]:
+    if report["misses"]:
         out += [
             "",
-            f"Gate misses at {gate_label(cfg)} (the lesson's distance and full-text match; "
-            "`-`: not among the Recaller's candidates):",
+            "Test-half queries whose small-tier block falls short (why the expected memory "
+            "was left out):",
             "",
-            "| query | case | lesson | distance | text match | injected |",
-            "|---|---|---|---|---|---|",
+            *_md(miss_rows(report["misses"])),
         ]
-        for x in g["misses"]:
-            d = "-" if x["distance"] is None else x["distance"]
-            match = "yes" if x["text_match"] else "no"
-            shown = ", ".join(x["injected"]) or "-"
-            out.append(
-                f"| {x['query']} | {CASES[x['case']]} | {x['lesson']} | {d} | {match} | {shown} |"
-            )
-    d = report["dedup"]
+    spread, chosen = dedup_rows(report["dedup"])
     out += [
+        "",
+        "Ranking before the relevance decision (queries with an expected guide or precedent): "
+        "its position among the Recaller's candidates, and in the search alone.",
+        "",
+        *_md(retrieval_rows(report["retrieval"])),
         "",
         "Lesson dedup distance (the new lesson as a query against the stored one, as "
         "add_reflection searches):",
         "",
-        "| pairs | n | min | median | max |",
-        "|---|---|---|---|---|",
+        *_md(spread),
+        "",
+        *_md(chosen),
     ]
-    for name in ("duplicates", "distinct"):
-        s = d[name]
-        out.append(f"| {name} | {s['n']} | {s['min']} | {s['median']} | {s['max']} |")
-    out += ["", "| dedup distance | duplicates skipped | distinct kept |", "|---|---|---|"]
-    for name in ("configured", "suggested"):
-        r = d[name]
-        out.append(f"| {r['threshold']} ({name}) | {_pct(r['skipped'])} | {_pct(r['kept'])} |")
-    misses = ret["misses"]
-    if misses:
-        out += [
-            "",
-            "Positive queries outside the top 3 (rank in recall / in search alone; vector and "
-            "full-text rank of the expected memory):",
-            "",
-            "| query | recall | search | vector | fts | top 3 |",
-            "|---|---|---|---|---|---|",
-        ]
-        for m in misses:
-            cells = [m[k] for k in ("rank", "search_rank", "vector_rank", "fts_rank")]
-            shown = " | ".join("-" if v is None else str(v) for v in cells)
-            out.append(f"| {m['query']} | {shown} | {', '.join(m['top'])} |")
     return "\n".join(out) + "\n"

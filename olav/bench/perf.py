@@ -378,9 +378,10 @@ def measure_recall(
 
     Read-only measurements come first; full AutoRecall, whose access-count bumps each write a
     table version, comes last and is followed by one more read-only AutoRecall pass."""
-    from olav.memory.calibration import reflection_gate
+    from olav.memory.calibration import relevance_floors
     from olav.memory.embedders import CachedEmbedder
     from olav.memory.recall import QUOTAS, Recaller
+    from olav.memory.relevance import load_background
 
     n = len(queries) - WARMUP
     scopes = [AGENT, "global"]
@@ -404,7 +405,8 @@ def measure_recall(
         "agent": AGENT,
         "tier": tier,
         "token_budget": config["memory.token_budget"],
-        "reflection_gate": reflection_gate(config, e5.name),
+        "floors": relevance_floors(config, e5.name),
+        "background": load_background(e5),
         "half_life_days": config["memory.half_life_days"],
     }
     # the pieces of AutoRecall: e5 alone, the hybrid search it makes (its candidate count and

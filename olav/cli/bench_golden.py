@@ -1,4 +1,5 @@
-"""``olav bench golden``: the golden guide-recall suite (recall hit rates, gate, dedup)."""
+"""``olav bench golden``: what reaches the model on the golden suite (block measures on the
+test half, floors calibrated on the other half, ranking, lesson dedup)."""
 
 from __future__ import annotations
 
@@ -10,204 +11,86 @@ from olav.cli.common import console, err_console, print_json, status_progress
 from olav.errors import OlavError
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def _retrieval_table(report: dict[str, Any]) -> Any:
+def _table(title: str, rows: Any) -> Any:
+    """A rich table from the rows the Markdown writer uses."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="expected guide or precedent found", title_justify="left")
-    for name in ("queries", "n", "top-1", "top-3", "top-5", "in block", "search top-1"):
-        table.add_column(name, justify="left" if name == "queries" else "right")
-    table.add_column("search top-3", justify="right")
-    ret = report["retrieval"]
-    for name, b in [("all", ret["overall"]), *ret["by_language"].items()]:
-        table.add_row(
-            name,
-            str(b["n"]),
-            *(_pct(b[k]) for k in ("top1", "top3", "top5", "in_block")),
-            _pct(b["search_top1"]),
-            _pct(b["search_top3"]),
-            style="bold" if name == "all" else None,
-        )
-    return table
-
-
-def _gate_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    from olav.bench.golden import gate_label
-
-    g = report["gate"]
-    table = Table(
-        title="reflection gate as the product applies it (squared L2: strict / with a text match)",
-        title_justify="left",
-    )
-    table.add_column("gate", style="bold")
-    for name in ("keep", "injected", "drop", "drop (recaller)", "stray"):
-        table.add_column(name, justify="right")
-    for name in ("configured", "suggested"):
-        r = g[name]
-        table.add_row(
-            f"{gate_label(r)} ({name})",
-            *(_pct(r[k]) for k in ("keep", "injected", "drop", "drop_recaller", "stray")),
-        )
-    for name in ("configured", "suggested"):
-        r = g["distance_only"][name]
-        table.add_row(
-            f"[dim]{r['threshold']}, distance only ({name})[/]",
-            _pct(r["keep"]),
-            "-",
-            _pct(r["drop"]),
-            "-",
-            "-",
-        )
-    return table
-
-
-def _text_sweep_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    cfg = report["gate"]["configured"]
-    table = Table(title=f"text-gate sweep (strict gate {cfg['threshold']})", title_justify="left")
-    for name in ("text gate", "keep", "drop", "stray"):
-        table.add_column(name, justify="right")
-    for r in report["gate"]["text_sweep"]:
-        table.add_row(
-            f"{r['threshold']:.2f}",
-            *(_pct(r[k]) for k in ("keep", "drop", "stray")),
-            style="bold" if r["threshold"] == cfg["text_threshold"] else None,
-        )
-    return table
-
-
-def _sweep_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    dist = report["gate"]["distance_only"]
-    marked = {dist["configured"]["threshold"], dist["suggested"]["threshold"]}
-    table = Table(title="distance-only gate sweep", title_justify="left")
-    table.add_column("gate", justify="right")
-    table.add_column("keep", justify="right")
-    table.add_column("drop", justify="right")
-    for r in report["gate"]["sweep"]:
-        if round(r["threshold"] * 100) % 4 == 0 or r["threshold"] in marked:
-            style = "bold" if r["threshold"] in marked else None
-            table.add_row(f"{r['threshold']:.2f}", _pct(r["keep"]), _pct(r["drop"]), style=style)
-    return table
-
-
-def _gate_misses_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    from olav.bench.golden import CASES
-
-    table = Table(title="gate misses (configured gate)", title_justify="left")
-    table.add_column("query", overflow="fold")
-    table.add_column("case")
-    table.add_column("lesson")
-    table.add_column("distance", justify="right")
-    table.add_column("text match")
-    table.add_column("injected", style="dim", overflow="fold")
-    for x in report["gate"]["misses"]:
-        table.add_row(
-            x["query"],
-            CASES[x["case"]],
-            x["lesson"],
-            "-" if x["distance"] is None else str(x["distance"]),
-            "yes" if x["text_match"] else "no",
-            ", ".join(x["injected"]) or "-",
-        )
-    return table
-
-
-def _dedup_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    d = report["dedup"]
-    table = Table(title="lesson dedup distance", title_justify="left")
-    table.add_column("", style="bold")
-    for name in ("n / skipped", "min / kept", "median", "max"):
-        table.add_column(name, justify="right")
-    for name in ("duplicates", "distinct"):
-        s = d[name]
-        table.add_row(f"{name} pairs", str(s["n"]), str(s["min"]), str(s["median"]), str(s["max"]))
-    for name in ("configured", "suggested"):
-        r = d[name]
-        table.add_row(f"{r['threshold']} ({name})", _pct(r["skipped"]), _pct(r["kept"]), "", "")
-    return table
-
-
-def _misses_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    table = Table(title="positive queries outside the top 3", title_justify="left")
-    table.add_column("query", overflow="fold")
-    for name in ("recall", "search", "vector", "fts"):
-        table.add_column(name, justify="right")
-    table.add_column("recall's top 3", style="dim", overflow="fold")
-    for m in report["retrieval"]["misses"]:
-        cells = [m[k] for k in ("rank", "search_rank", "vector_rank", "fts_rank")]
-        table.add_row(
-            m["query"], *("-" if v is None else str(v) for v in cells), ", ".join(m["top"])
-        )
+    head, body = rows
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(head):
+        table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+    for row in body:
+        table.add_row(*(escape(cell.replace("**", "")) for cell in row))
     return table
 
 
 def golden(
     embedder: str = typer.Option("e5", "--embedder", help="e5 (bundled) or hash (tests only)."),
+    relevance: str = typer.Option(
+        "", "--relevance", help="Floors to measure instead of the calibrated ones (six numbers)."
+    ),
+    misses: bool = typer.Option(False, "--misses", help="List the test-half queries missed."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
 ) -> None:
-    """Recall quality on the golden set: guides and precedents found, the reflection gate's
-    keep/drop/stray rates as the product applies it (strict gate, or the text gate when the
-    full-text search matched the lesson) with sweeps of both gates, and the lesson dedup
+    """What reaches the model for the golden set's requests: the expected memory in the block,
+    block precision, empty blocks for unrelated requests and stray lessons, per language and
+    tier, on the test half; the floors the calibration half suggests; and the lesson dedup
     distance.
 
-    The set ships with olav (English, Chinese and mixed queries, 25+ unrelated ones) and is
-    loaded into a temporary memory store; recall runs exactly as AutoRecall runs it.
+    The set ships with olav (English, Chinese and mixed requests, unrelated ones and in-domain
+    ones that no memory answers) and is loaded into a temporary memory store; recall runs
+    exactly as AutoRecall runs it.
     """
-    from olav.bench.golden import markdown_golden, run_golden
+    from olav.bench import golden as g
     from olav.cli.bench import EMBEDDERS, _embedder
+    from olav.memory.calibration import parse_floors
 
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
     if as_json and markdown:
         raise OlavError("--json and --markdown exclude each other", hint="Pick one")
+    if relevance:
+        parse_floors(relevance)  # a typo is a one-line error before minutes of work
     emb = _embedder(embedder)
     show = err_console.is_terminal and not (as_json or markdown)
     with status_progress(show) as progress:
-        report = run_golden(emb, progress=progress)
+        report = g.run_golden(emb, relevance=relevance or None, progress=progress)
     if as_json:
         print_json(report)
-        return
-    if markdown:
-        console.print(markdown_golden(report), markup=False, soft_wrap=True)
-        return
-    c = report["counts"]
+    elif markdown:
+        console.print(g.markdown_golden(report), markup=False, soft_wrap=True)
+    else:
+        _show(report, misses)
+
+
+def _show(report: dict[str, Any], misses: bool) -> None:
+    from olav.bench import golden as g
+
+    f = report["floors"]
+    console.print(g.summary_line(report), markup=False, soft_wrap=True)
     console.print(
-        f"golden set: {c['guides']} guides, {c['reflections']} lessons, {c['precedents']} "
-        f"precedents; {c['queries']} queries ({c['positive']} expect a guide or precedent, "
-        f"{c['lesson']} a lesson, {c['negative']} unrelated); embedder {report['embedder']}",
+        f"configured floors: {g.floors_label(f['configured'])}\n"
+        f"suggested by the calibration half: {g.floors_label(f['suggested'])}",
+        markup=False,
         soft_wrap=True,
     )
-    console.print(_retrieval_table(report))
-    if report["retrieval"]["misses"]:
-        console.print(_misses_table(report))
-    console.print(_gate_table(report))
-    stray = report["gate"]["configured"]["stray_by_language"]
+    console.print(_table("targets", g.target_rows(report)))
     console.print(
-        "[dim]stray lessons at the configured gate: "
-        + ", ".join(f"{k} {_pct(v)}" for k, v in stray.items())
-        + "[/]",
-        soft_wrap=True,
+        _table("the block, test half", g.block_rows(report["blocks"]["configured"], "test"))
     )
-    console.print(_text_sweep_table(report))
-    if report["gate"]["misses"]:
-        console.print(_gate_misses_table(report))
-    console.print(_sweep_table(report))
-    console.print(_dedup_table(report))
+    if misses and report["misses"]:
+        console.print(_table("test-half misses (small tier)", g.miss_rows(report["misses"])))
+    elif report["misses"]:
+        console.print(f"[dim]{len(report['misses'])} test-half misses: --misses lists them[/]")
+    console.print(
+        _table("ranking before the relevance decision", g.retrieval_rows(report["retrieval"]))
+    )
+    for title, rows in zip(
+        ("lesson dedup distances", ""), g.dedup_rows(report["dedup"]), strict=True
+    ):
+        console.print(_table(title, rows))
     sec = report["seconds"]
     console.print(
         f"[dim]load {sec['load']}s, total {sec['total']}s, recall "

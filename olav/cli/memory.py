@@ -300,14 +300,21 @@ def why_cmd(
 
 
 def render_why(result: Any, rec: Any) -> None:
+    floors = rec.floors
+    relevance = (
+        "relevance off"
+        if rec.background is None
+        else f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
+        f"{floors.specific:g} in specific words), "
+        f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"
+    )
     table = Table(
-        title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · "
-        f"gate {rec.reflection_gate} ({rec.reflection_gate_text} with a word match)",
+        title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · {relevance}",
         box=None,
         pad_edge=False,
     )
-    for col in ("decision", "category", "id", "dist", "fts", "rrf", "conf", "decay", "tokens"):
-        table.add_column(col, no_wrap=col != "id", overflow="fold" if col == "id" else "ellipsis")
+    for col in ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why"):
+        table.add_column(col, no_wrap=col not in ("id", "why"), overflow="fold")
     for c in result.candidates[:15]:
         d = c.to_json()
         table.add_row(
@@ -317,14 +324,16 @@ def render_why(result: Any, rec: Any) -> None:
             + "[/]",
             d["category"],
             d["id"],
+            "-" if d["margin"] is None else f"{d['margin']:+.3f}",
             "-" if d["distance"] is None else f"{d['distance']:.3f}",
             "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
             f"{d['score']:.4f}",
-            f"{d['confidence']:.2f}",
-            f"{d['decay']:.2f}",
-            str(d["tokens"]),
+            escape(d["reason"]),
         )
     console.print(table)
+    if not result.injected:
+        console.print("nothing is relevant enough: no memory block is sent with this request")
+        return
     total = sum(c.tokens for c in result.injected)
     console.print(
         f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"

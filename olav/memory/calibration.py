@@ -1,52 +1,80 @@
-"""Distance thresholds calibrated per embedder.
+"""Numbers calibrated per embedder: the relevance floors and the lesson dedup distance.
 
-Upstream OLAV calibrated the reflection gate (0.65) and the lesson dedup distance (0.3) on
-another embedder. e5 packs its similarities into a narrow band, so the same numbers would let
-every reflection through and merge unrelated lessons. Values are squared L2 distances between
-unit vectors, measured by the golden guide-recall suite (``olav bench golden``,
-olav/bench/golden.py): the gate maximises min(keep, drop) over its lesson and unrelated
-queries; the dedup distance is the largest that keeps every related-but-distinct lesson pair.
+Upstream OLAV's fixed distances (0.65 for lessons, 0.3 for dedup) came from another embedder.
+e5 packs its similarities into a narrow band, so olav decides relevance on margins against a
+background of generic requests instead (olav.memory.relevance). The floors were chosen on
+the calibration half of the golden suite (``olav bench golden``, olav/bench/golden.py) and
+are reported on its test half in docs/benchmarks.md. The dedup distance (squared L2) is the
+largest that keeps every related-but-distinct lesson pair of the suite apart.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from olav.errors import ConfigError
+from olav.memory.relevance import Floors
 
-# embedder name prefix -> (reflection gate, gate when the lesson also matched the query's
-# words, dedup distance). e5 puts any Chinese request near any Chinese lesson, so distance
-# alone cannot both keep 85 % of true lessons and drop 85 % of noise; a shared word is the
-# second piece of evidence that lets a lesson a little further away through.
-CALIBRATED: dict[str, tuple[float, float, float]] = {
-    "e5:multilingual-e5-small": (0.32, 0.36, 0.20),
+# embedder name prefix -> floors: directive, directive named in words, in specific words,
+# lesson, lesson with a full-text match, spread below the best memory
+CALIBRATED_FLOORS: dict[str, Floors] = {
+    "e5:multilingual-e5-small": Floors(0.03, 0.0, -0.04, 0.03, 0.02, 0.005),
 }
-UPSTREAM = (0.65, 0.65, 0.3)
+# embedders nobody has calibrated start from the e5 floors (margins are differences of
+# cosines, so they travel better than raw distances); `olav bench golden --embedder` tells
+# how well they fit, and `memory.relevance` overrides them
+DEFAULT_FLOORS = CALIBRATED_FLOORS["e5:multilingual-e5-small"]
+DEDUP: dict[str, float] = {"e5:multilingual-e5-small": 0.20}
+UPSTREAM_DEDUP = 0.3
+TESTS_ONLY = "hash:"
+FIELDS = tuple(
+    f.name for f in dataclasses.fields(Floors)
+)  # the hash embedder has no semantics: no floor can mean anything
 
 
-def _value(config: Any, key: str, index: int, embedder_name: str) -> float:
-    raw = str(config[key]).strip()
+def relevance_floors(config: Any, embedder_name: str) -> Floors | None:
+    """The floors for this embedder, or None when relevance is off (every candidate counts,
+    as upstream did): ``memory.relevance`` is ``off``, or the embedder is the tests' hash."""
+    raw = str(config["memory.relevance"]).strip().lower()
+    if raw == "off":
+        return None
+    if raw != "auto":
+        return parse_floors(raw)
+    if embedder_name.startswith(TESTS_ONLY):
+        return None
+    for prefix, floors in CALIBRATED_FLOORS.items():
+        if embedder_name.startswith(prefix):
+            return floors
+    return DEFAULT_FLOORS
+
+
+def parse_floors(raw: str) -> Floors:
+    """``"0.03,0,-0.04,0.03,0.02,0.005"``: directive, directive named in words, in specific
+    words, lesson, lesson with words, spread."""
+    try:
+        values = [float(v) for v in raw.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != len(FIELDS):
+        raise ConfigError(
+            f"memory.relevance must be auto, off or {len(FIELDS)} comma-separated numbers "
+            f"({', '.join(FIELDS)}), got {raw!r}",
+            hint="e.g. 0.03,0,-0.04,0.03,0.02,0.005 (see docs/configuration.md)",
+        )
+    return Floors(*values)
+
+
+def dedup_distance(config: Any, embedder_name: str) -> float:
+    raw = str(config["memory.dedup_distance"]).strip()
     if raw != "auto":
         try:
             return float(raw)
         except ValueError:
-            raise ConfigError(f"{key} must be a number or auto, got {raw!r}") from None
-    for prefix, values in CALIBRATED.items():
+            raise ConfigError(
+                f"memory.dedup_distance must be a number or auto, got {raw!r}"
+            ) from None
+    for prefix, value in DEDUP.items():
         if embedder_name.startswith(prefix):
-            return values[index]
-    return UPSTREAM[index]
-
-
-def reflection_gate(config: Any, embedder_name: str) -> float:
-    return _value(config, "memory.reflection_gate", 0, embedder_name)
-
-
-def reflection_gate_text(config: Any, embedder_name: str) -> float:
-    """The gate for a lesson that the full-text search matched as well (never below the
-    distance-only gate)."""
-    strict = reflection_gate(config, embedder_name)
-    return max(strict, _value(config, "memory.reflection_gate_text", 1, embedder_name))
-
-
-def dedup_distance(config: Any, embedder_name: str) -> float:
-    return _value(config, "memory.dedup_distance", 2, embedder_name)
+            return value
+    return UPSTREAM_DEDUP

@@ -16,12 +16,17 @@ from typing import Any
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_str
 
+# Explicit cues that a request is about an earlier session. Words common in ordinary
+# requests ("earlier", "previous", 之前, 继续) are left out: they would pull episodes into
+# requests that never asked for them.
 TEMPORAL = re.compile(
-    r"\b(last time|previous(ly)?|yesterday|earlier|continue from|pick up where|last session|"
-    r"what did (we|i) do)\b|上次|上一次|昨天|之前|继续|刚才",
+    r"\b(last time|last session|yesterday|pick up where (we|you|i) left off|"
+    r"what did (we|i|you) do)\b|上次|上一次|上回|昨天",
     re.I,
 )
 EVERY_N_TURNS = 10
+MAX_ASKED = 6  # requests listed in an episode; the rest are counted
+EPISODE_MAX_CHARS = 900  # an episode's text in a block (about a quarter of the budget)
 
 
 def summarise_session(audit: Any, session_id: str) -> dict[str, Any] | None:
@@ -61,7 +66,9 @@ def summarise_session(audit: Any, session_id: str) -> dict[str, Any] | None:
 
 def render_episode(summary: dict[str, Any], when: datetime) -> str:
     lines = [f"Session on {when:%Y-%m-%d %H:%M} UTC ({summary['turns']} turns)."]
-    lines.append("Asked: " + "; ".join(summary["asked"]))
+    asked = [a[:80] for a in summary["asked"][:MAX_ASKED]]
+    more = len(summary["asked"]) - len(asked)
+    lines.append("Asked: " + "; ".join(asked) + (f"; and {more} more" if more > 0 else ""))
     if summary["did"]:
         lines.append("Done: " + "; ".join(summary["did"]))
     if summary["open"]:

@@ -1,9 +1,11 @@
 """AutoRecall's selection logic: which memories reach the model for a query, and why.
 
 The steps (docs/architecture.md): hybrid search with scope/expiry/invalidation pre-filters;
-a snake_case keyword boost; the reflection distance gate; per-category quotas capped by the
-model tier; a token budget; rendering; ``access_count`` bumps. Framework-free, so the chat
-middleware, ``/memory`` and the benchmarks all share it.
+the relevance decision for every candidate (olav.memory.relevance); a snake_case keyword
+boost; per-category ceilings, the model tier's total and a token budget; rendering;
+``access_count`` bumps. Framework-free, so the chat middleware, ``olav memory why`` and the
+benchmarks all share it. Episodes are recalled only when the request asks about an earlier
+session ("last time", "上次").
 """
 
 from __future__ import annotations
@@ -14,10 +16,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from olav.memory.episodes import TEMPORAL, recent_episodes
+from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
+from olav.memory.relevance import (
+    Background,
+    Floors,
+    Signals,
+    decide,
+    keyword_hits,
+    keywords_of,
+    specific_keywords,
+)
 from olav.memory.store import Hit, MemoryStore
 
+# Ceilings per category: how many relevant memories of a kind may share one block
 QUOTAS: dict[str, int] = {
     "usage_guide": 3,
     "expert_knowledge": 3,
@@ -32,8 +44,9 @@ QUOTAS: dict[str, int] = {
     "document": 2,
     "episode": 1,
 }
-TIER_K = {"small": 1, "medium": 2, "large": 13}
-TIER_TOTAL = {"small": 6, "medium": 8, "large": 13}
+# how many relevant memories the model tier takes in all (the token budget may take fewer)
+TIER_TOTAL = {"small": 3, "medium": 5, "large": 13}
+EPISODE_SHARE = 4  # an earlier-session summary takes at most 1/4 of the token budget
 LABELS = {
     "usage_guide": "directive",
     "format_guide": "format rule",
@@ -57,10 +70,12 @@ def estimate_tokens(text: str) -> int:
 class Candidate:
     hit: Hit
     boosted: bool = False
-    decision: str = "candidate"  # injected | gated | over_quota | over_budget | over_total
+    # injected | irrelevant | weaker | over_quota | over_total | over_budget
+    decision: str = "candidate"
     decay: float = 1.0
     rank_score: float = 0.0
     tokens: int = 0
+    signals: Signals = field(default_factory=Signals)
 
     def to_json(self) -> dict[str, Any]:
         r = self.hit.record
@@ -77,6 +92,7 @@ class Candidate:
             "tokens": self.tokens,
             "boosted": self.boosted,
             "decision": self.decision,
+            **self.signals.to_json(),
         }
 
 
@@ -102,7 +118,10 @@ def memory_body(hit: Hit) -> str:
     """What the model sees of a memory: its body; for a sequential memory (a conversation
     turn) the window around it, because "Yes, 98 percent." alone answers nothing."""
     rec = hit.record
-    return str(rec.metadata.get("body") or rec.context or rec.text).strip()
+    body = str(rec.metadata.get("body") or rec.context or rec.text).strip()
+    if rec.category == "episode" and len(body) > EPISODE_MAX_CHARS:  # older, longer summaries
+        body = body[: EPISODE_MAX_CHARS - 1].rstrip() + "…"
+    return body
 
 
 def render_block(items: Sequence[Hit]) -> str:
@@ -146,20 +165,20 @@ class Recaller:
         agent: str,
         tier: str = "small",
         token_budget: int = 1000,
-        reflection_gate: float = 0.65,
+        floors: Floors | None = None,
+        background: Background | None = None,
         candidates: int = 40,
         audit: Any = None,
         bump_access: bool = True,
         half_life_days: float = 30.0,
-        reflection_gate_text: float | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
         self.tier = tier
         self.token_budget = token_budget
-        self.reflection_gate = reflection_gate
-        # a lesson the full-text search matched too may be a little further away
-        self.reflection_gate_text = max(reflection_gate, reflection_gate_text or 0.0)
+        # no floors or no background: every candidate counts as relevant (tests, "off")
+        self.floors = floors or Floors.off()
+        self.background = background
         self.n_candidates = candidates
         self.audit = audit
         self.bump = bump_access
@@ -171,16 +190,19 @@ class Recaller:
     def for_config(
         cls, store: MemoryStore, config: Any, *, agent: str, tier: str, audit: Any = None
     ) -> Recaller:
-        """A Recaller with the workspace's memory settings and calibrated gates."""
-        from olav.memory.calibration import reflection_gate, reflection_gate_text
+        """A Recaller with the workspace's memory settings and calibrated floors."""
+        from olav.memory.calibration import relevance_floors
+        from olav.memory.relevance import load_background
 
+        floors = relevance_floors(config, store.embedder.name)
+        background = None if floors is None else load_background(store.embedder, store.path)
         return cls(
             store,
             agent=agent,
             tier=tier,
             token_budget=config["memory.token_budget"],
-            reflection_gate=reflection_gate(config, store.embedder.name),
-            reflection_gate_text=reflection_gate_text(config, store.embedder.name),
+            floors=floors,
+            background=background,
             half_life_days=config["memory.half_life_days"],
             audit=audit,
         )
@@ -212,44 +234,12 @@ class Recaller:
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}
-            for rec in recent_episodes(self.store, self.scopes):
-                if rec.id not in have:
-                    hits.append(Hit(rec, score=0.0))
-        idents = set(SNAKE.findall(query))
-        cands = []
-        for h in hits:
-            weight = decay_weight(h.record, half_life_days=self.half_life_days)
-            cands.append(
-                Candidate(
-                    h,
-                    boosted=bool(idents) and any(i in h.record.text for i in idents),
-                    decay=weight,
-                    rank_score=h.score * rank_factor(h.record, weight),
-                    tokens=estimate_tokens(memory_body(h)),
-                )
-            )
-        # snake_case matches first; then fused relevance weighted by confidence and decay
-        # (distilled patterns and confirmed facts outrank raw captures); origin breaks ties
-        if temporal:
-            for c in cands:
-                if c.hit.record.category == "episode":
-                    c.boosted = True
-        cands.sort(
-            key=lambda c: (
-                not c.boosted,
-                -(
-                    c.hit.record.created_at.timestamp()
-                    if c.boosted and c.hit.record.category == "episode" and c.hit.record.created_at
-                    else 0.0
-                ),
-                -c.rank_score,
-                ORIGIN_RANK.get(c.hit.record.origin, 9),
-            )
-        )
+            recent = recent_episodes(self.store, self.scopes)
+            hits += [Hit(r, score=0.0) for r in recent if r.id not in have]
+        cands = self._candidates(query, hits)
         self._select(cands)
         result.candidates = cands
-        chosen = [c.hit for c in cands if c.decision == "injected"]
-        result.block = render_block(chosen)
+        result.block = render_block([c.hit for c in cands if c.decision == "injected"])
         result.latency_ms = (time.perf_counter() - started) * 1000
         if not dry_run and self.bump:
             for rid in result.injected_ids:
@@ -258,6 +248,54 @@ class Recaller:
             # the recall log leaves the hot path: it overlaps the model call
             self._pending.append(_writer().submit(self.audit.recall, run_id, self.agent, result))
         return result
+
+    def _candidates(self, query: str, hits: list[Hit]) -> list[Candidate]:
+        """Every hit with its relevance signals, in the order the block would take them."""
+        idents = set(SNAKE.findall(query))
+        levels = self._levels(hits)
+        cands = []
+        for h in hits:
+            weight = decay_weight(h.record, half_life_days=self.half_life_days)
+            c = Candidate(
+                h,
+                boosted=bool(idents) and any(i in h.record.text for i in idents),
+                decay=weight,
+                rank_score=h.score * rank_factor(h.record, weight),
+                tokens=estimate_tokens(memory_body(h)),
+                signals=self._signals(query, h, levels.get(h.record.id)),
+            )
+            if h.record.category == "episode":  # asked for by the cue, newest first
+                c.boosted, c.signals.relevant = True, True
+                c.signals.reason = "the request asks about an earlier session"
+            cands.append(c)
+        cands.sort(key=_order)
+        return cands
+
+    def _levels(self, hits: list[Hit]) -> dict[str, float]:
+        """Background level of every hit that came with its vector (one matrix product)."""
+        with_vec = [(h, h.vector) for h in hits if h.vector is not None and h.distance is not None]
+        if self.background is None or not with_vec:
+            return {}
+        import numpy as np
+
+        levels = self.background.level(np.vstack([v for _, v in with_vec]))
+        return {h.record.id: float(v) for (h, _), v in zip(with_vec, levels, strict=True)}
+
+    def _signals(self, query: str, hit: Hit, level: float | None) -> Signals:
+        found = keyword_hits(query, keywords_of(hit.record))
+        sig = Signals(
+            level=level,
+            keywords=found,
+            specific=specific_keywords(found),
+            agree=hit.vector_rank == 1 and hit.fts_rank == 1,
+            text_match=hit.fts_rank is not None,
+        )
+        if self.background is None:  # relevance off: the nearest memories count
+            sig.relevant, sig.reason = True, "relevance floors off"
+            return sig
+        if level is not None and hit.distance is not None:
+            sig.margin = 1.0 - hit.distance / 2.0 - level  # cosine of unit vectors, minus level
+        return decide(sig, lesson=hit.record.category == "reflection", floors=self.floors)
 
     def flush(self, *, bumps: bool = True) -> None:
         """Wait for the recall-log writes; with ``bumps``, also write the access-count bumps
@@ -270,35 +308,49 @@ class Recaller:
         for fut in pending:
             fut.result()
 
-    def gate_for(self, hit: Hit) -> float:
-        """The distance limit for a reflection: wider when its words matched the request."""
-        return self.reflection_gate_text if hit.fts_rank is not None else self.reflection_gate
-
     def _select(self, cands: list[Candidate]) -> None:
-        per_cat = min(TIER_K.get(self.tier, 1), 13)
-        total_cap = TIER_TOTAL.get(self.tier, 6)
-        used: dict[str, int] = {}
-        tokens = estimate_tokens(render_block([]) or "<relevant-memories></relevant-memories>")
-        tokens += 40
-        taken = 0
-        for c in cands:
-            rec = c.hit.record
-            if rec.category == "reflection" and (
-                c.hit.distance is None or c.hit.distance > self.gate_for(c.hit)
-            ):
-                c.decision = "gated"
-                continue
-            cap = min(QUOTAS.get(rec.category, 0), per_cat)
-            if used.get(rec.category, 0) >= cap:
-                c.decision = "over_quota"
-                continue
-            if taken >= total_cap:
-                c.decision = "over_total"
-                continue
-            cost = c.tokens + 12
-            if tokens + cost > self.token_budget and taken > 0:
-                c.decision = "over_budget"
-                continue
+        select(cands, tier=self.tier, token_budget=self.token_budget, floors=self.floors)
+
+
+def _order(c: Candidate) -> tuple[Any, ...]:
+    """snake_case matches and asked-for episodes (newest first) lead; then fused relevance
+    weighted by confidence and decay; origin breaks ties."""
+    rec = c.hit.record
+    newest = rec.created_at.timestamp() if rec.category == "episode" and rec.created_at else 0.0
+    return (not c.boosted, -newest, -c.rank_score, ORIGIN_RANK.get(rec.origin, 9))
+
+
+def select(cands: list[Candidate], *, tier: str, token_budget: int, floors: Floors) -> None:
+    """Decide every candidate, in order: relevant at all; not far below the best relevant
+    memory of its kind (lessons apart); within its category's ceiling, the tier's total and
+    the token budget. Pure, so the benchmarks can replay other floors on the same hits."""
+    best: dict[bool, float] = {}
+    for c in cands:
+        m = c.signals.margin
+        if c.signals.relevant and m is not None:
+            lesson = c.hit.record.category == "reflection"
+            best[lesson] = max(best.get(lesson, m), m)
+    total_cap = TIER_TOTAL.get(tier, TIER_TOTAL["small"])
+    used: dict[str, int] = {}
+    tokens = estimate_tokens(render_block([]) or "<relevant-memories></relevant-memories>") + 40
+    episode_cap = token_budget // EPISODE_SHARE
+    taken = 0
+    for c in cands:
+        rec, m = c.hit.record, c.signals.margin
+        cost = c.tokens + 12
+        if not c.signals.relevant:
+            c.decision = "irrelevant"
+        elif m is not None and m < best[rec.category == "reflection"] - floors.spread:
+            c.decision = "weaker"
+        elif used.get(rec.category, 0) >= QUOTAS.get(rec.category, 0):
+            c.decision = "over_quota"
+        elif taken >= total_cap:
+            c.decision = "over_total"
+        elif (tokens + cost > token_budget and taken > 0) or (
+            rec.category == "episode" and cost > episode_cap
+        ):
+            c.decision = "over_budget"
+        else:
             c.decision = "injected"
             used[rec.category] = used.get(rec.category, 0) + 1
             tokens += cost

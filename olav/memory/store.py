@@ -112,6 +112,9 @@ class Hit:
     # position in every ranking that found it: vector, fts, context_vector, context_fts,
     # time_vector, time_fts (see MemoryStore.search)
     ranks: dict[str, int] = field(default_factory=dict)
+    # the memory's own embedding, when the search computed vectors (the relevance decision
+    # compares it with the background requests)
+    vector: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         rec = self.record.to_json()
@@ -526,9 +529,8 @@ class MemoryStore:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
             if column in VECTOR_COLUMNS:
-                extra_cols = ["vector"] if column != "vector" else []
                 q = self._table.search(qv, vector_column_name=column).select(
-                    [*self._columns(False), *extra_cols, "_distance"]
+                    [*self._columns(False), "vector", "_distance"]
                 )
             else:
                 # the vector comes along so that hits from here get a distance
@@ -621,12 +623,13 @@ class MemoryStore:
         hits = []
         for rid in top:
             row = rows[rid]
-            vec = row.pop("vector", None)
+            raw = row.pop("vector", None)
+            vec = None if raw is None else np.asarray(raw, dtype=np.float32)
             row.pop("_distance", None)
             row.pop("_score", None)
             dist = distance.get(rid)
             if dist is None and vec is not None and qv is not None:
-                diff = np.asarray(vec, dtype=np.float32) - qv
+                diff = vec - qv
                 dist = float(diff @ diff)
             found = ranks[rid]
             hits.append(
@@ -638,6 +641,7 @@ class MemoryStore:
                     vector_rank=found.get("vector"),
                     fts_rank=found.get("fts"),
                     ranks=found,
+                    vector=vec,
                 )
             )
         return hits

@@ -1,0 +1,258 @@
+"""Is a memory relevant to this request? The decision AutoRecall makes for every candidate.
+
+The nearest memories of a request are not necessarily relevant: e5 packs its similarities
+into a narrow band, and any Chinese request lies near any Chinese memory. So the raw
+similarity is not compared with a fixed number. It is first set against a *background*:
+a fixed list of generic requests (chit-chat, general knowledge, other domains, in English,
+Chinese and both, ``data/background.txt``). For a memory ``m``::
+
+    level(m)  = mean of the K highest similarities between m and the background requests
+    margin(q, m) = cos(q, m) - level(m)
+
+A memory that lies near every request (a hub) has a high level and needs a closer request.
+A memory is relevant when its margin clears a floor. Lower floors apply when the request
+also names it in words: one of a guide's ``keywords`` as a whole word (Latin) or as a term
+(CJK), or the memory is first in both the vector and the full-text ranking; the lowest when
+the words are *specific* (two keywords, or one that generic requests never use: several
+words, an acronym, a CJK term of three characters or more, a word absent from the
+background). Lessons have floors of their own. The floors are calibrated per embedder on the
+calibration half of the golden suite (``olav bench golden``) and reported on the other half.
+
+Without a vector (full-text recall when the embedder is down) only words count.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from olav.fsutil import atomic_write_bytes
+
+DATA = Path(__file__).parent / "data"
+BACKGROUND = DATA / "background.txt"
+LEVEL_K = 10  # the background level of a memory: mean of its K nearest generic requests
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Margins a memory needs to count as relevant (see the module docstring)."""
+
+    directive: float  # any memory but a lesson, on its margin alone
+    directive_words: float  # ... when the request names it in words
+    specific: float  # any memory, a lesson too, named in specific words
+    lesson: float
+    lesson_words: float  # a lesson the full-text search matched too
+    spread: float  # memories more than this below the best one are left out
+
+    @classmethod
+    def off(cls) -> Floors:
+        """No relevance floor (the nearest memories are taken, as upstream did)."""
+        inf = float("inf")
+        return cls(-inf, -inf, -inf, -inf, -inf, inf)
+
+
+@dataclass
+class Signals:
+    """What the decision saw for one candidate (shown by ``olav memory why``)."""
+
+    margin: float | None = None
+    level: float | None = None
+    keywords: tuple[str, ...] = ()
+    specific: bool = False  # two keywords, or one that generic requests do not use
+    agree: bool = False  # first in both the vector and the full-text ranking
+    text_match: bool = False  # found by the full-text search at all
+    relevant: bool = False
+    reason: str = ""
+
+    @property
+    def words(self) -> bool:
+        return bool(self.keywords) or self.agree
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "margin": None if self.margin is None else round(self.margin, 4),
+            "level": None if self.level is None else round(self.level, 4),
+            "keywords": list(self.keywords),
+            "specific": self.specific,
+            "agree": self.agree,
+            "text_match": self.text_match,
+            "relevant": self.relevant,
+            "reason": self.reason,
+        }
+
+
+def keywords_of(record: Any) -> list[str]:
+    """A memory's keywords: a guide's own; for a captured operation or a distilled pattern,
+    the words of its tool's name (``register_service``: register, service); for a lesson,
+    the words of the tools it names ("when take_snapshot fails": take, snapshot)."""
+    own = record.metadata.get("keywords")
+    if isinstance(own, list):
+        return [str(k) for k in own]
+    if record.category == "reflection":
+        tools = _SNAKE.findall(record.text)
+    else:
+        tools = [str(record.metadata.get("tool") or "")]
+    # db_query is shared by every SQL precedent: its name is no evidence
+    parts = {p for t in tools if t != "db_query" for p in t.split("_") if len(p) >= 3}
+    return sorted(parts)
+
+
+def keyword_hits(query: str, keywords: Any) -> tuple[str, ...]:
+    """The keywords the request contains: Latin ones as whole words, CJK ones as terms."""
+    if not isinstance(keywords, list | tuple):
+        return ()
+    low = query.lower()
+    found = []
+    for raw in keywords:
+        word = str(raw).strip().lower()
+        if len(word) < 2:
+            continue
+        if _CJK.search(word):
+            hit = word in low
+        else:
+            hit = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", low) is not None
+        if hit:
+            found.append(str(raw))
+    return tuple(found)
+
+
+def specific_keywords(found: tuple[str, ...]) -> bool:
+    """Two keywords, or one that generic requests do not use."""
+    return len(found) >= 2 or any(_specific(k) for k in found)
+
+
+def _specific(keyword: str) -> bool:
+    word = keyword.strip()
+    if _CJK.search(word):
+        return len(word) >= 3
+    if " " in word or word.lower() != word or re.search(r"[^a-zA-Z]", word):
+        return True  # several words, an acronym or a name, a flag or a path
+    return word not in background_words()
+
+
+def floor_for(signals: Signals, *, lesson: bool, floors: Floors) -> tuple[float, str]:
+    """The floor this candidate's evidence earns, and what earned it."""
+    if signals.specific:
+        kws = ", ".join(repr(k) for k in signals.keywords[:3])
+        alone = floors.lesson if lesson else floors.directive
+        return min(alone, floors.specific), f"keywords {kws}"
+    if lesson:
+        if signals.text_match:
+            return min(floors.lesson, floors.lesson_words), "full-text match"
+        return floors.lesson, ""
+    if signals.keywords:
+        return min(floors.directive, floors.directive_words), f"keyword {signals.keywords[0]!r}"
+    if signals.agree:
+        return min(floors.directive, floors.directive_words), "first by vector and by words"
+    return floors.directive, ""
+
+
+def decide(signals: Signals, *, lesson: bool, floors: Floors) -> Signals:
+    """Fill in ``relevant`` and ``reason`` from the signals and the floors."""
+    if signals.margin is None:  # no vector: words alone decide
+        ok = signals.agree if lesson else signals.words
+        signals.relevant = ok
+        signals.reason = "named in words (no vector)" if ok else "no vector and no word match"
+        return signals
+    floor, evidence = floor_for(signals, lesson=lesson, floors=floors)
+    m = signals.margin
+    signals.relevant = m >= floor
+    sign = ">=" if signals.relevant else "<"
+    signals.reason = (f"{evidence}, " if evidence else "") + f"margin {m:.3f} {sign} {floor:g}"
+    return signals
+
+
+# -- the background --------------------------------------------------------------------------
+
+
+@functools.cache
+def background_texts() -> list[str]:
+    lines = BACKGROUND.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+@functools.cache
+def background_words() -> frozenset[str]:
+    """Latin words of the generic requests, lower-cased."""
+    return frozenset(re.findall(r"[a-z]+", " ".join(background_texts()).lower()))
+
+
+class Background:
+    """The generic requests embedded with one embedder."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def level(self, vectors: np.ndarray) -> np.ndarray:
+        """Per row: the mean of its LEVEL_K highest similarities to the background."""
+        sims = np.atleast_2d(vectors) @ self.vectors.T
+        k = min(LEVEL_K, sims.shape[1])
+        return np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
+
+
+_LOADED: dict[str, Background] = {}
+_LOCK = threading.Lock()
+
+
+def _key(embedder_name: str, texts: list[str]) -> str:
+    digest = hashlib.sha256(embedder_name.encode())
+    for text in texts:
+        digest.update(b"\0" + text.encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def _slug(embedder_name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", embedder_name.lower()).strip("-")
+
+
+def shipped_path(embedder_name: str) -> Path:
+    """Where a precomputed background for an embedder ships inside the package."""
+    return DATA / f"background-{_slug(embedder_name)}.npz"
+
+
+def _read(path: Path, key: str) -> Background | None:
+    try:
+        with np.load(path) as data:
+            if str(data["key"]) != key:
+                return None
+            return Background(data["vectors"].astype(np.float32))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def save_background(path: Path, key: str, vectors: np.ndarray) -> None:
+    import io
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, key=np.array(key), vectors=vectors.astype(np.float16))
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_background(embedder: Any, cache_dir: Path | None = None) -> Background:
+    """The background for ``embedder``: from this process, the package (precomputed for the
+    bundled e5) or ``cache_dir``; otherwise embedded now (a few seconds, once) and cached."""
+    texts = background_texts()
+    key = _key(embedder.name, texts)
+    with _LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        paths = [shipped_path(embedder.name)]
+        if cache_dir is not None:
+            paths.append(cache_dir / f"background-{key}.npz")
+        bg = next((b for p in paths if p.is_file() and (b := _read(p, key))), None)
+        if bg is None:
+            vectors = np.vstack([embedder.embed_query(t) for t in texts])
+            bg = Background(vectors)
+            if cache_dir is not None:
+                save_background(cache_dir / f"background-{key}.npz", key, vectors)
+        _LOADED[key] = bg
+        return bg
