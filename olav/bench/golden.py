@@ -69,10 +69,13 @@ from olav.bench.golden_block import (
     Recalled,
     block_misses,
     calibrate,
+    measure,
+    replay,
     report_blocks,
 )
 from olav.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
+from olav.memory.relevance import Floors
 
 DATA = Path(__file__).parent / "data" / "golden"
 AGENT = "ops"
@@ -413,6 +416,7 @@ def run_golden(
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
     floors = recaller.floors
+    _check_replay(rows, floors, budget)
     say("calibrating the floors on the calibration half")
     suggested = calibrate(rows, floors, budget) if recaller.background is not None else floors
     say("measuring dedup distances")
@@ -429,6 +433,8 @@ def run_golden(
         "blocks": {
             "configured": report_blocks(rows, floors, budget),
             "suggested": report_blocks(rows, suggested, budget),
+            # no floor at all, as olav injected before the relevance decision
+            "off": measure(rows, Floors.off(), TIER, budget, "test"),
         },
         "targets": {k: {"target": t, "higher": h} for k, (t, h) in TARGETS.items()},
         "misses": block_misses(rows, floors, budget),
@@ -439,6 +445,19 @@ def run_golden(
             "recall_ms_per_query": round(statistics.mean(ms), 2) if ms else None,
         },
     }
+
+
+def _check_replay(rows: Sequence[Recalled], floors: Any, budget: int) -> None:
+    """The calibration replays blocks; they must be the blocks the Recaller injected."""
+    for r in rows:
+        own = [c.hit.record.id for c in r.candidates if c.decision == "injected"]
+        again = [c.hit.record.id for c in replay(r, floors, TIER, budget)]
+        if own != again:
+            raise OlavError(
+                f"the replayed block for {r.query.text!r} differs from the Recaller's: "
+                f"{again} != {own}",
+                hint="olav.bench.golden_block.replay must apply what Recaller.recall does",
+            )
 
 
 def _asdict(floors: Any) -> dict[str, float | None]:
@@ -569,6 +588,17 @@ def dedup_rows(d: dict[str, Any]) -> tuple[Rows, Rows]:
     )
 
 
+def _off_line(report: dict[str, Any]) -> str:
+    off = report["blocks"]["off"]
+    return (
+        "With no floor (the nearest memories, as before the relevance decision), the same "
+        f"test half gets: expected in block {_pct(off['expect'])}, block precision "
+        f"{_pct(off['precision'])}, unrelated requests with an empty block {_pct(off['empty'])}, "
+        f"stray lessons {_pct(off['stray'])}, unrelated requests with a lesson "
+        f"{_pct(off['unrelated_lesson'])}, {off['tokens']} tokens a block."
+    )
+
+
 def _md(table: Rows) -> list[str]:
     head, rows = table
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -585,6 +615,8 @@ def markdown_golden(report: dict[str, Any]) -> str:
         f"suggests: {floors_label(f['suggested'])}.",
         "",
         *_md(target_rows(report)),
+        "",
+        _off_line(report),
         "",
         "The block per tier and language, configured floors:",
         "",
