@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from olav.audit.db import MIGRATIONS, connect, migrate
+from olav.audit.recorder import AuditRecorder
 
 
 def test_migrations_are_numbered_recorded_and_idempotent(tmp_path: Path) -> None:
@@ -25,5 +28,53 @@ def test_migrations_are_numbered_recorded_and_idempotent(tmp_path: Path) -> None
         "error",
         "started_at",
         "ended_at",
+        "outcome",
     ]
     assert [v[0] for v in versions] == [v for v, _, _ in MIGRATIONS]
+
+
+def test_migration_3_gives_old_runs_an_outcome_and_keeps_their_status(tmp_path: Path) -> None:
+    db = tmp_path / "audit.duckdb"
+    with connect(db) as con:  # a database made by olav before run outcomes existed
+        done = [m for m in MIGRATIONS if m[0] <= 2]
+        con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR)")
+        for version, name, sql in done:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?)", [version, name])
+        for rid, status in (
+            ("a", "completed"),
+            ("b", "error"),
+            ("c", "cancelled"),
+            ("d", "running"),
+        ):
+            con.execute(
+                "INSERT INTO runs (id, agent, status, started_at) VALUES (?, 'core', ?, now())",
+                [rid, status],
+            )
+    assert migrate(db) == [3]
+    with connect(db) as con:
+        rows = con.execute("SELECT id, status, outcome FROM runs ORDER BY id").fetchall()
+    assert rows == [
+        ("a", "completed", "completed"),
+        ("b", "error", "failed"),
+        ("c", "cancelled", "cancelled"),
+        ("d", "running", None),
+    ]
+
+
+def test_end_run_records_the_outcome_next_to_the_status(tmp_path: Path) -> None:
+    db = tmp_path / "audit.duckdb"
+    migrate(db)
+    audit = AuditRecorder(db)
+    narrated, failed = (
+        audit.start_run("core", "s", "back up r1", "m"),
+        audit.start_run("core", "s", "x", "m"),
+    )
+    audit.end_run(narrated, "completed", outcome="narrated")
+    audit.end_run(failed, "error", "boom")
+    rows = dict(audit.query("SELECT id, status || '/' || outcome FROM runs"))
+    assert rows == {narrated: "completed/narrated", failed: "error/failed"}
+    # old readers that select on status still see exactly the errored run
+    assert audit.query("SELECT id FROM runs WHERE status = 'error'") == [(failed,)]
+    with pytest.raises(ValueError, match="unknown run outcome 'meh'"):
+        audit.end_run(narrated, "completed", outcome="meh")

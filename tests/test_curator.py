@@ -96,6 +96,7 @@ def session_for(hash_ws: Path):  # type: ignore[no-untyped-def]
     tests/runtime/conftest.py."""
 
     def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
+        kw.setdefault("learn_from_failures", False)  # no background trace learning
         model = ScriptedChatModel(turns=turns)
         return Session(scripted_ws(hash_ws, turns), model=model, **kw), model
 

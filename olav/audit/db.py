@@ -83,6 +83,20 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        3,
+        "run outcomes",
+        # status stays what it was (running | completed | error | cancelled); outcome says
+        # what a finished run achieved: completed | narrated | tool_error | failed | cancelled
+        """
+        ALTER TABLE runs ADD COLUMN outcome VARCHAR;
+        UPDATE runs SET outcome = CASE status
+            WHEN 'completed' THEN 'completed'
+            WHEN 'error' THEN 'failed'
+            WHEN 'cancelled' THEN 'cancelled'
+        END;
+        """,
+    ),
 )
 
 

@@ -18,6 +18,11 @@ from olav.audit.db import connect
 from olav.memory.redact import redact, redact_text
 
 MAX_TEXT = 20000
+# what a finished run achieved (runs.outcome); see olav.runtime.outcome for how it is decided
+OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled")
+# the outcomes trace_learner turns into lessons
+LEARNABLE_OUTCOMES = ("narrated", "tool_error", "failed", "cancelled")
+_OUTCOME_OF_STATUS = {"completed": "completed", "error": "failed", "cancelled": "cancelled"}
 
 
 def _now() -> datetime:
@@ -51,10 +56,17 @@ class AuditRecorder:
         )
         return run_id
 
-    def end_run(self, run_id: str, status: str, error: str | None = None) -> None:
+    def end_run(
+        self, run_id: str, status: str, error: str | None = None, *, outcome: str | None = None
+    ) -> None:
+        """``status`` is completed, error or cancelled; ``outcome`` defaults to what the
+        status implies (completed, failed, cancelled)."""
+        outcome = outcome or _OUTCOME_OF_STATUS.get(status, status)
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown run outcome {outcome!r}; use one of {', '.join(OUTCOMES)}")
         self._write(
-            "UPDATE runs SET status = ?, error = ?, ended_at = ? WHERE id = ?",
-            [status, redact_text(error)[:MAX_TEXT] if error else None, _now(), run_id],
+            "UPDATE runs SET status = ?, outcome = ?, error = ?, ended_at = ? WHERE id = ?",
+            [status, outcome, redact_text(error)[:MAX_TEXT] if error else None, _now(), run_id],
         )
 
     def tool_call(

@@ -32,7 +32,7 @@ def trace_review(
     limit: int = typer.Argument(10, help="At most this many runs."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Turn recent failed and cancelled runs into one-line lessons (reflections)."""
+    """Turn recent failed, cancelled, tool_error and narrated runs into one-line lessons."""
     from olav.learning.trace_learner import learn_from_traces
     from olav.runtime.models import make_chat_model
 

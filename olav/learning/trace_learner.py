@@ -1,8 +1,10 @@
-"""trace_learner: failed and cancelled runs become one-line reflection constraints.
+"""trace_learner: runs that went wrong become one-line reflection constraints.
 
-Reads the failed runs (and their failed tool calls) from audit.duckdb, asks the model for
-one-line lessons, and stores them as reflections (scope global, 30-day TTL, real embedding).
-A lesson close to an existing one is skipped. Runs learned once are not learned again.
+Reads the runs worth a lesson from audit.duckdb (outcome failed, cancelled, tool_error, or
+narrated: the agent described the steps instead of calling a tool), with their failed tool
+calls, and for a narrated run what it said and the tools it had. Asks the model for one-line
+lessons and stores them as reflections (scope global, 30-day TTL, real embedding). A lesson
+close to an existing one is skipped. Runs learned once are not learned again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from olav.audit.db import connect
+from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import AuditRecorder
 from olav.learning.llm import ask_model, extract_json
 from olav.log import get_logger
@@ -23,13 +25,19 @@ from olav.memory.lessons import add_reflection
 log = get_logger("trace_learner")
 _LOCK = threading.Lock()
 
-PROMPT = """You review failed runs of an AI agent and write lessons for next time.
-For each failure below, write ONE line of the form
-"When <situation>, do not <action>; instead <better action>." Name the exact tool.
-Skip failures that teach nothing (e.g. the user just cancelled). Answer with a JSON array
+PROMPT = """You review runs of an AI agent that went wrong and write lessons for next time.
+Each run has an outcome:
+- failed: an error ended it; cancelled: the user stopped it;
+- tool_error: it finished, but tool calls failed (see failed_tools);
+- narrated: it was asked to act but called no tool; it only described the steps (see answer).
+For each run write ONE line that names the exact tool. For a failed or tool_error run:
+"When <situation>, do not <action>; instead <better action>."
+For a narrated run pick the tool from tools_named_by_memory, else from tools_available:
+"When asked to <the request in general words>, call <tool>; do not describe the steps."
+Skip runs that teach nothing (e.g. the user just cancelled). Answer with a JSON array
 of strings and nothing else.
 
-Failures:
+Runs:
 {failures}
 """
 
@@ -42,71 +50,42 @@ class Lesson:
 
 
 def failed_runs(audit_db: Any, *, hours: float, limit: int) -> list[dict[str, Any]]:
+    """The runs of the last ``hours`` to learn from (see olav.audit.queries.runs_to_learn)."""
     since = datetime.now(UTC) - timedelta(hours=hours)
-    with connect(audit_db) as con:
-        learned = {
-            r[0]
-            for r in con.execute(
-                "SELECT json_extract_string(detail, '$.run_id') FROM events "
-                "WHERE kind = 'trace_learned'"
-            ).fetchall()
-        }
-        runs = con.execute(
-            "SELECT id, agent, query, status, error FROM runs WHERE status IN "
-            "('error', 'cancelled') AND started_at >= ? ORDER BY started_at DESC LIMIT ?",
-            [since, limit * 3],
-        ).fetchall()
-        out = []
-        for rid, agent, query, status, error in runs:
-            if rid in learned:
-                continue
-            calls = con.execute(
-                "SELECT tool, args, result FROM tool_calls WHERE run_id = ? AND status = 'error'"
-                " ORDER BY created_at",
-                [rid],
-            ).fetchall()
-            out.append(
-                {
-                    "run_id": rid,
-                    "agent": agent,
-                    "request": query,
-                    "status": status,
-                    "error": error,
-                    "failed_tools": [
-                        {"tool": t, "args": json.loads(a or "{}"), "result": (r or "")[:300]}
-                        for t, a, r in calls
-                    ],
-                }
-            )
-            if len(out) >= limit:
-                break
-    return out
+    return runs_to_learn(audit_db, since=since, limit=limit)
 
 
 def learn_from_traces(
     ws: Any, store: Any, model: Any, *, hours: float = 24, limit: int = 10
 ) -> list[Lesson]:
+    """One model call over the recent runs worth a lesson; stores the lessons it writes."""
     with _LOCK:  # one learner at a time per process
         runs = failed_runs(ws.audit_path, hours=hours, limit=limit)
         if not runs:
             return []
-        failures = "\n".join(json.dumps(r, ensure_ascii=False) for r in runs)
+        failures = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in runs)
         answer = extract_json(ask_model(model, PROMPT.format(failures=failures)))
         lines = answer if isinstance(answer, list) else answer.get("lessons", [])
-        lessons: list[Lesson] = []
-        threshold = dedup_distance(ws.config, store.embedder.name)
-        for line in lines:
-            if isinstance(line, str) and 10 <= len(line.strip()) <= 400:
-                added, mid = add_reflection(
-                    store, line, source="trace_learner", dedup_distance=threshold
-                )
-                lessons.append(Lesson(line.strip(), added, mid))
+        lessons = store_lessons(ws, store, lines)
         audit = AuditRecorder(ws.audit_path)
         for r in runs:
             audit.event(
                 r["run_id"], "trace_learned", {"run_id": r["run_id"], "lessons": len(lessons)}
             )
         return lessons
+
+
+def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
+    """Each well-formed line becomes a reflection unless a near-duplicate exists."""
+    lessons: list[Lesson] = []
+    threshold = dedup_distance(ws.config, store.embedder.name)
+    for line in lines:
+        if isinstance(line, str) and 10 <= len(line.strip()) <= 400:
+            added, mid = add_reflection(
+                store, line, source="trace_learner", dedup_distance=threshold
+            )
+            lessons.append(Lesson(line.strip(), added, mid))
+    return lessons
 
 
 def start_trace_learning(ws: Any, store: Any) -> threading.Thread:

@@ -1,6 +1,10 @@
 """L1 capture: successful write-type tool calls become operational_event memories, and
 successful SQL becomes query_pattern memories.
 
+A tool is write-type when its agent's SKILL.md declares ``capture: true`` for it, or, when
+undeclared, when a segment of its name is a write verb. Expiry follows the category
+(:data:`olav.memory.schema.CATEGORY_TTL`), never words in the result.
+
 Cheap by design: one embedding and one write per event (batched per run). Secrets are
 redacted before anything is stored; the id is the SHA-256 of the canonical call, so replaying
 an operation stores nothing new.
@@ -11,13 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from olav.memory.injection import quarantine_if_needed
 from olav.memory.redact import redact, redact_text
-from olav.memory.schema import MemoryRecord
+from olav.memory.schema import MemoryRecord, expiry_for
 from olav.memory.store import MemoryStore, sql_in, sql_str
 
 WRITE_VERBS = frozenset(
@@ -50,11 +55,6 @@ SELF_WRITING = frozenset(
     }
 )
 MAX_TEXT = 1200
-ARTIFACT_TTL = timedelta(hours=24)
-_ARTIFACT = re.compile(
-    r"(saved to|saved |written to|exports/|snapshot[_ -]?id|/tmp/|\.(?:md|csv|json|txt|cfg)\b)",
-    re.I,
-)
 CORRECTION = re.compile(
     r"^\s*(no[,.!]|wrong|incorrect|that'?s (not|wrong)|not right|不对|错了|不是这样|不正确)",
     re.I,
@@ -76,6 +76,15 @@ def is_write_tool(name: str) -> bool:
     return any(part in WRITE_VERBS for part in name.lower().split("_"))
 
 
+def should_capture(ev: ToolEvent, declared: Mapping[tuple[str, str], bool]) -> bool:
+    """A successful call of a tool its agent declares ``capture: true`` for, or else of a
+    tool whose name has a write verb. olav's own memory tools are never captured."""
+    if ev.tool in SELF_WRITING or failed(ev):
+        return False
+    choice = declared.get((ev.agent, ev.tool))
+    return is_write_tool(ev.tool) if choice is None else choice
+
+
 def failed(event: ToolEvent) -> bool:
     return event.status == "error" or event.result.lstrip().startswith("Error")
 
@@ -94,7 +103,6 @@ def event_record(ev: ToolEvent, run_id: str | None) -> MemoryRecord:
         f"Action: {ev.tool}\nArgs: {json.dumps(args, ensure_ascii=False, sort_keys=True)}"
         f"\nResult: {result}"
     )[:MAX_TEXT]
-    expires = datetime.now(UTC) + ARTIFACT_TTL if _ARTIFACT.search(result) else None
     return MemoryRecord(
         id=event_id(ev.tool, ev.args),
         text=text,
@@ -103,7 +111,7 @@ def event_record(ev: ToolEvent, run_id: str | None) -> MemoryRecord:
         origin="agent",
         confidence=0.5,
         tags=[ev.tool],
-        expires_at=expires,
+        expires_at=expiry_for("operational_event"),
         metadata={"tool": ev.tool, "run_id": run_id, "agent": ev.agent, "args": args},
     )
 
@@ -125,6 +133,7 @@ def pattern_record(question: str, sql: str, agent: str, run_id: str | None) -> M
         origin="agent",
         confidence=0.6,
         tags=["db_query"],
+        expires_at=expiry_for("query_pattern"),
         metadata={
             "question": q,
             "sql": sql.strip(),
@@ -137,9 +146,16 @@ def pattern_record(question: str, sql: str, agent: str, run_id: str | None) -> M
 
 
 def capture(
-    store: MemoryStore, events: list[ToolEvent], *, question: str, run_id: str | None
+    store: MemoryStore,
+    events: list[ToolEvent],
+    *,
+    question: str,
+    run_id: str | None,
+    declared: Mapping[tuple[str, str], bool] | None = None,
 ) -> list[str]:
-    """Store what this run taught: write events and SQL patterns. Returns new ids."""
+    """Store what this run taught: write events and SQL patterns. Returns new ids.
+
+    ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md."""
     records: dict[str, MemoryRecord] = {}
     for ev in events:
         if ev.tool == "db_query":
@@ -150,7 +166,7 @@ def capture(
                 rec = pattern_record(question, sql, ev.agent, run_id)
                 records[rec.id] = rec
             continue
-        if failed(ev) or not is_write_tool(ev.tool):
+        if not should_capture(ev, declared or {}):
             continue
         rec = event_record(ev, run_id)
         records[rec.id] = rec

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from olav.memory.schema import MemoryRecord
+from olav.memory.schema import MemoryRecord, expiry_for
 
-REFLECTION_TTL_DAYS = 30
 DEDUP_DISTANCE = 0.20  # squared L2 for e5; see olav.memory.calibration
 
 
@@ -41,5 +39,5 @@ def lesson_record(rid: str, text: str, source: str) -> MemoryRecord:
         origin="agent",
         confidence=0.6,
         metadata={"source": source},
-        expires_at=datetime.now(UTC) + timedelta(days=REFLECTION_TTL_DAYS),
+        expires_at=expiry_for("reflection"),
     )

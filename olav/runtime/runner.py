@@ -9,7 +9,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
-from olav.audit.recorder import AuditRecorder
+from olav.audit.db import migrate
+from olav.audit.queries import NARRATED_EVENT
+from olav.audit.recorder import LEARNABLE_OUTCOMES, AuditRecorder
 from olav.config import Workspace
 from olav.errors import ModelError, OlavError
 from olav.learning.trace_learner import start_trace_learning
@@ -17,9 +19,11 @@ from olav.log import configure as configure_logging
 from olav.log import get_logger
 from olav.memory.capture import CORRECTION, capture, invalidate_ids
 from olav.memory.episodes import EVERY_N_TURNS
-from olav.runtime.builder import BuiltAgent, build
+from olav.runtime.builder import BuiltAgent, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.models import translate_model_error
+from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
+from olav.runtime.skills import ORCHESTRATOR, capture_choices
 
 log = get_logger("runner")
 
@@ -33,6 +37,14 @@ def _is_main(meta: dict[str, Any]) -> bool:
     return "tools:" not in str(meta.get("langgraph_checkpoint_ns", ""))
 
 
+def _migrate_audit(ws: Workspace) -> None:
+    """A workspace made by an older olav gains the new audit columns before its first run."""
+    try:
+        migrate(ws.audit_path)
+    except Exception as exc:  # auditing must never stop the chat
+        log.warning("audit migration failed: %s", exc)
+
+
 class RunCancelled(OlavError):
     exit_code = 130
 
@@ -42,6 +54,7 @@ class TurnResult:
     run_id: str
     answer: str
     status: str
+    outcome: str = "completed"  # see olav.runtime.outcome
 
 
 class Session:
@@ -60,6 +73,7 @@ class Session:
     ) -> None:
         self.ws = ws
         configure_logging(ws.logs)
+        _migrate_audit(ws)
         self.audit = AuditRecorder(ws.audit_path)
         self.run = RunContext(
             audit=self.audit,
@@ -74,6 +88,8 @@ class Session:
         self.session_id = uuid.uuid4().hex[:12]
         self.thread_id = self.session_id
         self._built: BuiltAgent | None = None
+        self._capture: dict[tuple[str, str], bool] = {}
+        self._tools: set[str] = set()
         self._last_patterns: list[str] = []
         self.turns = 0
         self._background: list[Any] = []
@@ -85,7 +101,17 @@ class Session:
             self._built = build(
                 self.ws, self.run, agent=self.agent_name, store=self._store, model=self._model
             )
+            self._read_skills()
         return self._built
+
+    def _read_skills(self) -> None:
+        """The SKILL.md facts that learning needs: the capture choices of every agent and
+        the tools this session's agent can reach (its own, and its sub-agents')."""
+        agents = load_agents(self.ws)
+        reach = list(agents.values()) if self.agent_name == ORCHESTRATOR else []
+        reach = reach or [agents[self.agent_name]]
+        self._capture = capture_choices(list(agents.values()))
+        self._tools = {tool for a in reach for tool in a.spec.tools}
 
     def switch_agent(self, agent: str) -> None:
         self.agent_name = agent
@@ -103,68 +129,104 @@ class Session:
         run_id = self.audit.start_run(self.agent_name, self.session_id, text, built.model_name)
         self.run.run_id = run_id
         self.run.tool_events = []
-        status = "error"
+        first_recall = len(self.run.recalls)
+        outcome = "failed"
         self.audit.message(run_id, "user", text)
-        config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
-        final: AIMessage | None = None
         try:
-            for mode, payload in built.graph.stream(
-                {"messages": [HumanMessage(content=text)]},
-                config=config,
-                stream_mode=["messages", "values"],
-            ):
-                if mode == "messages":
-                    chunk, meta = payload
-                    if self.on_token and isinstance(chunk, AIMessageChunk) and _is_main(meta):
-                        self.on_token(message_text(chunk))
-                elif mode == "values":
-                    msgs = payload.get("messages") or []
-                    if msgs and isinstance(msgs[-1], AIMessage):
-                        final = msgs[-1]
+            final = self._stream(built, text)
         except KeyboardInterrupt:
-            status = "cancelled"
+            outcome = "cancelled"
             self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
             raise RunCancelled("cancelled") from None
         except OlavError as exc:
             self.audit.end_run(run_id, "error", exc.one_line())
             raise
         except Exception as exc:
-            translated = translate_model_error(exc, self.ws.config, built.model_name)
-            self.audit.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
-            log.error("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
-            if translated is not None:
-                raise translated from exc
-            raise ModelError(f"the run failed: {type(exc).__name__}: {exc}") from exc
+            raise self._model_failure(run_id, exc, built.model_name) from exc
         else:
-            status = "completed"
+            answer = message_text(final) if final is not None else ""
+            outcome = self._finish(run_id, text, answer, first_recall)
         finally:
-            for rec in built.recallers.values():
-                rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0)
-            self._learn(text, run_id, status)
-            self._maintain()
-            self.turns += 1
-            if self.turns % EVERY_N_TURNS == 0:
-                self.write_episode()
-        answer = message_text(final) if final is not None else ""
+            self._after_run(text, run_id, outcome)
+        return TurnResult(run_id=run_id, answer=answer, status="completed", outcome=outcome)
+
+    def _stream(self, built: BuiltAgent, text: str) -> AIMessage | None:
+        """Run the graph, streaming the top-level agent's tokens; the last AI message."""
+        config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
+        final: AIMessage | None = None
+        for mode, payload in built.graph.stream(
+            {"messages": [HumanMessage(content=text)]},
+            config=config,
+            stream_mode=["messages", "values"],
+        ):
+            if mode == "messages":
+                chunk, meta = payload
+                if self.on_token and isinstance(chunk, AIMessageChunk) and _is_main(meta):
+                    self.on_token(message_text(chunk))
+            elif mode == "values":
+                msgs = payload.get("messages") or []
+                if msgs and isinstance(msgs[-1], AIMessage):
+                    final = msgs[-1]
+        return final
+
+    def _model_failure(self, run_id: str, exc: Exception, model_name: str) -> OlavError:
+        """Record a run that the model (or the graph) broke; the error to raise instead."""
+        self.audit.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
+        log.error("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
+        translated = translate_model_error(exc, self.ws.config, model_name)
+        if translated is not None:
+            return translated
+        return ModelError(f"the run failed: {type(exc).__name__}: {exc}")
+
+    def _finish(self, run_id: str, text: str, answer: str, first_recall: int) -> str:
+        """Record the answer and the outcome of a run that completed; returns the outcome."""
         self.audit.message(run_id, "assistant", answer)
-        self.audit.end_run(run_id, "completed")
-        return TurnResult(run_id=run_id, answer=answer, status="completed")
+        named = named_tools(self._directives(first_recall), text, self._tools)
+        outcome = classify("completed", text, self.run.tool_events, named)
+        if outcome == "narrated":  # what trace_learner needs to name the tool to call
+            detail = {"named_tools": named, "tools": sorted(self._tools)}
+            self.audit.event(run_id, NARRATED_EVENT, detail)
+        self.audit.end_run(run_id, "completed", outcome=outcome)
+        return outcome
+
+    def _directives(self, first_recall: int) -> list[Directive]:
+        """The directives recalled for this run (guides, patterns, lessons)."""
+        return [
+            directive(c.hit.record)
+            for result in self.run.recalls[first_recall:]
+            for c in result.injected
+            if c.hit.record.category in DIRECTIVE_CATEGORIES
+        ]
+
+    def _after_run(self, text: str, run_id: str, outcome: str) -> None:
+        for rec in self.built.recallers.values():
+            rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0)
+        self._learn(text, run_id, outcome)
+        self._maintain()
+        self.turns += 1
+        if self.turns % EVERY_N_TURNS == 0:
+            self.write_episode()
 
     @property
     def store(self) -> Any:
         return next(iter(self.built.recallers.values())).store
 
-    def _learn(self, text: str, run_id: str, status: str) -> None:
-        """L1 capture after every run; trace learning in the background after failures."""
-        events = self.run.tool_events
+    def _learn(self, text: str, run_id: str, outcome: str) -> None:
+        """L1 capture after every run; trace learning in the background after failed,
+        cancelled, narrated and tool_error runs."""
+        finished = outcome not in ("failed", "cancelled")
         try:
             new = capture(
-                self.store, events, question=text if status == "completed" else "", run_id=run_id
+                self.store,
+                self.run.tool_events,
+                question=text if finished else "",
+                run_id=run_id,
+                declared=self._capture,
             )
             self._last_patterns = [i for i in new if i.startswith("qp_")]
         except Exception as exc:  # learning must never break the chat
             log.warning("capture failed for run %s: %s", run_id, exc)
-        if status in ("error", "cancelled") and self.learn_from_failures:
+        if outcome in LEARNABLE_OUTCOMES and self.learn_from_failures:
             self._background.append(start_trace_learning(self.ws, self.store))
 
     def _maintain(self) -> None:

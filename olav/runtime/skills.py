@@ -1,12 +1,18 @@
-"""Agent folders: ``AGENT.md`` (the role) and ``SKILL.md`` (YAML front matter + notes)."""
+"""Agent folders: ``AGENT.md`` (the role) and ``SKILL.md`` (YAML front matter + notes).
+
+An entry of ``tools`` is a tool name, or ``{name: <tool>, capture: true|false}`` to say whether
+L1 capture stores the tool's successful calls as precedents (undeclared: the write-verb rule
+of :mod:`olav.memory.capture`).
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from olav.errors import OlavError
 
@@ -26,11 +32,20 @@ class OnIntent(BaseModel):
     file: str
 
 
+class ToolEntry(BaseModel):
+    """The mapping form of a ``tools`` entry."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    capture: StrictBool | None = None
+
+
 class SkillSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     description: str
     tools: list[str] = []
+    capture: dict[str, StrictBool] = {}  # filled from the tools entries that declare it
     static_context: list[str] = []
     on_intent: list[OnIntent] = []
     model: str | None = None
@@ -56,13 +71,12 @@ def load_agent(folder: Path) -> Agent:
         raise SkillError(f"{skill}: no YAML front matter", hint="Start the file with --- lines")
     try:
         data = yaml.safe_load(match.group(1)) or {}
-        spec = SkillSpec.model_validate(data)
     except yaml.YAMLError:
         raise SkillError(f"{skill}: front matter is not valid YAML") from None
+    try:
+        spec = SkillSpec.model_validate(_tool_entries(skill, data))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise SkillError(f"{skill}: field '{loc}': {err['msg']}") from None
+        raise field_error(skill, exc) from None
     if spec.name != folder.name:
         raise SkillError(
             f"{skill}: field 'name' is {spec.name!r} but the folder is {folder.name!r}",
@@ -80,3 +94,45 @@ def load_agent(folder: Path) -> Agent:
     agent_md = folder / "AGENT.md"
     role = agent_md.read_text(encoding="utf-8") if agent_md.is_file() else spec.description
     return Agent(spec=spec, folder=folder, role=role)
+
+
+def field_error(skill: Path, exc: ValidationError, prefix: str = "") -> SkillError:
+    """One line naming the file, the field and the bad value."""
+    err = exc.errors()[0]
+    loc = prefix + ".".join(str(p) for p in err["loc"])
+    if loc.endswith("capture"):
+        return SkillError(
+            f"{skill}: field '{loc}' is {err['input']!r}", hint="Write capture: true or false"
+        )
+    return SkillError(f"{skill}: field '{loc}': {err['msg']}")
+
+
+def _tool_entries(skill: Path, data: Any) -> Any:
+    """Turn mapping entries of ``tools`` into names, their capture choices into ``capture``."""
+    entries = data.get("tools") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return data
+    if "capture" in data:
+        raise SkillError(
+            f"{skill}: field 'capture' belongs on a tool",
+            hint="Write tools: [{name: <tool>, capture: true}]",
+        )
+    names: list[Any] = []
+    capture: dict[str, bool] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            names.append(entry)
+            continue
+        try:
+            decl = ToolEntry.model_validate(entry)
+        except ValidationError as exc:
+            raise field_error(skill, exc, f"tools.{i}.") from None
+        names.append(decl.name)
+        if decl.capture is not None:
+            capture[decl.name] = decl.capture
+    return {**data, "tools": names, "capture": capture}
+
+
+def capture_choices(agents: list[Agent]) -> dict[tuple[str, str], bool]:
+    """``(agent, tool) -> capture`` for every tool whose SKILL.md entry declares it."""
+    return {(a.name, tool): choice for a in agents for tool, choice in a.spec.capture.items()}

@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
-from olav.memory.capture import ToolEvent, capture, event_id, invalidate_sql, is_write_tool
+from olav.memory.capture import (
+    ToolEvent,
+    capture,
+    event_id,
+    invalidate_sql,
+    is_write_tool,
+    should_capture,
+)
 from olav.memory.redact import redact, redact_text
+from olav.memory.schema import CATEGORIES, CATEGORY_TTL, expiry_for
 from tests.helpers import hash_store
 
 
@@ -81,18 +90,45 @@ def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path
     assert store.count() == 1
 
 
-def test_run_artifacts_expire_after_a_day(tmp_path: Path) -> None:
+def test_expiry_follows_the_category_not_words_in_the_result(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
-    ev = ToolEvent(
+    export = ToolEvent(
         "core",
         "format_and_export",
         {"filename": "a.md", "format": "md", "data": "x"},
         "Saved exports/a.md (1 bytes)",
         "success",
     )
-    (rid,) = capture(store, [ev], question="save it", run_id="r1")
-    row = store.get(rid)
-    assert row is not None and row.expires_at is not None
+    sql = ToolEvent("core", "db_query", {"sql": "SELECT 1"}, "1\n(1 rows)", "success")
+    ids = capture(store, [export, sql], question="save it", run_id="r1")
+    rows = {r.category: r for r in (store.get(i) for i in ids) if r is not None}
+    assert set(rows) == {"operational_event", "query_pattern"}
+    assert all(r.expires_at is None for r in rows.values())  # no 24 h expiry for exports
+    assert CATEGORY_TTL["operational_event"] is None and CATEGORY_TTL["query_pattern"] is None
+    assert set(CATEGORY_TTL) == set(CATEGORIES)  # one table covers every category
+    lesson = expiry_for("reflection", datetime(2026, 1, 1, tzinfo=UTC))
+    assert lesson == datetime(2026, 1, 31, tzinfo=UTC)
+
+
+def test_skill_declarations_override_the_verb_rule(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    backup = ToolEvent("netops", "backup_device_config", {"device": "r1"}, "Saved x", "success")
+    export = ToolEvent("netops", "format_and_export", {"filename": "b.md"}, "Saved b", "success")
+    listing = ToolEvent("netops", "list_devices", {}, "r1", "success")
+    declared = {("netops", "backup_device_config"): True, ("netops", "format_and_export"): False}
+    assert should_capture(backup, declared) and not should_capture(backup, {})
+    assert not should_capture(export, declared) and should_capture(export, {})
+    assert not should_capture(listing, declared)  # undeclared reads stay out
+    other_agent = ToolEvent("core", "backup_device_config", {"device": "r1"}, "ok", "success")
+    assert not should_capture(other_agent, declared)  # a declaration is per agent
+    broken = ToolEvent("netops", "backup_device_config", {"device": "r2"}, "Error: no", "success")
+    memory_tool = ToolEvent("core", "commit_to_memory", {}, "ok", "success")
+    assert not should_capture(broken, declared)
+    assert not should_capture(memory_tool, {("core", "commit_to_memory"): True})
+    ids = capture(
+        store, [backup, export, listing, broken], question="", run_id="r", declared=declared
+    )
+    assert ids == [event_id("backup_device_config", {"device": "r1"})]
 
 
 def test_query_patterns_are_stored_once_and_invalidated_when_sql_fails(tmp_path: Path) -> None:

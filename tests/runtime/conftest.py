@@ -22,9 +22,11 @@ def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
 
 @pytest.fixture
 def session_for(hash_ws: Path):  # type: ignore[no-untyped-def]
-    """session_for(turns, **kw) -> (Session, ScriptedChatModel) over the hash workspace."""
+    """session_for(turns, **kw) -> (Session, ScriptedChatModel) over the hash workspace.
+    Background trace learning is off unless a test asks for it (learn_from_failures=True)."""
 
     def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
+        kw.setdefault("learn_from_failures", False)
         ws = scripted_ws(hash_ws, turns)
         model = ScriptedChatModel(turns=turns)
         return Session(ws, model=model, **kw), model
