@@ -33,6 +33,26 @@ def check_fragments(store: Any) -> Check:
     )
 
 
+def check_relevance(config: Any, embedder_name: str) -> Check:
+    """Whether AutoRecall decides relevance, or injects the nearest memories whatever they
+    are (relevance off, or an embedder nobody has calibrated floors for)."""
+    from olav.memory.calibration import calibrated_floors, relevance_floors
+
+    floors = relevance_floors(config, embedder_name)
+    if floors is not None:
+        how = "calibrated" if calibrated_floors(embedder_name) == floors else "memory.relevance"
+        return Check("relevance", "ok", f"floors for {embedder_name} ({how})")
+    if str(config["memory.relevance"]).strip().lower() == "off":
+        return Check("relevance", "ok", "off (memory.relevance): the nearest memories are sent")
+    return Check(
+        "relevance",
+        "warn",
+        f"no floors are calibrated for {embedder_name}: the nearest memories are sent to the "
+        "model, relevant or not",
+        "Set memory.relevance to six numbers (docs/configuration.md), or use the bundled e5",
+    )
+
+
 def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
     import httpx
 
@@ -101,6 +121,7 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
 
         embedder = make_embedder(ws.config)
         checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
+        checks.append(check_relevance(ws.config, embedder.name))
         from olav.memory.store import MemoryStore
 
         store = MemoryStore.for_workspace(ws, embedder)

@@ -302,7 +302,7 @@ def why_cmd(
 def render_why(result: Any, rec: Any) -> None:
     floors = rec.floors
     relevance = (
-        "relevance off"
+        "relevance off: the nearest memories are sent"
         if rec.background is None
         else f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
         f"{floors.specific:g} in specific words), "

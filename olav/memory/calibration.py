@@ -21,10 +21,6 @@ from olav.memory.relevance import Floors
 CALIBRATED_FLOORS: dict[str, Floors] = {
     "e5:multilingual-e5-small": Floors(0.03, 0.0, -0.04, 0.03, 0.02, 0.005),
 }
-# embedders nobody has calibrated start from the e5 floors (margins are differences of
-# cosines, so they travel better than raw distances); `olav bench golden --embedder` tells
-# how well they fit, and `memory.relevance` overrides them
-DEFAULT_FLOORS = CALIBRATED_FLOORS["e5:multilingual-e5-small"]
 DEDUP: dict[str, float] = {"e5:multilingual-e5-small": 0.20}
 UPSTREAM_DEDUP = 0.3
 TESTS_ONLY = "hash:"
@@ -33,20 +29,23 @@ FIELDS = tuple(
 )  # the hash embedder has no semantics: no floor can mean anything
 
 
+def calibrated_floors(embedder_name: str) -> Floors | None:
+    return next((f for p, f in CALIBRATED_FLOORS.items() if embedder_name.startswith(p)), None)
+
+
 def relevance_floors(config: Any, embedder_name: str) -> Floors | None:
-    """The floors for this embedder, or None when relevance is off (every candidate counts,
-    as upstream did): ``memory.relevance`` is ``off``, or the embedder is the tests' hash."""
+    """The floors for this embedder, or None when relevance is off and the nearest memories
+    count, as upstream did: ``memory.relevance`` is ``off``, or it is ``auto`` and nobody has
+    calibrated this embedder. Floors carry over badly between embedders (their similarity
+    scales differ), and a floor that is too high silently empties every block, so an
+    uncalibrated embedder gets none until ``memory.relevance`` names them; ``olav doctor``
+    says so."""
     raw = str(config["memory.relevance"]).strip().lower()
     if raw == "off":
         return None
     if raw != "auto":
         return parse_floors(raw)
-    if embedder_name.startswith(TESTS_ONLY):
-        return None
-    for prefix, floors in CALIBRATED_FLOORS.items():
-        if embedder_name.startswith(prefix):
-            return floors
-    return DEFAULT_FLOORS
+    return calibrated_floors(embedder_name)
 
 
 def parse_floors(raw: str) -> Floors:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 import threading
 from dataclasses import dataclass
@@ -107,10 +108,13 @@ def keywords_of(record: Any) -> list[str]:
 
 
 def keyword_hits(query: str, keywords: Any) -> tuple[str, ...]:
-    """The keywords the request contains: Latin ones as whole words, CJK ones as terms."""
+    """The keywords the request contains: Latin ones as whole words (a compound also as its
+    two halves: "backup" in "back up", "setup" in "set up"), CJK ones as terms."""
     if not isinstance(keywords, list | tuple):
         return ()
     low = query.lower()
+    words = re.findall(r"[a-z0-9]+", low)
+    joined = {a + b for a, b in itertools.pairwise(words)}
     found = []
     for raw in keywords:
         word = str(raw).strip().lower()
@@ -119,7 +123,9 @@ def keyword_hits(query: str, keywords: Any) -> tuple[str, ...]:
         if _CJK.search(word):
             hit = word in low
         else:
-            hit = re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", low) is not None
+            hit = word in joined or (
+                re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", low) is not None
+            )
         if hit:
             found.append(str(raw))
     return tuple(found)

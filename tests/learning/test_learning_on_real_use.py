@@ -66,7 +66,8 @@ def test_a_narrated_run_becomes_a_lesson_recalled_for_a_similar_request(e5_ws: P
     assert learned["lesson"] == LESSON and learned["stored"] is True
     assert json.loads(olav("learn", "trace-review", "--json").stdout) == []  # learned once
 
-    assert learned["id"] in injected(olav, "save the running config of sh1-core02 before my change")
+    similar = "back up the running config of sh1-core02 before my change"
+    assert learned["id"] in injected(olav, similar)
     assert learned["id"] not in injected(olav, "tell me a joke about cats")
 
 

@@ -68,10 +68,10 @@ def test_recall_block_reaches_the_model_but_not_the_history(session_for, hash_ws
     if os.environ.get("UPDATE_GOLDEN") == "1":  # regenerate deliberately, review the diff
         golden.write_text(block)
     assert block == golden.read_text()
-    # the keyword boost: every injected memory names the snake_case tool from the query
+    # the keyword boost: memories that name the snake_case tool from the query come first
     assert "[directive: export_when_asked_to_save]" in block
-    for item in block.split("\n\n[")[1:]:
-        assert "format_and_export" in item
+    names = ["format_and_export" in item for item in block.split("\n\n[")[1:]]
+    assert names[0] and names == sorted(names, reverse=True)
     state = session.built.graph.get_state({"configurable": {"thread_id": session.thread_id}})
     stored = [m for m in state.values["messages"] if isinstance(m, HumanMessage)]
     assert [m.content for m in stored] == ["please save the report with format_and_export"]
