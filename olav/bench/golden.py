@@ -1,49 +1,29 @@
-"""The golden guide-recall suite: does recall find the right guide, and does the gate hold?
+"""The golden suite: does the right memory reach the model, and nothing else?
 
 A project-authored set (``data/golden``) of guides, one-line lessons (reflections), precedents
-and queries in English, Chinese and both mixed, loaded into a real :class:`MemoryStore` through
-the product's write paths (``import_guides`` for guides, ``upsert`` for the rest, the layout
-trace_learner and capture use). Every query then goes through a :class:`Recaller` built by
-``Recaller.for_config`` from the settings' defaults, exactly as AutoRecall builds it for the
-agent ``ops`` (scopes ``ops`` + ``global``, hybrid search, boosts, ranking, the calibrated
-reflection gates, quotas of the small tier), so the suite follows every calibration change.
+and requests in English, Chinese and both mixed, loaded into a real :class:`MemoryStore`
+through the product's write paths (``import_guides`` for guides, ``upsert`` for the rest, the
+layout trace_learner and capture use). Every request then goes through a :class:`Recaller`
+built by ``Recaller.for_config`` from the settings' defaults, exactly as AutoRecall builds it
+for the agent ``ops`` (scopes ``ops`` + ``global``, hybrid search, the relevance decision,
+ceilings, the tier's total and the token budget), so the suite follows every calibration
+change.
 
-The product's reflection gate (``Recaller.gate_for``): a lesson among the Recaller's hybrid
-candidates passes when its squared L2 distance to the query is within the *strict* gate
-(``memory.reflection_gate``), or within the *text* gate (``memory.reflection_gate_text``) when
-the hybrid search's full-text ranking over ``text`` found it too (``hit.fts_rank`` is set).
+The requests are of four kinds: they expect a guide or precedent, or a lesson (or both);
+they are in-domain but no stored memory answers them (``nomatch``); or they are unrelated
+(``negative``). Each names the memories that are acceptable in its block. Every request has
+an id, and a hash of the id puts it in the calibration half or the test half, so adding
+requests never moves old ones.
 
-What is measured:
-
-* **top-k**: a positive query hits at k when one of its expected guides or precedents is among
-  the first k non-reflection candidates in the Recaller's order. ``in block`` is the share whose
-  expected memory is actually injected at the small tier (one memory per category).
-* **keep**: over queries whose right answer includes a lesson, the share whose expected lesson
-  is among the Recaller's candidates *and* passes the product gate (a lesson the hybrid search
-  does not return at all is not kept). ``injected`` is the share where the Recaller really
-  injects that lesson (the small tier takes one lesson).
-* **drop**: over negative (unrelated) queries, the share where *no* lesson passes the product
-  gate. ``drop (recaller)`` counts negatives for which the Recaller injected no lesson.
-* **stray**: over in-domain queries that expect no lesson (a guide or precedent only), the share
-  where some lesson passes the product gate all the same (``stray_injected``: is injected).
-* **text-gate sweep**: keep/drop/stray with the strict gate fixed at its configured value and
-  the text gate from there to 0.45, on the same candidates (the gates do not change them).
-* **suggested**: the (strict, text) pair. For each strict gate from 0.20 to 0.40 the text gate
-  is the middle of its sweep's plateau that maximises min(keep, drop), then keep + drop; the
-  strict gate is the one that scores best that way, then lets the fewest stray lessons
-  through, then is the tightest.
-* **distance-only sweep** (the evidence for the strict gate): keep/drop when a lesson passes by
-  distance alone, measured over every lesson (vector search, no candidate cut-off), for gates
-  0.20 to 0.70 (step 0.01); its suggestion maximises min(keep, drop), ties going to the middle
-  of the best plateau. No single distance reaches 85 % on both with e5: Chinese requests sit
-  near Chinese lessons whatever the topic, hence the text gate.
-* **dedup**: distances (query embedding of the new lesson to the stored passage, as
-  ``add_reflection`` searches) of reworded duplicates and of related but distinct lessons. A
-  false merge loses a lesson while a missed duplicate only repeats one, so the suggested dedup
-  distance is the largest that keeps every distinct pair (else it maximises min(skipped, kept)).
-
-``search top-k`` ranks the same queries by ``MemoryStore.search`` alone (fused relevance, before
-the Recaller's confidence/decay weighting), to tell search failures from ranking ones.
+What is measured (olav.bench.golden_block): the block itself, per half, tier and language:
+the expected memory in it, its precision, empty blocks for unrelated requests, stray
+lessons, kept lessons, tokens. The floors that the calibration half suggests are reported on
+the test half beside the configured ones, and the same half with no floor at all shows what
+the decision buys. ``ranking`` locates the expected memory among the Recaller's candidates
+and in the search alone, to tell search failures from decision ones. ``dedup`` measures the
+distances of reworded duplicate lessons and of related but distinct ones (a false merge
+loses a lesson while a missed duplicate only repeats one, so the suggested dedup distance is
+the largest that keeps every distinct pair apart).
 """
 
 from __future__ import annotations
