@@ -55,3 +55,26 @@ def test_old_turns_are_compressed_at_the_budget_keeping_confirmed_parameters(  #
     assert sum(isinstance(m, HumanMessage) for m in last) == 3  # state + the last two turns
     stored = session.built.graph.get_state({"configurable": {"thread_id": session.thread_id}})
     assert sum(isinstance(m, HumanMessage) for m in stored.values["messages"]) == 7
+
+
+def test_episodes_need_an_explicit_cue_and_stay_within_a_quarter_of_the_budget(  # type: ignore[no-untyped-def]
+    session_for,
+) -> None:
+    session, _ = session_for([{"content": f"ok {i}"} for i in range(12)], agent="netops")
+    for i in range(12):
+        session.ask(f"request {i}: check the uplink on sh1-core0{i % 3} " + "in detail " * 20)
+    session.close()
+    (episode,) = session.store.list_rows("category = 'episode'")
+    assert "; and 6 more" in episode.text  # the asked list is bounded, the rest counted
+    recaller = Recaller(session.store, agent="netops", tier="small", bump_access=False)
+    # words common in ordinary requests are not cues for an earlier session
+    for query in (
+        "继续检查之前那台交换机的上联口",
+        "earlier you said the uplink was fine, check again",
+    ):
+        result = recaller.recall(query, dry_run=True)
+        assert episode.id not in [c.hit.record.id for c in result.candidates], query
+    result = recaller.recall("上回我们做到哪了", dry_run=True)
+    (cand,) = [c for c in result.candidates if c.hit.record.id == episode.id]
+    assert cand.decision == "injected"
+    assert cand.tokens <= recaller.token_budget // 4

@@ -1,0 +1,164 @@
+"""The relevance decision: its signals, its rule, the background, and what a new user sees in
+the template workspace with the bundled e5 embedder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from olav.errors import ConfigError
+from olav.memory import relevance
+from olav.memory.calibration import parse_floors, relevance_floors
+from olav.memory.relevance import (
+    Floors,
+    Signals,
+    decide,
+    keyword_hits,
+    keywords_of,
+    load_background,
+    specific_keywords,
+)
+from olav.memory.schema import MemoryRecord
+
+FLOORS = Floors(0.03, 0.0, -0.04, 0.03, 0.02, 0.005)
+
+
+def test_keywords_match_whole_words_compounds_and_cjk_terms() -> None:
+    kws = ["backup", "VLAN", "config backup", "备份", "ip"]
+    assert keyword_hits("back up the switch before the change", kws) == ("backup",)
+    assert keyword_hits("add vlan 230 to the trunk", kws) == ("VLAN",)
+    assert keyword_hits("take a config backup of r1", kws) == ("backup", "config backup")
+    assert keyword_hits("帮我备份一下路由器", kws) == ("备份",)
+    assert keyword_hits("the backups folder is full", kws) == ()  # not a whole word
+    assert keyword_hits("vlans", kws) == ()
+    assert keyword_hits("anything", "not a list") == ()
+
+
+def test_specific_words_are_rare_in_generic_requests() -> None:
+    assert specific_keywords(("VLAN",))  # an acronym
+    assert specific_keywords(("load average",))  # several words
+    assert specific_keywords(("交换机",))  # a CJK term of three characters
+    assert not specific_keywords(("服务",))
+    assert specific_keywords(("snapshot",))  # no generic request uses it
+    assert not specific_keywords(("config",))  # "explain this config file to me"
+    assert specific_keywords(("config", "restart"))  # two keywords
+
+
+def test_keywords_of_guides_captures_and_lessons() -> None:
+    guide = MemoryRecord(id="g", text="t", category="usage_guide", metadata={"keywords": ["a"]})
+    capture = MemoryRecord(
+        id="c", text="t", category="operational_event", metadata={"tool": "register_service"}
+    )
+    sql = MemoryRecord(id="q", text="t", category="query_pattern", metadata={"tool": "db_query"})
+    lesson = MemoryRecord(
+        id="l", text="When take_snapshot fails, ask for db_query access.", category="reflection"
+    )
+    assert keywords_of(guide) == ["a"]
+    assert keywords_of(capture) == ["register", "service"]
+    assert keywords_of(sql) == []  # every SQL precedent shares it
+    assert keywords_of(lesson) == ["snapshot", "take"]
+
+
+@pytest.mark.parametrize(
+    ("signals", "lesson", "relevant", "reason"),
+    [
+        (Signals(margin=0.05), False, True, "margin 0.050 >= 0.03"),
+        (Signals(margin=0.01), False, False, "margin 0.010 < 0.03"),
+        (Signals(margin=0.01, keywords=("trunk",)), False, True, "keyword 'trunk'"),
+        (Signals(margin=-0.01, keywords=("trunk",)), False, False, "margin -0.010 < 0"),
+        (Signals(margin=-0.03, keywords=("a", "b"), specific=True), False, True, "keywords"),
+        (Signals(margin=0.01, agree=True), False, True, "first by vector and by words"),
+        (Signals(margin=0.025, text_match=True), True, True, "full-text match"),
+        (Signals(margin=0.025), True, False, "margin 0.025 < 0.03"),
+        (Signals(margin=None, keywords=("vlan",)), False, True, "no vector"),
+        (Signals(margin=None), False, False, "no vector and no word match"),
+    ],
+)
+def test_the_rule(signals: Signals, lesson: bool, relevant: bool, reason: str) -> None:
+    out = decide(signals, lesson=lesson, floors=FLOORS)
+    assert out.relevant is relevant
+    assert reason in out.reason
+
+
+def test_floors_from_the_settings() -> None:
+    e5 = "e5:multilingual-e5-small"
+    assert relevance_floors({"memory.relevance": "auto"}, e5) == FLOORS
+    assert relevance_floors({"memory.relevance": "off"}, e5) is None
+    # nobody calibrated these: the nearest memories are sent, and doctor says so
+    assert relevance_floors({"memory.relevance": "auto"}, "ollama:bge-m3") is None
+    assert relevance_floors({"memory.relevance": "auto"}, "hash:hash-64") is None
+    given = relevance_floors({"memory.relevance": "0.1, 0, 0, 0.2, 0.1, inf"}, "ollama:x")
+    assert given == Floors(0.1, 0.0, 0.0, 0.2, 0.1, math.inf)
+    with pytest.raises(ConfigError, match=r"6 comma-separated numbers .* got '0.1,x'"):
+        parse_floors("0.1,x")
+
+
+def test_the_shipped_background_is_e5s_own(tmp_path: Path) -> None:
+    from olav.memory.embedders import E5Embedder
+
+    e5 = E5Embedder()
+    relevance._LOADED.clear()
+    shipped = load_background(e5)  # read from the package, not embedded
+    texts = relevance.background_texts()
+    assert shipped.vectors.shape == (len(texts), e5.dim) and len(texts) >= 200
+    for i in (0, len(texts) // 2, len(texts) - 1):  # float16 on disk
+        assert np.allclose(shipped.vectors[i], e5.embed_query(texts[i]), atol=2e-3)
+
+
+def test_another_embedder_embeds_the_background_once_and_caches_it(tmp_path: Path) -> None:
+    from olav.memory.embedders import HashEmbedder
+
+    class Counting(HashEmbedder):
+        calls = 0
+
+        def embed_query(self, text: str) -> np.ndarray:
+            Counting.calls += 1
+            return super().embed_query(text)
+
+    relevance._LOADED.clear()
+    first = load_background(Counting("hash-32"), tmp_path)
+    n = Counting.calls
+    assert n == len(relevance.background_texts())
+    assert len(list(tmp_path.glob("background-*.npz"))) == 1
+    relevance._LOADED.clear()  # a new process reads the cache
+    again = load_background(Counting("hash-32"), tmp_path)
+    assert Counting.calls == n and np.allclose(first.vectors, again.vectors, atol=1e-3)
+    level = again.level(again.vectors[:2])
+    assert level.shape == (2,) and np.all(level <= 1.0 + 1e-3)
+
+
+def _why(olav: Any, query: str, agent: str = "core") -> dict[str, Any]:
+    res = olav("memory", "why", query, "--agent", agent, "--tier", "small", "--json")
+    assert res.exit_code == 0, res.output
+    return dict(json.loads(res.stdout))
+
+
+@pytest.mark.parametrize(
+    "query", ["tell me a joke about cats", "今天午饭吃什么", "推荐一部周末看的电影"]
+)
+def test_unrelated_requests_get_no_block_in_the_template(
+    e5_ws: Path, olav: Any, query: str
+) -> None:
+    out = _why(olav, query)
+    assert out["injected"] == [] and out["block"] == ""
+    assert out["candidates"] and all(c["decision"] == "irrelevant" for c in out["candidates"])
+    assert all(c["reason"] and c["margin"] is not None for c in out["candidates"])
+
+
+def test_a_request_the_template_answers_gets_its_directive(e5_ws: Path, olav: Any) -> None:
+    out = _why(olav, "save the border routers as csv")
+    assert out["injected"] == ["guide_core_export_when_asked_to_save"]
+    kept = out["candidates"][0]
+    assert kept["relevant"] and "save" in kept["keywords"]
+
+
+def test_why_shows_the_reason_for_every_candidate(e5_ws: Path, olav: Any) -> None:
+    res = olav("memory", "why", "tell me a joke about cats", "--tier", "small")
+    assert res.exit_code == 0, res.output
+    assert "floors 0.03" in res.stdout and "irrelevant" in res.stdout
+    assert "nothing is relevant enough: no memory block is sent" in res.stdout
