@@ -162,3 +162,40 @@ def test_why_shows_the_reason_for_every_candidate(e5_ws: Path, olav: Any) -> Non
     assert res.exit_code == 0, res.output
     assert "floors 0.03" in res.stdout and "irrelevant" in res.stdout
     assert "nothing is relevant enough: no memory block is sent" in res.stdout
+
+
+def test_without_a_background_words_alone_decide(tmp_path: Path) -> None:
+    from olav.memory.embedders import CachedEmbedder, HashEmbedder
+    from olav.memory.recall import Recaller
+    from olav.memory.store import MemoryStore
+
+    class Down(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            raise ConnectionError("embedding server down")
+
+    store = MemoryStore(tmp_path / "m.lance", CachedEmbedder(HashEmbedder("hash-32")))
+    store.upsert(
+        [
+            MemoryRecord(
+                id="guide_ops_vlan",
+                text="vlan change procedure: add the vlan to both trunk ends",
+                category="usage_guide",
+                scope="ops",
+                metadata={"keywords": ["vlan", "trunk"]},
+            )
+        ]
+    )
+    store.embedder = CachedEmbedder(Down("hash-32"))
+    relevance._LOADED.clear()
+    config = {
+        "memory.relevance": "0.03,0,-0.04,0.03,0.02,0.005",
+        "memory.token_budget": 1000,
+        "memory.half_life_days": 30.0,
+    }
+    rec = Recaller.for_config(store, config, agent="ops", tier="small")
+    assert rec.relevance_on and rec.background is None  # the background could not be embedded
+    hit = rec.recall("add vlan 30 to the trunk", dry_run=True, search_mode="fts")
+    assert hit.injected_ids == ["guide_ops_vlan"]
+    assert "no vector" in hit.candidates[0].signals.reason
+    miss = rec.recall("change procedure for the office", dry_run=True, search_mode="fts")
+    assert miss.injected_ids == [] and miss.block == ""

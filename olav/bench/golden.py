@@ -269,7 +269,7 @@ def _position(ids: Sequence[str], expect: Sequence[str]) -> int | None:
 def _recall_all(store: Any, gs: GoldenSet, recaller: Any) -> tuple[list[Recalled], list[float]]:
     """Every query through the product's Recaller once (its candidates keep their signals)."""
     rows, ms = [], []
-    on = recaller.background is not None
+    on = recaller.relevance_on
     for q in gs.queries:
         res = recaller.recall(q.text, dry_run=True)
         rows.append(Recalled(q, res.candidates, on))
@@ -395,10 +395,10 @@ def run_golden(
         recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
-    floors = recaller.floors
+    floors = recaller.floors or Floors.off()
     _check_replay(rows, floors, budget)
     say("calibrating the floors on the calibration half")
-    suggested = calibrate(rows, floors, budget) if recaller.background is not None else floors
+    suggested = calibrate(rows, floors, budget) if recaller.relevance_on else floors
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
@@ -406,7 +406,7 @@ def run_golden(
         "agent": AGENT,
         "rrf_k": settings["memory.rrf_k"],
         "token_budget": budget,
-        "relevance_on": recaller.background is not None,
+        "relevance_on": recaller.relevance_on,
         "counts": _counts(gs, guides),
         "retrieval": retrieval,
         "floors": {"configured": _asdict(floors), "suggested": _asdict(suggested)},

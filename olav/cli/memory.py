@@ -303,8 +303,9 @@ def render_why(result: Any, rec: Any) -> None:
     floors = rec.floors
     relevance = (
         "relevance off: the nearest memories are sent"
-        if rec.background is None
-        else f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
+        if floors is None
+        else ("words only (no background) · " if rec.background is None else "")
+        + f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
         f"{floors.specific:g} in specific words), "
         f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"
     )

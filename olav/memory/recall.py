@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.log import get_logger
 from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (
@@ -58,6 +59,7 @@ LABELS = {
 }
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
+log = get_logger("memory.recall")
 
 
 def estimate_tokens(text: str) -> int:
@@ -176,8 +178,9 @@ class Recaller:
         self.agent = agent
         self.tier = tier
         self.token_budget = token_budget
-        # no floors or no background: every candidate counts as relevant (tests, "off")
-        self.floors = floors or Floors.off()
+        # no floors: every candidate counts as relevant ("off", uncalibrated embedders);
+        # floors without a background: words alone decide (the background could not load)
+        self.floors = floors
         self.background = background
         self.n_candidates = candidates
         self.audit = audit
@@ -192,10 +195,9 @@ class Recaller:
     ) -> Recaller:
         """A Recaller with the workspace's memory settings and calibrated floors."""
         from olav.memory.calibration import relevance_floors
-        from olav.memory.relevance import load_background
 
         floors = relevance_floors(config, store.embedder.name)
-        background = None if floors is None else load_background(store.embedder, store.path)
+        background = None if floors is None else _background(store)
         return cls(
             store,
             agent=agent,
@@ -206,6 +208,10 @@ class Recaller:
             half_life_days=config["memory.half_life_days"],
             audit=audit,
         )
+
+    @property
+    def relevance_on(self) -> bool:
+        return self.floors is not None
 
     @property
     def scopes(self) -> list[str]:
@@ -290,8 +296,8 @@ class Recaller:
             agree=hit.vector_rank == 1 and hit.fts_rank == 1,
             text_match=hit.fts_rank is not None,
         )
-        if self.background is None:  # relevance off: the nearest memories count
-            sig.relevant, sig.reason = True, "relevance floors off"
+        if self.floors is None:  # relevance off: the nearest memories count
+            sig.relevant, sig.reason = True, "relevance off"
             return sig
         if level is not None and hit.distance is not None:
             sig.margin = 1.0 - hit.distance / 2.0 - level  # cosine of unit vectors, minus level
@@ -309,7 +315,22 @@ class Recaller:
             fut.result()
 
     def _select(self, cands: list[Candidate]) -> None:
-        select(cands, tier=self.tier, token_budget=self.token_budget, floors=self.floors)
+        floors = self.floors or Floors.off()
+        select(cands, tier=self.tier, token_budget=self.token_budget, floors=floors)
+
+
+def _background(store: MemoryStore) -> Background | None:
+    """The background for the store's embedder, cached beside the table; None when it cannot
+    be had (a remote embedder that is down): then words alone decide relevance."""
+    from olav.memory.relevance import load_background
+
+    try:
+        return load_background(store.embedder, store.path.parent / "cache")
+    except Exception as exc:  # memory degrades, the agent keeps working
+        log.warning(
+            "relevance background unavailable (%s: %s); words alone decide", type(exc).__name__, exc
+        )
+        return None
 
 
 def _order(c: Candidate) -> tuple[Any, ...]:

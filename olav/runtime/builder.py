@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from olav.config import Workspace
-from olav.errors import EmbeddingDimMismatchError, MemoryStoreError, OlavError
+from olav.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
 from olav.log import get_logger
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
@@ -109,13 +109,14 @@ class MemoryOff:
 def open_memory(ws: Workspace, run: RunContext) -> Any:
     """The workspace's memory table or, when it cannot be opened (corrupted or unreadable
     files), :class:`MemoryOff` with one warning, a log line and an audit event. An embedder
-    mismatch still refuses to start: it is a configuration error with a fix."""
+    mismatch or a wrong setting still refuses to start: it is a configuration error with a
+    fix."""
     from olav.memory.store import MemoryStore
 
     try:
         return MemoryStore.for_workspace(ws)
-    except EmbeddingDimMismatchError:
-        raise
+    except (EmbeddingDimMismatchError, ConfigError):
+        raise  # configuration errors carry their fix; running on would hide them
     except Exception as exc:  # memory must never take the agent down
         reason = describe_error(exc)
         log.warning("memory table %s could not be opened: %s", ws.memory_path, exc)
