@@ -87,6 +87,13 @@ def ask(
     finally:
         session.wait_background()  # a failed run's lessons are learned before exiting
     if as_json:
-        print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer})
+        print_json(
+            {
+                "run_id": result.run_id,
+                "status": result.status,
+                "outcome": result.outcome,
+                "answer": result.answer,
+            }
+        )
     else:
         console.print(result.answer, markup=False, soft_wrap=True)

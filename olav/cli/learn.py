@@ -43,7 +43,7 @@ def trace_review(
     if as_json:
         print_json([{"lesson": x.text, "stored": x.added, "id": x.memory_id} for x in lessons])
     elif not lessons:
-        console.print("no new failed runs to learn from")
+        console.print("no new failed, narrated or tool-error runs to learn from")
     else:
         console.print(render_lessons(lessons))
 

@@ -72,7 +72,7 @@ BUILTIN_JOBS: dict[str, BuiltinJob] = {
             "trace-learn",
             "olav.learning.trace_learner:run_trace_learner",
             "30 * * * *",
-            "Turn failed and cancelled runs into one-line reflection constraints.",
+            "Turn failed, cancelled, narrated and tool-error runs into one-line lessons.",
         ),
         BuiltinJob(
             "extract-patterns",

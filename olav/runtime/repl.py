@@ -165,7 +165,7 @@ class Chat:
         if lessons:
             self.console.print(render_lessons(lessons))
         else:
-            self.console.print("no new failed runs to learn from")
+            self.console.print("no new failed, narrated or tool-error runs to learn from")
 
     def command(self, line: str) -> bool:
         """Handle a slash command; False means leave the chat."""
