@@ -51,7 +51,7 @@ def test_olav_ask_through_the_real_ollama_client(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["answer"] == "Saved exports/border.csv" and out["status"] == "completed"
-    assert out["outcome"] == "completed"  # a tool was called: not narrated
+        assert out["outcome"] == "completed"  # a tool was called: not narrated
         assert (ws / "exports" / "border.csv").read_text() == "hostname,site\nsh1-border01,sh1\n"
         chats = [body for path, body in state.requests if path == "/api/chat"]
         assert len(chats) == 2
