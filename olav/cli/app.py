@@ -9,6 +9,7 @@ import typer
 
 from olav import __version__
 from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, memory
+from olav.cli import mcp as mcp_cmd
 from olav.errors import OlavError
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app.command("doctor")(doctor.doctor)
 app.command("config")(doctor.show_config)
 app.command("chat")(chat.chat)
 app.command("ask")(chat.ask)
+app.command("mcp")(mcp_cmd.mcp)
 app.add_typer(kb.app, name="kb", help="Knowledge base: guides, export/import, re-embedding.")
 app.add_typer(memory.app, name="memory", help="Inspect and manage what is in memory.")
 app.add_typer(agent.app, name="agent", help="Install and list agents.")

@@ -20,8 +20,9 @@ Every commit appends an audit ``memory_events`` row and archives the draft under
 Human confirmation cannot be bypassed:
 
 - :func:`commit_draft` needs ``confirmed_by``: ``"chat"`` (the person said yes at the chat's
-  approval prompt, which showed this draft's preview) or ``"cli"``
-  (``olav kb drafts confirm <intent>``). Nothing else commits;
+  approval prompt, which showed this draft's preview), ``"cli"``
+  (``olav kb drafts confirm <intent>``) or ``"mcp"`` (the person said yes in an MCP client's
+  elicitation dialog that showed the preview, see :mod:`olav.mcp`). Nothing else commits;
 - without a draft, a commit fails with "no draft found";
 - in the chat, a draft cannot be committed in the run (user turn) that proposed it. The draft
   records the proposing run's id; a commit passing the same ``run_id`` is refused. When either
@@ -54,8 +55,9 @@ DRAFTS = ".curator_drafts"
 DRAFT_VERSION = 1
 CONFIRM_PROMPT = "Confirm? (yes / ok / 可以 / 确认 / 入库)"
 NOT_CONFIRMED = "the user has not confirmed yet: show the preview and wait for their reply"
-# who may confirm a commit: the chat's approval prompt, or `olav kb drafts confirm`
-CONFIRMERS = ("chat", "cli")
+# who may confirm a commit: the chat's approval prompt, `olav kb drafts confirm`, or the
+# person's yes in an MCP client's elicitation dialog (olav mcp)
+CONFIRMERS = ("chat", "cli", "mcp")
 ACTOR = "memory_curator"
 
 GUIDE_CATEGORIES = ("usage_guide", "format_guide")
