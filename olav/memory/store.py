@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from olav.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
+from olav.log import quiet_native_libraries
 from olav.memory.embedders import Embedder
 from olav.memory.schema import (
     CATEGORIES,
@@ -34,9 +35,6 @@ from olav.memory.schema import (
     now,
 )
 from olav.memory.timeq import Period, query_period
-
-os.environ.setdefault("LANCE_LOG", "error")  # keep lance's Rust warnings off the terminal
-os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")  # index_stats() warns otherwise
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -174,6 +172,7 @@ class MemoryStore:
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
     ) -> None:
+        quiet_native_libraries()
         import lancedb
         from filelock import FileLock
 
@@ -750,6 +749,7 @@ def reembed(
     The new table is built beside the old one and swapped in only when complete; the old one
     is kept as ``memory_backup_<timestamp>``. Returns (rows, backup name).
     """
+    quiet_native_libraries()
     import lancedb
     from filelock import FileLock
 

@@ -322,9 +322,7 @@ class ToolGuardMiddleware(AgentMiddleware):
     def _finish(self, call: dict[str, Any], result: Any, started: float) -> None:
         ms = (time.perf_counter() - started) * 1000
         text = message_text(result) if isinstance(result, ToolMessage) else str(result)
-        failed = (isinstance(result, ToolMessage) and result.status == "error") or text.startswith(
-            "Error"
-        )
+        failed = isinstance(result, ToolMessage) and result.status == "error"
         status = "error" if failed else "success"
         self.run.tool_events.append(
             ToolEvent(self.agent_name, call["name"], dict(call.get("args") or {}), text, status)
@@ -414,11 +412,7 @@ def summarise_turns(messages: list[Any]) -> str:
         if isinstance(m, AIMessage):
             for call in m.tool_calls:
                 res = results.get(call.get("id") or "")
-                ok = (
-                    res is not None
-                    and res.status != "error"
-                    and not message_text(res).startswith("Error")
-                )
+                ok = res is not None and res.status != "error"
                 if not ok:
                     failed.add(call["name"])
                     continue

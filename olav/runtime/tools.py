@@ -17,10 +17,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, field_validator
 
 from olav.errors import OlavError
+from olav.fsutil import atomic_write_text
 
 # Tools that change the outside world and need a human's approval in the chat.
 DANGEROUS = frozenset({"execute_skill_script", "take_snapshot"})
@@ -79,8 +80,14 @@ class ToolContext:
         return self._store
 
 
+class ToolFailure(str):
+    """A tool's error, returned to the model as a value. The tool wrapper turns it into a
+    ToolMessage with status "error", so a result that merely begins with "Error" (an "Error
+    rates per port" table) is not a failure."""
+
+
 def _error(msg: str) -> str:
-    return f"Error: {msg}"
+    return ToolFailure(f"Error: {msg}")
 
 
 @dataclass(frozen=True)
@@ -154,10 +161,7 @@ def format_and_export(ctx: ToolContext, data: str, format: str, filename: str) -
             data = json.dumps(json.loads(data), ensure_ascii=False, indent=2)
         except json.JSONDecodeError as exc:
             return _error(f"data is not valid JSON ({exc.msg} at char {exc.pos}); fix and retry")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(data, encoding="utf-8")
-    tmp.replace(target)
+    atomic_write_text(target, data)
     rel = target.relative_to(ctx.root)
     return f"Saved {rel} ({len(data.encode())} bytes)"
 
@@ -170,13 +174,8 @@ def _domain_connection(ctx: ToolContext) -> Any:
     for alias, path in (("domain", ctx.domain_db), ("audit", ctx.audit_db)):
         if not path.exists():
             continue
-        for _ in range(20):
-            try:
-                con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)")
-                schemas.append(f"{alias}.main")
-                break
-            except duckdb.Error:
-                time.sleep(0.05)
+        _attach(con, alias, path)
+        schemas.append(f"{alias}.main")
     if schemas:
         con.execute(f"SET search_path = '{','.join(schemas)}'")
     con.execute("SET enable_external_access = false")
@@ -184,21 +183,56 @@ def _domain_connection(ctx: ToolContext) -> Any:
     return con
 
 
+ATTACH_TRIES = 20
+
+
+def _attach(con: Any, alias: str, path: Path) -> None:
+    """Attach a database read-only. Another process's write lock makes DuckDB refuse for a
+    moment, so it is retried briefly; if it never works the query fails with the reason,
+    instead of running without that schema."""
+    import duckdb
+
+    for attempt in range(ATTACH_TRIES):
+        try:
+            con.execute(f"ATTACH '{path}' AS {alias} (READ_ONLY)")
+            return
+        except duckdb.Error as exc:
+            if attempt == ATTACH_TRIES - 1:
+                con.close()
+                reason = str(exc).splitlines()[0]
+                raise OlavError(
+                    f"the {alias} database {path.name} cannot be opened: {reason}. "
+                    "Another process may be writing it; retry in a moment"
+                ) from None
+            time.sleep(0.05)  # the writer usually finishes within a second
+
+
 class QueryArgs(_Args):
     sql: str = Field(description="One read-only SQL statement (SELECT/WITH/DESCRIBE/SHOW).")
 
 
-def _rows_text(cols: list[str], rows: list[tuple[Any, ...]], limit: int = 50) -> str:
+SHOWN_ROWS = 50
+
+
+def _rows_text(cols: list[str], rows: list[tuple[Any, ...]], total: int) -> str:
+    """The first rows of a result as text, and how many rows it has in all."""
     if not rows:
         return "(0 rows) columns: " + ", ".join(cols)
     lines = [" | ".join(cols)]
-    lines += [" | ".join("" if v is None else str(v) for v in r) for r in rows[:limit]]
+    lines += [" | ".join("" if v is None else str(v) for v in r) for r in rows]
     more = (
-        f"\n({len(rows)} rows, first {limit} shown)"
-        if len(rows) > limit
-        else f"\n({len(rows)} rows)"
+        f"\n({total} rows, first {len(rows)} shown)" if total > len(rows) else f"\n({total} rows)"
     )
     return "\n".join(lines) + more
+
+
+def _fetch(cur: Any) -> tuple[list[tuple[Any, ...]], int]:
+    """The first SHOWN_ROWS rows and the exact row count, reading the rest in chunks."""
+    rows = cur.fetchmany(SHOWN_ROWS)
+    total = len(rows)
+    while chunk := cur.fetchmany(10_000):
+        total += len(chunk)
+    return rows, total
 
 
 def db_query(ctx: ToolContext, sql: str) -> str:
@@ -209,11 +243,14 @@ def db_query(ctx: ToolContext, sql: str) -> str:
         return _error("db_query is read-only: use SELECT, WITH, DESCRIBE or SHOW")
     import duckdb
 
-    con = _domain_connection(ctx)
+    try:
+        con = _domain_connection(ctx)
+    except OlavError as exc:
+        return _error(str(exc))
     try:
         cur = con.execute(statement)
         cols = [d[0] for d in cur.description or []]
-        rows = cur.fetchmany(501)
+        rows, total = _fetch(cur)
     except duckdb.Error as exc:
         msg = str(exc).splitlines()[0]
         hint = (
@@ -224,7 +261,7 @@ def db_query(ctx: ToolContext, sql: str) -> str:
         return _error(msg + hint)
     finally:
         con.close()
-    return _rows_text(cols, rows)
+    return _rows_text(cols, rows, total)
 
 
 class DescribeArgs(_Args):
@@ -349,7 +386,7 @@ def list_devices(ctx: ToolContext, role: str | None = None, site: str | None = N
         cols, rows = _devices(ctx, role, site)
     except Exception as exc:
         return _error(f"the inventory is not available ({exc})")
-    return _rows_text(cols, rows)
+    return _rows_text(cols, rows[:SHOWN_ROWS], len(rows))
 
 
 class BackupArgs(_Args):
@@ -676,9 +713,12 @@ def build_tools(names: list[str], ctx: ToolContext) -> list[BaseTool]:
 
         def bound(_fn: Callable[..., str] = fn, **kwargs: Any) -> str:
             try:
-                return _fn(ctx, **kwargs)
+                result = _fn(ctx, **kwargs)
             except Exception as exc:  # returned to the model as a value
-                return _error(f"{type(exc).__name__}: {exc}")
+                result = _error(f"{type(exc).__name__}: {exc}")
+            if isinstance(result, ToolFailure):
+                raise ToolException(str(result))  # the tool node answers with status=error
+            return result
 
         tools.append(_make_tool(name, bound, schema, desc, ctx))
     return tools
@@ -689,7 +729,7 @@ def _make_tool(
 ) -> BaseTool:
     if name not in NEEDS_CONSENT:
         return StructuredTool.from_function(
-            func=fn, name=name, description=desc, args_schema=schema
+            func=fn, name=name, description=desc, args_schema=schema, handle_tool_error=True
         )
     describe = _DESCRIBE[name]
     return ConsentTool.from_function(
@@ -697,6 +737,7 @@ def _make_tool(
         name=name,
         description=desc,
         args_schema=schema,
+        handle_tool_error=True,
         describe=lambda args: describe(ctx, args),
     )
 

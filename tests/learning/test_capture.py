@@ -74,12 +74,17 @@ def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path
             "registered influx on 10.0.0.5:8086",
             "success",
         ),
-        ToolEvent("services", "register_service", {"name": "bad"}, "Error: port taken", "success"),
+        ToolEvent("services", "register_service", {"name": "bad"}, "Error: port taken", "error"),
         ToolEvent("services", "register_service", {"name": "x"}, "boom", "error"),
         ToolEvent("services", "list_services", {}, "influx", "success"),
+        # the tool node decides failure (status), not the first word of a result
+        ToolEvent("services", "export_report", {"of": "errors"}, "Error rates saved", "success"),
     ]
     new = capture(store, events, question="register influx", run_id="r1")
-    assert new == [event_id("register_service", {"name": "influx", "token": "s3cr3t"})]
+    assert new == [
+        event_id("register_service", {"name": "influx", "token": "s3cr3t"}),
+        event_id("export_report", {"of": "errors"}),
+    ]
     row = store.get(new[0])
     assert row is not None
     assert row.category == "operational_event" and row.scope == "services"
@@ -87,7 +92,7 @@ def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path
     assert row.metadata["run_id"] == "r1" and row.metadata["tool"] == "register_service"
     assert row.expires_at is None
     assert capture(store, events, question="again", run_id="r2") == []  # replay: nothing new
-    assert store.count() == 1
+    assert store.count() == 2
 
 
 def test_expiry_follows_the_category_not_words_in_the_result(tmp_path: Path) -> None:
@@ -121,7 +126,7 @@ def test_skill_declarations_override_the_verb_rule(tmp_path: Path) -> None:
     assert not should_capture(listing, declared)  # undeclared reads stay out
     other_agent = ToolEvent("core", "backup_device_config", {"device": "r1"}, "ok", "success")
     assert not should_capture(other_agent, declared)  # a declaration is per agent
-    broken = ToolEvent("netops", "backup_device_config", {"device": "r2"}, "Error: no", "success")
+    broken = ToolEvent("netops", "backup_device_config", {"device": "r2"}, "Error: no", "error")
     memory_tool = ToolEvent("core", "commit_to_memory", {}, "ok", "success")
     assert not should_capture(broken, declared)
     assert not should_capture(memory_tool, {("core", "commit_to_memory"): True})

@@ -71,7 +71,7 @@ def test_a_real_tool_call_completes_but_delegation_alone_does_not() -> None:
 
 def test_failed_calls_errors_and_cancellations() -> None:
     request = "back up the config of sh1-border01"
-    refused = ToolEvent("netops", "backup_device_config", {}, "Error: unknown device", "success")
+    refused = ToolEvent("netops", "backup_device_config", {}, "Error: unknown device", "error")
     assert classify("completed", request, [ok("list_devices"), refused]) == "tool_error"
     assert classify("completed", "what is BGP", [refused]) == "tool_error"
     assert classify("error", request, []) == "failed"
