@@ -17,14 +17,19 @@ MANIFEST = "template-manifest.json"
 
 
 def template_dir() -> Path:
-    """The agent templates shipped with olav (the repository's ``workspace_template/``)."""
+    """The agent templates shipped with olav.
+
+    An installed wheel carries the repository's ``workspace_template/`` as the package data
+    ``olav/_template`` (see setup.py); an editable install or a source checkout reads the
+    folder at the top of the repository.
+    """
     here = Path(__file__).resolve().parent
     for candidate in (here / "_template", here.parent / "workspace_template"):
         if candidate.is_dir():
             return candidate
     raise OlavError(
-        "olav's workspace_template/ folder is missing from this installation",
-        hint="Reinstall from the repository with `make install`",
+        f"olav's agent templates are missing from this installation ({here})",
+        hint="Reinstall olav (`pipx install .` or a wheel); in a checkout, run `make install`",
     )
 
 

@@ -18,7 +18,7 @@ app = typer.Typer(
     "Run `olav` with no command inside a workspace to chat.",
     no_args_is_help=False,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
     rich_markup_mode="rich",
 )
 app.command("init")(init.init)
@@ -39,7 +39,13 @@ _state = {"debug": False}
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"olav {__version__}")
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("olav")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            installed = __version__
+        typer.echo(f"olav {installed}")
         raise typer.Exit()
 
 
@@ -62,7 +68,8 @@ def main() -> None:
     from olav.cli.common import err_console
 
     try:
-        app()
+        # a fixed name keeps shell completion (_OLAV_COMPLETE) working under any launcher
+        app(prog_name="olav")
     except OlavError as exc:
         if _state["debug"]:
             raise

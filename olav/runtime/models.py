@@ -203,8 +203,59 @@ def is_connection_error(exc: BaseException) -> bool:
     )
 
 
+_OPENAI_START = (
+    "Start the server (e.g. `llama-server -m MODEL.gguf --port 8080`, `vllm serve MODEL` "
+    "or LM Studio's local server), or set llm.base_url to its URL ending in /v1"
+)
+
+
+def _cause_names(exc: BaseException) -> set[str]:
+    """Class names along an exception's cause chain (openai wraps its transport's errors)."""
+    names: set[str] = set()
+    seen: BaseException | None = exc
+    while seen is not None and len(names) < 20:
+        names.add(type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return names
+
+
+def _openai_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
+    """The failures of an OpenAI-compatible server (llama.cpp, vLLM, LM Studio) in one line."""
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - langchain-openai depends on it
+        return None
+    base = config["llm.base_url"]
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelError(
+            f"the model server at {base} did not answer in time",
+            hint="Check that it is running and not overloaded, then retry",
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        if _cause_names(exc) & {"ConnectError", "ConnectionRefusedError"}:
+            return ModelError(f"cannot reach the model server at {base}", hint=_OPENAI_START)
+        return ModelError(
+            f"the connection to {base} broke off mid-response",
+            hint="Check that the server is still running (it may have crashed), then retry",
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return ModelError(
+            f"the server at {base} has no model {model!r} (404)",
+            hint=f"List its models with `curl {base.rstrip('/')}/models` and set llm.model; "
+            "llm.base_url must end in /v1",
+        )
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
+        return ModelError(
+            f"the server at {base} refused the API key ({exc.status_code})",
+            hint=f"Export the key as {config['llm.api_key_env']} (named by llm.api_key_env)",
+        )
+    return None
+
+
 def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
     """A one-line, actionable ModelError for known failures, else None."""
+    if config["llm.provider"] == "openai":
+        return _openai_error(exc, config, model)
     base = config["llm.base_url"]
     if isinstance(exc, json.JSONDecodeError) and config["llm.provider"] == "ollama":
         return ModelError(

@@ -1,0 +1,189 @@
+"""The OpenAI-compatible provider end to end: the real langchain-openai client and `olav ask`
+against a stub that speaks the chat-completions protocol (llama.cpp, vLLM, LM Studio)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from olav.config import Workspace
+from olav.errors import ModelError
+from olav.runtime.models import make_chat_model, translate_model_error
+from olav.workspace import init_workspace
+from tests.conftest import HASH_CONFIG, write_config
+from tests.helpers import run_olav
+from tests.stubs.openai_stub import OpenAIStubState, openai_stub
+
+MODEL = "qwen3-8b-instruct"
+EXPORT_TURNS: list[dict[str, Any]] = [
+    {
+        "tool_calls": [
+            {
+                "name": "format_and_export",
+                "args": {
+                    "data": "hostname,site\nsh1-border01,sh1\n",
+                    "format": "csv",
+                    "filename": "border",
+                },
+            }
+        ]
+    },
+    {"content": "Saved exports/border.csv"},
+]
+
+
+def openai_workspace(root: Path, url: str, *, embedder: str = "openai") -> Path:
+    """A workspace whose chat model (and, by default, embedder) is the server at ``url``."""
+    llm = f"llm:\n  provider: openai\n  base_url: {url}\n  model: {MODEL}\n"
+    if embedder == "openai":
+        write_config(root, llm + "embedder:\n  provider: openai\n  model: bge-m3\n")
+    else:
+        write_config(root, HASH_CONFIG.split("llm:")[0] + llm)
+    init_workspace(root)
+    return root
+
+
+def audit_rows(ws: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    con = duckdb.connect(str(ws / ".olav/databases/audit.duckdb"), read_only=True)
+    try:
+        runs = con.execute("SELECT id, status, model, error FROM runs").fetchall()
+        tools = con.execute("SELECT run_id, tool, status FROM tool_calls").fetchall()
+    finally:
+        con.close()
+    return runs, tools
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def chat_requests(state: OpenAIStubState) -> list[dict[str, Any]]:
+    return [body for path, body in state.requests if path == "/v1/chat/completions"]
+
+
+@pytest.mark.slow
+def test_olav_ask_streams_an_answer(tmp_path: Path) -> None:
+    state = OpenAIStubState(chat_script=[{"content": "There are 4 border routers."}])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = run_olav("ask", "how many border routers are there?", "--json", cwd=ws)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["answer"].strip() == "There are 4 border routers."
+    assert out["status"] == "completed"
+    (chat,) = chat_requests(state)
+    assert chat["model"] == MODEL and chat["stream"] is True
+    assert chat["max_completion_tokens"] == 4096
+    assert any(path == "/v1/embeddings" for path, _ in state.requests)
+    runs, tools = audit_rows(ws)
+    assert [(r[1], r[2]) for r in runs] == [("completed", MODEL)] and tools == []
+
+
+@pytest.mark.slow
+def test_a_streamed_tool_call_exports_a_file_and_is_audited(tmp_path: Path) -> None:
+    state = OpenAIStubState()
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [dict(t) for t in EXPORT_TURNS]
+        res = run_olav("ask", "save the border routers as csv", "--json", cwd=ws)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["answer"].strip() == "Saved exports/border.csv"
+    assert out["outcome"] == "completed"
+    # the arguments arrived as two fragments of a JSON string and were reassembled
+    assert (ws / "exports" / "border.csv").read_text() == "hostname,site\nsh1-border01,sh1\n"
+    first, second = chat_requests(state)
+    assert any(t["function"]["name"] == "format_and_export" for t in first["tools"])
+    user = [m for m in first["messages"] if m["role"] == "user"][-1]["content"]
+    assert user.startswith("<relevant-memories>")
+    answer_to_tool = second["messages"][-1]
+    assert answer_to_tool["role"] == "tool"
+    assert answer_to_tool["tool_call_id"] == "call_0_format_and_export"
+    runs, calls = audit_rows(ws)
+    assert [(r[1], r[2]) for r in runs] == [("completed", MODEL)]
+    assert calls == [(runs[0][0], "format_and_export", "success")]
+
+
+@pytest.mark.slow
+def test_connection_lost_mid_stream_is_one_line_and_audited(tmp_path: Path) -> None:
+    state = OpenAIStubState(chat_script=[{"content": "a long answer that never ends"}])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        state.drop_chat = True
+        res = run_olav("ask", "hello", cwd=ws)
+    assert res.returncode == 1
+    line = one_line(res.stderr)
+    assert f"the connection to {url} broke off mid-response" in line
+    assert "still running" in line
+    runs, _ = audit_rows(ws)
+    assert [r[1] for r in runs] == ["error"]
+    assert "Connection error" in str(runs[0][3])
+
+
+@pytest.mark.slow
+def test_a_model_the_server_lacks_names_the_url_and_the_fix(tmp_path: Path) -> None:
+    state = OpenAIStubState(models=["llama-3.2-3b"])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = run_olav("ask", "hello", cwd=ws)
+    assert res.returncode == 1
+    line = one_line(res.stderr)
+    assert f"the server at {url} has no model '{MODEL}' (404)" in line
+    assert f"`curl {url}/models`" in line and "llm.model" in line
+    assert chat_requests(state)  # the request did reach the server
+
+
+@pytest.mark.slow
+def test_a_server_that_is_down_names_the_url_and_how_to_start_one(tmp_path: Path) -> None:
+    with openai_stub() as (url, _):
+        pass  # the stub has stopped: nothing listens on its port any more
+    ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+    res = run_olav("ask", "hello", cwd=ws)
+    assert res.returncode == 1
+    line = one_line(res.stderr)
+    assert f"cannot reach the model server at {url}" in line
+    assert "llama-server" in line and "vllm serve" in line and "llm.base_url" in line
+    runs, _ = audit_rows(ws)
+    assert [r[1] for r in runs] == ["error"]
+
+
+def test_the_factory_model_answers_without_streaming(tmp_path: Path) -> None:
+    """Learning jobs call ``invoke``: one JSON reply, tool arguments parsed from a string."""
+    state = OpenAIStubState(chat_script=[dict(t) for t in EXPORT_TURNS])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        model = make_chat_model(Workspace.open(ws).config)
+        reply = model.invoke("save the border routers as csv")
+    assert reply.tool_calls == [
+        {
+            "name": "format_and_export",
+            "args": EXPORT_TURNS[0]["tool_calls"][0]["args"],
+            "id": "call_0_format_and_export",
+            "type": "tool_call",
+        }
+    ]
+    (chat,) = chat_requests(state)
+    assert not chat.get("stream")
+
+
+def test_a_refused_key_names_the_variable_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+    with openai_stub(OpenAIStubState(api_key="right")) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        config = Workspace.open(ws).config
+        with pytest.raises(Exception) as caught:
+            make_chat_model(config).invoke("hello")
+        monkeypatch.setenv("OPENAI_API_KEY", "right")
+        assert make_chat_model(config).invoke("hello").content == "ok"
+    err = translate_model_error(caught.value, config, MODEL)
+    assert isinstance(err, ModelError)
+    assert f"the server at {url} refused the API key (401)" in err.one_line()
+    assert "OPENAI_API_KEY" in err.one_line()
