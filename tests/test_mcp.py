@@ -58,7 +58,7 @@ def drive(server: Any, scenario: Scenario, **client: Any) -> Any:
 
     async def main() -> Any:
         with anyio.fail_after(DEADLINE):
-            async with Client(server, client_info=CLIENT, **client) as c:
+            async with Client(server, **{"client_info": CLIENT, **client}) as c:
                 return await scenario(c)
 
     return anyio.run(main)
@@ -485,21 +485,26 @@ def test_http_record_outcome_captures_successful_writes(http_server: HttpServer)
 
 
 def test_http_every_call_is_audited(http_server: HttpServer) -> None:
-    marker = "audit marker request 7f3a"
+    probe = types.Implementation(name="audit-probe", version="2.0")  # this test's rows only
 
     async def scenario(c: Client) -> Any:
-        await c.call_tool("recall", {"request": marker})
+        await c.call_tool("recall", {"request": "which VLAN is the lab on"})
         await c.call_tool("get", {"id": "no_such_memory_7f3a"})
+        await c.read_resource("olav://lessons")
 
-    drive(http_server.url, scenario)
+    drive(http_server.url, scenario, client_info=probe)
 
-    def calls() -> list[dict[str, Any]]:
-        rows = [e for e in events(http_server.root, "mcp_call") if e["client"] == "olav-test"]
-        return [e for e in rows if e["tool"] in ("recall", "get")][-2:] if len(rows) >= 2 else []
+    def rows() -> list[dict[str, Any]]:
+        return [e for e in events(http_server.root, "mcp_call") if e["client"] == "audit-probe"]
 
-    recall, get = wait_for(lambda: (c := calls()) and c[-1]["tool"] == "get" and c, "mcp_call rows")
-    assert recall["tool"] == "recall" and recall["status"] == "ok"
-    assert get["status"] == "error" and "no memory with id" in get["error"]
+    recall, get, read = wait_for(lambda: len(rows()) == 3 and rows(), "three mcp_call rows")
+    assert (recall["tool"], recall["status"], recall["error"]) == ("recall", "ok", None)
+    assert get["tool"] == "get" and get["status"] == "error" and "no memory with id" in get["error"]
+    assert (read["method"], read["tool"], read["status"]) == (
+        "resources/read",
+        "olav://lessons",
+        "ok",
+    )
     assert recall["transport"] == "http" and recall["agent"] == "core"
     assert isinstance(recall["latency_ms"], float) and recall["latency_ms"] > 0
 

@@ -12,9 +12,7 @@ annotation naming a closure's local (the consent resolver).
 """
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -28,11 +26,12 @@ from mcp.server.mcpserver import (
 )
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
 
 from olav import __version__
 from olav.errors import OlavError
+from olav.mcp.middleware import CallAudit, client_name
 from olav.mcp.service import MemoryService, ToolCall
 
 Category = Literal[
@@ -55,7 +54,6 @@ RememberCategory = Literal[
 ]
 Outcome = Literal["completed", "narrated", "tool_error", "failed", "cancelled"]
 WRITING_TOOLS = ("remember", "confirm", "record_outcome")
-AUDITED = ("tools/call", "resources/read", "prompts/get")
 
 INSTRUCTIONS = """olav's memory of this workspace: team directives, precedents of past actions and \
 lessons from failures. Call recall with the user's request before acting and follow the block it \
@@ -145,13 +143,6 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(exc.one_line()) from None
 
 
-def client_name(ctx: Any) -> str:
-    """The client's name from its initialize clientInfo (or request envelope), else unknown."""
-    params = getattr(ctx.session, "client_params", None)
-    info = getattr(params, "client_info", None)
-    return str(getattr(info, "name", "") or "unknown")
-
-
 def _read_tools(svc: MemoryService) -> list[Tool]:
     def recall(request: Request, agent: AgentArg = None) -> dict[str, Any]:
         """Call before acting on a request. Returns `block`, exactly the <relevant-memories> \
@@ -200,8 +191,12 @@ def _consent_resolver(svc: MemoryService) -> Callable[..., Elicit[Consent] | NoD
 
 
 def _write_tools(svc: MemoryService) -> list[Tool]:
-    ask_consent = _consent_resolver(svc)
+    hints = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    made = (_remember_tool(svc), _confirm_tool(svc), _record_outcome_tool(svc))
+    return [_tool(f, hints) for f in made]
 
+
+def _remember_tool(svc: MemoryService) -> Callable[..., Any]:
     def remember(
         text: Annotated[
             str, Field(min_length=1, max_length=8000, description="What to remember, as stated.")
@@ -221,6 +216,12 @@ stored. Show the preview to the user, then call confirm with the draft_id."""
         with tool_errors():
             return svc.remember(text, category, agent, keywords)
 
+    return remember
+
+
+def _confirm_tool(svc: MemoryService) -> Callable[..., Any]:
+    ask_consent = _consent_resolver(svc)
+
     def confirm(
         draft_id: DraftId,
         consent: Annotated[ElicitationResult[Consent], Resolve(ask_consent)],
@@ -231,6 +232,10 @@ stores it. Returns stored true/false. A client without dialogs stores nothing: t
 then waits for `olav kb drafts confirm <draft_id>` in a terminal."""
         return _decide(svc, draft_id, consent, client_name(ctx))
 
+    return confirm
+
+
+def _record_outcome_tool(svc: MemoryService) -> Callable[..., Any]:
     def record_outcome(
         ctx: Context,
         request: Request,
@@ -261,8 +266,7 @@ actions (save_, create_, deploy_ ...) become precedents that recall offers next 
                 request, calls, outcome, error, answer, client=client_name(ctx)
             )
 
-    hints = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-    return [_tool(f, hints) for f in (remember, confirm, record_outcome)]
+    return record_outcome
 
 
 def _decide(svc: MemoryService, draft_id: str, consent: Any, client: str) -> dict[str, Any]:
@@ -316,82 +320,6 @@ def _add_resources(server: MCPServer, svc: MemoryService) -> None:
     @server.prompt(name="use_olav_memory", description="How to use olav's memory tools.")
     def use_olav_memory() -> str:
         return USAGE_PROMPT
-
-
-class CallAudit:
-    """Server middleware: checks tool arguments strictly (one-line errors) and audits every
-    tool call, resource read and prompt in audit.duckdb as an ``mcp_call`` event."""
-
-    def __init__(self, svc: MemoryService, tools: list[Tool], transport: str) -> None:
-        self.svc = svc
-        self.tools = {t.name: t for t in tools}
-        self.transport = transport
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="olav-mcp-audit")
-
-    async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        if ctx.method not in AUDITED or ctx.request_id is None:
-            return await call_next(ctx)
-        started = time.perf_counter()
-        status: str = "error"
-        error: str | None = "the call raised"
-        try:
-            result = self.refusal(ctx.params or {}) if ctx.method == "tools/call" else None
-            result = result or await call_next(ctx)
-            status, error = outcome_of(result)
-            return result
-        finally:
-            detail = {
-                "client": client_name(ctx),
-                "method": ctx.method,
-                "tool": _target(ctx.params or {}),
-                "agent": self.svc.agent,
-                "transport": self.transport,
-                "latency_ms": round((time.perf_counter() - started) * 1000, 1),
-                "status": status,
-                "error": error,
-            }
-            # written after the reply, one at a time, so auditing adds no latency
-            self._writer.submit(self.svc.audit.event, None, "mcp_call", detail)
-
-    def refusal(self, params: Any) -> CallToolResult | None:
-        """A tool error for arguments the tool's schema refuses, else None."""
-        name = str(params.get("name"))
-        tool = self.tools.get(name)
-        args = params.get("arguments") or {}
-        if tool is None or not isinstance(args, dict):
-            return None
-        known = list(tool.parameters.get("properties", {}))
-        unknown = sorted(set(args) - set(known))
-        if unknown:
-            return tool_error(
-                f"{name}: unknown argument {unknown[0]!r}; it takes {', '.join(known)}"
-            )
-        try:
-            tool.fn_metadata.validate_arguments(args)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "arguments"
-            return tool_error(f"{name}: argument {where!r}: {first['msg']}")
-        return None
-
-
-def tool_error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
-def _target(params: Any) -> str:
-    return str(params.get("name") or params.get("uri") or "")
-
-
-def outcome_of(result: Any) -> tuple[str, str | None]:
-    """(status, error) of a handler's result: ok, error (with its text) or input_required."""
-    data = result.model_dump(by_alias=True) if isinstance(result, BaseModel) else result or {}
-    if data.get("resultType") == "input_required" or "inputRequests" in data:
-        return "input_required", None
-    if data.get("isError"):
-        content = data.get("content") or [{}]
-        return "error", str(content[0].get("text", ""))[:300]
-    return "ok", None
 
 
 def build_server(svc: MemoryService, *, read_only: bool = False, transport: str = "stdio") -> Any:
