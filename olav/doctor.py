@@ -80,7 +80,7 @@ def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
     table. It is never read (the live table is intact); --repair removes it."""
     import shutil
 
-    from olav.memory.store import REEMBED_TABLE, TABLE
+    from olav.memory.store import REEMBED_TABLE, TABLE, lock_path
 
     stale = memory_path / f"{REEMBED_TABLE}.lance"
     live = memory_path / f"{TABLE}.lance"
@@ -89,7 +89,7 @@ def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
     if repair:
         from filelock import FileLock
 
-        with FileLock(str(memory_path) + ".lock", timeout=60):
+        with FileLock(str(lock_path(memory_path)), timeout=60):
             shutil.rmtree(stale)
         return Check("leftovers", "ok", "removed the half-built table of an interrupted re-embed")
     return Check(

@@ -1,24 +1,32 @@
-"""File-system helpers shared by every layer."""
+"""File-system helpers shared by every layer: the one way olav replaces a file."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
+
+FILE_MODE = 0o644  # mkstemp makes 0600 files; the files olav writes are ordinary files
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one:
-    a temporary file in the same folder, fsynced, renamed over the target, and the folder
-    fsynced so that the rename survives a crash."""
+@contextmanager
+def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Write ``path`` whole or not at all: a temporary file in the same folder, fsynced,
+    renamed over the target, and the folder fsynced so the rename survives a crash. Readers
+    see the old file or the whole new one; an exception leaves the old file as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -26,8 +34,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -26,8 +26,8 @@ from olav.memory.documents import (
     detect_diagram_format,
     import_document_file,
 )
-from olav.memory.recall import estimate_tokens
 from olav.memory.store import MemoryStore
+from olav.memory.tokens import estimate_tokens
 from olav.runtime.models import ScriptedChatModel
 from olav.runtime.runner import Session
 from tests.runtime.conftest import scripted_ws

@@ -29,8 +29,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from olav.memory.recall import Candidate, estimate_tokens, render_block, select
+from olav.memory.recall import Candidate, render_block, select
 from olav.memory.relevance import Floors, decide
+from olav.memory.tokens import estimate_tokens
 
 SPLITS = ("cal", "test")
 LANGS = ("en", "zh", "mixed")

@@ -66,7 +66,9 @@ def main() -> None:
     from rich.text import Text
 
     from olav.cli.common import err_console
+    from olav.log import quiet_native_libraries
 
+    quiet_native_libraries()
     try:
         # a fixed name keeps shell completion (_OLAV_COMPLETE) working under any launcher
         app(prog_name="olav")

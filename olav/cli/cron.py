@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from olav.cli.common import console, err_console, open_workspace, print_json
 from olav.errors import OlavError
+from olav.fsutil import atomic_write_text
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -221,9 +222,7 @@ def install_cmd(
                 hint="Pass --force to replace it, or use --crontab for a second workspace",
             )
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, text)
     console.print(f"[green]✓[/] wrote {escape(str(path))}", soft_wrap=True)
     console.print("Start it now and at every login with:")
     typer.echo("systemctl --user daemon-reload")

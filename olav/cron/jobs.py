@@ -11,14 +11,11 @@ a custom job stores its ``target`` in the jobs file.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import logging
-import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +30,7 @@ import yaml
 from olav.config import Workspace
 from olav.cron import CronError, JobBusyError, JobTargetError, UnknownJobError
 from olav.errors import OlavError
+from olav.fsutil import atomic_write_text
 from olav.memory.redact import redact_text
 
 JobFn = Callable[[Workspace], Any]
@@ -186,18 +184,7 @@ def _write_atomic(path: Path, jobs: dict[str, dict[str, Any]]) -> None:
     text = _HEADER + yaml.safe_dump(
         {"jobs": jobs}, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
     )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, text)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ REQUEST = (
 def write_code_fix(
     root: Path, exports: Path, *, title: str, root_cause: str, suggested_fix: str, patch: str = ""
 ) -> Path:
-    from olav.memory.curator import write_text_atomic
+    from olav.fsutil import atomic_write_text
 
     slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60] or "fix"
     folder = exports / "reflections"
@@ -53,7 +53,7 @@ def write_code_fix(
     ]
     if patch.strip():
         body += ["", "## Patch (not applied)", "```diff", patch.strip(), "```"]
-    write_text_atomic(path, "\n".join(body) + "\n")
+    atomic_write_text(path, "\n".join(body) + "\n")
     return path
 
 

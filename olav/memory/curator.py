@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,6 +47,7 @@ from typing import Any
 import yaml
 
 from olav.errors import OlavError
+from olav.fsutil import atomic_write_text
 from olav.memory.schema import MemoryRecord
 
 DRAFTS = ".curator_drafts"
@@ -119,28 +118,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a temp file beside it, fsync, rename, fsync the
-    folder. A crash never leaves a half-written draft or guide under the real name."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(data, ensure_ascii=False, indent=1))
+    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1))
 
 
 # -- turn 1 ----------------------------------------------------------------------------------
@@ -488,7 +467,7 @@ def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[
     guide_dir = root / d["agent"] / "guides"
     guide_dir.mkdir(parents=True, exist_ok=True)
     gpath = guide_dir / f"{d['intent']}.guide.yaml"
-    write_text_atomic(gpath, yaml.safe_dump(guide, allow_unicode=True, sort_keys=False, width=100))
+    atomic_write_text(gpath, yaml.safe_dump(guide, allow_unicode=True, sort_keys=False, width=100))
     summary = import_guides(store, [gpath], base=root)
     if summary.errors:
         raise OlavError(summary.errors[0].one_line())

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from olav.errors import OlavError
-from olav.memory.recall import estimate_tokens
 from olav.memory.schema import MemoryRecord
+from olav.memory.tokens import CJK, char_counts, estimate_tokens, tokens_from_counts
 
 CHUNK_TOKENS = 500
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
@@ -36,7 +36,6 @@ DOCUMENT_CONFIDENCE = 0.9
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")  # as counted by estimate_tokens
 _BREAKS = (
     re.compile(r"(\n)"),
     re.compile(r"((?<=[.!?;:])\s+|(?<=[。！？；：]))"),
@@ -124,9 +123,9 @@ def _hard_split(text: str, max_tokens: int) -> list[str]:
     pieces: list[str] = []
     start = cjk = other = 0
     for i, ch in enumerate(text):
-        is_cjk = bool(_CJK.match(ch))
+        is_cjk = bool(CJK.match(ch))
         c2, o2 = cjk + is_cjk, other + (not is_cjk)
-        if i > start and c2 + (o2 + 3) // 4 > max_tokens:
+        if i > start and tokens_from_counts(c2, o2) > max_tokens:
             pieces.append(text[start:i])
             start, c2, o2 = i, int(is_cjk), int(not is_cjk)
         cjk, other = c2, o2
@@ -148,8 +147,8 @@ def _split_long(text: str, max_tokens: int, level: int = 0) -> list[str]:
     cur: list[str] = []
     cjk = other = 0
     for seg in segs:
-        c, o = _count(seg)
-        if cur and _tokens(cjk + c, other + o) > max_tokens:
+        c, o = char_counts(seg)
+        if cur and tokens_from_counts(cjk + c, other + o) > max_tokens:
             packed.append("".join(cur))
             cur, cjk, other = [], 0, 0
         cur.append(seg)
@@ -157,16 +156,6 @@ def _split_long(text: str, max_tokens: int, level: int = 0) -> list[str]:
     if cur:
         packed.append("".join(cur))
     return [piece for p in packed for piece in _split_long(p, max_tokens, level + 1)]
-
-
-def _count(text: str) -> tuple[int, int]:
-    cjk = len(_CJK.findall(text))
-    return cjk, len(text) - cjk
-
-
-def _tokens(cjk: int, other: int) -> int:
-    """estimate_tokens from character counts, so running totals stay cheap."""
-    return cjk + (other + 3) // 4
 
 
 def chunk_text(text: str, *, max_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
@@ -188,16 +177,16 @@ def chunk_text(text: str, *, max_tokens: int = CHUNK_TOKENS) -> list[Chunk]:
         if body:
             chunks.append(Chunk(len(chunks), body, " › ".join(cur[0].path)))
         cur[:] = held
-        size[0] = sum(_count(b.text)[0] for b in held)
-        size[1] = sum(_count(b.text)[1] + 2 for b in held)
+        size[0] = sum(char_counts(b.text)[0] for b in held)
+        size[1] = sum(char_counts(b.text)[1] + 2 for b in held)
 
     reserve = min(48, max_tokens // 8)  # room for headings carried into the next chunk
     for block in _blocks(text):
-        if block.heading and cur and _tokens(*size) >= max_tokens // 4:
+        if block.heading and cur and tokens_from_counts(*size) >= max_tokens // 4:
             emit()
         for piece in _split_long(block.text, max_tokens - reserve):
-            cjk, other = _count(piece)
-            if cur and _tokens(size[0] + cjk, size[1] + other + 2) > max_tokens:
+            cjk, other = char_counts(piece)
+            if cur and tokens_from_counts(size[0] + cjk, size[1] + other + 2) > max_tokens:
                 emit()
             cur.append(_Block(piece, block.path, block.heading))
             size[0] += cjk

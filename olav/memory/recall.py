@@ -29,6 +29,7 @@ from olav.memory.relevance import (
     specific_keywords,
 )
 from olav.memory.store import Hit, MemoryStore
+from olav.memory.tokens import estimate_tokens
 
 # Ceilings per category: how many relevant memories of a kind may share one block
 QUOTAS: dict[str, int] = {
@@ -58,14 +59,7 @@ LABELS = {
     "episode": "earlier session",
 }
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
-_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 log = get_logger("memory.recall")
-
-
-def estimate_tokens(text: str) -> int:
-    """Cheap token estimate: one per CJK character, one per four other characters."""
-    cjk = len(_CJK.findall(text))
-    return cjk + (len(text) - cjk + 3) // 4
 
 
 @dataclass

@@ -37,6 +37,12 @@ from olav.memory.schema import (
 from olav.memory.timeq import Period, query_period
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
+
+
+def lock_path(memory_path: Path) -> Path:
+    """The file lock that serialises every writer of the memory table at ``memory_path``
+    (two processes merging the same ids made duplicates)."""
+    return Path(f"{memory_path}.lock")
 _WORD = re.compile(r"\w", re.UNICODE)
 REEMBED_TABLE = "memory_reembed"
 # ICU word breaking (Chinese and Japanese work) that also splits snake_case and camelCase
@@ -181,7 +187,7 @@ class MemoryStore:
         self.rrf_k = rrf_k
         self.ann_threshold = ann_threshold
         self.path.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path) + ".lock", timeout=lock_timeout)
+        self._lock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
         self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
@@ -754,7 +760,7 @@ def reembed(
     from filelock import FileLock
 
     path = Path(path)
-    with FileLock(str(path) + ".lock", timeout=120):
+    with FileLock(str(lock_path(path)), timeout=120):
         return _reembed_locked(path, lancedb.connect(str(path)), embedder, progress, batch)
 
 

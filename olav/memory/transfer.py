@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from olav.errors import OlavError
+from olav.fsutil import atomic_open
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, UpsertResult
 
@@ -63,8 +64,7 @@ class ExportRow(BaseModel):
 def export_jsonl(store: MemoryStore, path: Path) -> int:
     """Write a header line, then one row per line. Returns the number of rows."""
     rows = sorted(store.list_rows(with_vector=True), key=lambda r: r.id)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:  # a crash never leaves a half-written export
         header = {
             "format": FORMAT,
             "version": 2,
@@ -74,7 +74,6 @@ def export_jsonl(store: MemoryStore, path: Path) -> int:
         fh.write(json.dumps(header) + "\n")
         for rec in rows:
             fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
-    tmp.replace(path)  # a crash never leaves a half-written export under the real name
     return len(rows)
 
 
