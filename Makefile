@@ -25,6 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check olav tests
 	$(BIN)/ruff format --check olav tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fmt: $(STAMP)
 	$(BIN)/ruff format olav tests

@@ -30,7 +30,7 @@ def write_config(root: Path, text: str = HASH_CONFIG) -> None:
 @pytest.fixture
 def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh workspace using the test-only hash embedder; cwd is its root."""
-    from olav.workspace import init_workspace
+    from olav.admin.setup import init_workspace
 
     root = tmp_path / "ws"
     write_config(root)
@@ -41,12 +41,12 @@ def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def _e5_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from olav.workspace import init_workspace
+    from olav.admin.setup import init_workspace
 
     root = tmp_path_factory.mktemp("e5tpl") / "ws"
     root.mkdir()
     (root / ".olav").mkdir()
-    from olav.config import render_default_config
+    from olav.core.config import render_default_config
 
     (root / ".olav" / "olav.yaml").write_text(
         render_default_config().replace(

@@ -20,7 +20,7 @@ from olav.bench.locomo import (
     time_filter,
     window_texts,
 )
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.memory.embedders import HashEmbedder
 
 RARE_QUESTION = "What did Alice name her xylophone?"

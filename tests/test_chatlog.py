@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from olav.config import Workspace
-from olav.errors import OlavError
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
 from olav.memory.chatlog import import_chat
 from olav.memory.store import MemoryStore
 from tests.helpers import run_olav

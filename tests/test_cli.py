@@ -124,7 +124,7 @@ def test_doctor_reports_each_check(hash_ws: Path, olav) -> None:  # type: ignore
 
 
 def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.memory.store import MAX_FRAGMENTS, MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 import olav
-from olav.config import Config, find_root, render_default_config
-from olav.errors import ConfigError, WorkspaceNotFoundError
-from olav.settings import PROCESS_VARS, SETTINGS
+from olav.core.config import Config, find_root, render_default_config
+from olav.core.errors import ConfigError, WorkspaceNotFoundError
+from olav.core.settings import PROCESS_VARS, SETTINGS
 
 
 def test_default_config_is_valid_yaml_with_every_key(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ import pexpect
 import pytest
 
 from olav.audit.recorder import AuditRecorder
-from olav.config import Workspace
-from olav.memory.curator import DRAFTS
+from olav.core.config import Workspace
+from olav.learning.curator import DRAFTS
+from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
-from olav.runtime.models import ScriptedChatModel
 from olav.runtime.runner import Session
 from tests.runtime.conftest import scripted_ws
 
@@ -148,7 +148,7 @@ def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) 
 
 def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
     scripted_ws(hash_ws, [COMMIT, {"content": "Done."}])
-    from olav.memory.curator import propose_draft
+    from olav.learning.curator import propose_draft
 
     propose_draft(
         hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
@@ -162,7 +162,7 @@ def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav) -> None:  # 
 def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
     """Called without the middleware's consent (e.g. a model forging arguments), the tool
     refuses; the consent is not an argument the model can pass."""
-    from olav.memory.curator import propose_draft
+    from olav.learning.curator import propose_draft
     from olav.runtime.tools import ToolContext, build_tools
 
     ws = Workspace.open(hash_ws)
@@ -188,7 +188,7 @@ def test_chat_auto_approve_still_asks_before_storing(
 ) -> None:
     """`olav chat --auto-approve` covers dangerous tools, never a memory: the prompt shows the
     preview and an empty answer is a no."""
-    from olav.runtime.repl import Chat
+    from olav.cli.repl import Chat
 
     prompts: list[str] = []
     monkeypatch.setattr("builtins.input", lambda prompt: prompts.append(prompt) or "")

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from olav.errors import MemoryStoreError
+from olav.core.errors import MemoryStoreError
 from olav.memory.context import neighbour_windows
 from olav.memory.recall import Recaller
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema

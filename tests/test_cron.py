@@ -39,7 +39,7 @@ def _leaky_job(ws: Any) -> str:
 
 
 def test_a_failing_jobs_secrets_reach_neither_cron_log_nor_cron_yaml(hash_ws: Path) -> None:
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.cron.jobs import LOG_FILE, enable_job, jobs_path, run_job
 
     ws = Workspace.open(hash_ws)
@@ -53,7 +53,7 @@ def test_a_failing_jobs_secrets_reach_neither_cron_log_nor_cron_yaml(hash_ws: Pa
 
 
 def _fires(expr: str, n: int, after: datetime = MONDAY) -> list[datetime]:
-    from olav.cron.scheduler import next_fire
+    from olav.cron.expression import next_fire
 
     out: list[datetime] = []
     for _ in range(n):
@@ -116,7 +116,7 @@ def test_numeric_day_of_week_means_what_cron_means(expr: str, weekdays: set[int]
 
 
 def test_dow_field_is_rewritten_to_names() -> None:
-    from olav.cron.scheduler import cron_dow_to_names
+    from olav.cron.expression import cron_dow_to_names
 
     assert cron_dow_to_names("0") == "sun"
     assert cron_dow_to_names("7") == "sun"
@@ -135,7 +135,7 @@ def test_day_of_month_or_day_of_week_like_cron() -> None:
 
 
 def test_next_fire_is_strictly_after_and_pure() -> None:
-    from olav.cron.scheduler import next_fire
+    from olav.cron.expression import next_fire
 
     at = datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
     assert next_fire("0 4 * * 0", at) == datetime(2026, 12, 13, 4, 0, tzinfo=UTC)
@@ -165,7 +165,7 @@ def test_next_fire_is_strictly_after_and_pure() -> None:
 )
 def test_invalid_expression_is_refused_on_one_line(expr: str) -> None:
     from olav.cron import CronExpressionError
-    from olav.cron.scheduler import validate_expression
+    from olav.cron.expression import validate_expression
 
     with pytest.raises(CronExpressionError) as info:
         validate_expression(expr)
@@ -186,9 +186,9 @@ def test_builtin_registry() -> None:
         "extract-patterns": "0 3 * * *",
         "gc": "0 5 * * 0",
     }
-    assert BUILTIN_JOBS["reflect"].target == "olav.learning.reflector:run_reflector"
+    assert BUILTIN_JOBS["reflect"].target == "olav.cron.builtin:run_reflector"
     assert BUILTIN_JOBS["trace-learn"].target == "olav.learning.trace_learner:run_trace_learner"
-    assert BUILTIN_JOBS["extract-patterns"].target == "olav.memory.patterns:run_extract_patterns"
+    assert BUILTIN_JOBS["extract-patterns"].target == "olav.learning.patterns:run_extract_patterns"
     assert BUILTIN_JOBS["gc"].target == "olav.memory.lifecycle:run_gc"
 
 
@@ -321,7 +321,7 @@ def test_builtin_whose_module_is_missing_records_an_error(
 
 
 def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.cron.jobs import enable_job, list_jobs, run_job
 
     ws = Workspace.open(hash_ws)
@@ -350,7 +350,7 @@ def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
 
 
 def test_daemon_reconciles_with_the_jobs_file(hash_ws: Path) -> None:
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.cron.jobs import cron_logger, disable_job, enable_job
     from olav.cron.scheduler import CronDaemon
 

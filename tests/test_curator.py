@@ -10,9 +10,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from olav.config import Workspace
-from olav.errors import OlavError
-from olav.memory.curator import (
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
+from olav.learning.curator import (
     CONFIRM_PROMPT,
     DRAFTS,
     NOT_CONFIRMED,
@@ -20,6 +20,7 @@ from olav.memory.curator import (
     list_drafts,
     propose_draft,
 )
+from olav.llm.models import ScriptedChatModel
 from olav.memory.documents import (
     CHUNK_TOKENS,
     chunk_text,
@@ -28,7 +29,6 @@ from olav.memory.documents import (
 )
 from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
-from olav.runtime.models import ScriptedChatModel
 from olav.runtime.runner import Session
 from tests.runtime.conftest import scripted_ws
 
@@ -512,9 +512,9 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
 
 
 def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> None:
-    from olav.config import Workspace
+    from olav.core.config import Workspace
+    from olav.learning.curator import commit_draft, propose_draft
     from olav.memory.conflicts import history
-    from olav.memory.curator import commit_draft, propose_draft
     from olav.memory.store import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from olav.audit.recorder import AuditRecorder
-from olav.config import Workspace
+from olav.core.config import Workspace
+from olav.learning.curator import DRAFTS, propose_draft
 from olav.learning.reflector import write_code_fix
-from olav.memory.curator import DRAFTS, propose_draft
 from olav.memory.store import MemoryStore
 from tests.helpers import run_olav
 from tests.runtime.conftest import scripted_ws

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from olav.config import Config
-from olav.errors import EmbedderError
+from olav.core.config import Config
+from olav.core.errors import EmbedderError
 from olav.memory.embedders import (
     CachedEmbedder,
     E5Embedder,

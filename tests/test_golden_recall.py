@@ -19,9 +19,9 @@ from olav.bench.golden import (
     run_golden,
     split_of,
 )
-from olav.errors import OlavError
+from olav.core.errors import OlavError
+from olav.core.settings import SETTINGS
 from olav.memory import calibration
-from olav.settings import SETTINGS
 
 E5 = "e5:multilingual-e5-small"
 DEFAULTS = {s.key: s.default for s in SETTINGS}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from olav.errors import GuideError
+from olav.core.errors import GuideError
 from olav.memory.guides import find_guides, import_guides, load_guide
 from tests.helpers import hash_store, rec
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 
-from olav.config import Workspace
+from olav.admin.setup import init_workspace, template_dir
+from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
-from olav.workspace import init_workspace, template_dir
 from tests.conftest import write_config
 from tests.helpers import rec
 

@@ -39,7 +39,7 @@ def test_normal_memories_are_not_flagged(text: str) -> None:
 
 
 def test_captured_injection_is_quarantined_not_recalled(olav, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.memory.store import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))

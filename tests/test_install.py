@@ -59,12 +59,12 @@ def test_init_from_an_installed_layout_uses_the_packaged_template(tmp_path: Path
     write_config(ws)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
     env["PYTHONPATH"] = str(site)
-    probe = "import olav.workspace as w; print(w.__file__); print(w.template_dir())"
+    probe = "import olav.admin.setup as w; print(w.__file__); print(w.template_dir())"
     res = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert res.stdout.splitlines() == [
-        str(site / "olav" / "workspace.py"),
+        str(site / "olav" / "admin" / "setup.py"),
         str(site / "olav" / "_template"),
     ], res.stderr
     res = subprocess.run(

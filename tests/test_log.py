@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from olav import log
+from olav.core import log
 
 
 def test_a_second_workspace_takes_the_log_and_the_first_file_is_closed(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_importing_the_memory_library_leaves_the_environment_alone() -> None:
 
 def test_the_entry_points_apply_the_native_defaults_without_overriding_the_user() -> None:
     code = (
-        "import os; from olav.log import quiet_native_libraries; quiet_native_libraries(); "
+        "import os; from olav.core.log import quiet_native_libraries; quiet_native_libraries(); "
         "print(os.environ['OMP_WAIT_POLICY'], os.environ['LANCE_LOG'])"
     )
     env = {k: v for k, v in os.environ.items() if k not in log.NATIVE_DEFAULTS}

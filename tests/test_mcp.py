@@ -27,10 +27,10 @@ from mcp import Client, MCPError, StdioServerParameters, types
 
 from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import OUTCOMES, AuditRecorder
-from olav.config import Workspace
+from olav.core.config import Workspace
+from olav.learning.curator import DRAFTS
 from olav.mcp.server import Category, Outcome, RememberCategory
 from olav.mcp.service import REMEMBER_CATEGORIES, ToolCall, check_outcome, draft_intent
-from olav.memory.curator import DRAFTS
 from olav.memory.schema import CATEGORIES, MemoryRecord
 from olav.memory.store import MemoryStore
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from olav.errors import ConfigError
+from olav.core.errors import ConfigError
 from olav.memory import relevance
 from olav.memory.calibration import parse_floors, relevance_floors
 from olav.memory.relevance import (

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from olav.errors import EmbeddingDimMismatchError, MemoryStoreError
+from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import now
 from olav.memory.store import MemoryStore, drop_backup, reembed, rrf_fuse

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from olav.config import Workspace
-from olav.errors import OlavError
+from olav.admin.setup import init_workspace
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl, import_jsonl
-from olav.workspace import init_workspace
 from tests.conftest import write_config
 from tests.helpers import rec
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.audit.db import connect
-from olav.memory.redact import redact, redact_text
+from olav.core.redact import redact, redact_text
 
 MAX_TEXT = 20000
 # what a finished run achieved (runs.outcome); see olav.runtime.outcome for how it is decided

@@ -1,1 +1,2 @@
-"""Benchmarks of olav's memory: recall quality on public datasets (no LLM needed)."""
+"""Benchmarks: recall quality on public data, the golden suite, speed and steering; results
+as data, rendered as Markdown (docs/benchmarks.md) and by the CLI."""

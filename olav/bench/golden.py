@@ -53,7 +53,7 @@ from olav.bench.golden_block import (
     replay,
     report_blocks,
 )
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
 from olav.memory.relevance import Floors
 
@@ -372,10 +372,10 @@ def run_golden(
     calibrated ones for that embedder (``olav.memory.calibration``); ``relevance`` measures
     other floors (the ``memory.relevance`` syntax). The suggested floors are chosen on the
     calibration half and reported on the test half beside the configured ones."""
+    from olav.core.settings import SETTINGS
     from olav.memory import calibration
     from olav.memory.recall import Recaller
     from olav.memory.store import MemoryStore
-    from olav.settings import SETTINGS
 
     say = progress or (lambda _msg: None)
     started = time.perf_counter()

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.memory.embedders import Embedder
 
 CATEGORY_NAMES = {

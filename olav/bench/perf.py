@@ -577,7 +577,7 @@ def rss_probe_main() -> None:
     VmHWM is this process's own peak; ``ru_maxrss`` is not used because Linux carries the
     parent's peak over a fork."""
     path, n = Path(sys.argv[1]), int(sys.argv[2])
-    from olav.config import Config
+    from olav.core.config import Config
     from olav.memory.embedders import make_embedder
     from olav.memory.recall import Recaller
     from olav.memory.store import MemoryStore
@@ -650,7 +650,7 @@ def run_perf(
 ) -> dict[str, Any]:
     """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
     of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
-    from olav.config import Config
+    from olav.core.config import Config
     from olav.memory.embedders import E5Embedder
 
     say = progress or (lambda msg: None)

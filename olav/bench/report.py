@@ -65,7 +65,7 @@ def run_all(
         out["skipped"]["steer"] = "no workspace with a model was given (--steer-workspace)"
     else:
         from olav.bench.steer import load_scenarios, run_steer
-        from olav.config import Workspace
+        from olav.core.config import Workspace
 
         say("steering the configured model")
         out["steer"] = run_steer(

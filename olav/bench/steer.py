@@ -44,8 +44,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from olav.config import Config, Workspace
-from olav.errors import ModelError, OlavError
+from olav.core.config import Config, Workspace
+from olav.core.errors import ModelError, OlavError
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parent / "data" / "steer" / "scenarios.yaml"
 MODES = ("on", "off")  # memory (AutoRecall) on / off
@@ -95,7 +95,7 @@ def _validation_error(path: Path, raw: Any, err: ValidationError) -> OlavError:
 def load_scenarios(path: Path | str = DEFAULT_SCENARIOS) -> list[Scenario]:
     """Read and strictly validate a scenario file; a bad one raises a one-line OlavError that
     names the file, the scenario and the field."""
-    from olav.config import _StrictLoader  # refuses duplicate keys
+    from olav.core.config import _StrictLoader  # refuses duplicate keys
 
     path = Path(path)
     if not path.is_file():
@@ -207,7 +207,7 @@ def _without_recall(recaller: Any) -> Callable[..., Any]:
 
 
 def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, Any]:
-    from olav.runtime.models import translate_model_error
+    from olav.llm.models import translate_model_error
     from olav.runtime.runner import RunCancelled, Session
 
     session = Session(

@@ -1,0 +1,1 @@
+"""The command line: typer commands, the chat REPL and rendering. Nothing imports it."""

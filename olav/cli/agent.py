@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from olav.cli.common import console, open_workspace, print_json
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -66,9 +66,9 @@ def install(
     force: bool = typer.Option(False, "--force", help="Replace an existing agent folder."),
 ) -> None:
     """Validate a skill folder, copy it into the workspace and prime its guides."""
+    from olav.admin.setup import open_store_for_priming
     from olav.memory.guides import find_guides, import_guides, load_guide
     from olav.runtime.skills import load_agent
-    from olav.workspace import open_store_for_priming
 
     ws = open_workspace()
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +88,7 @@ def install(
         f"[green]✓[/] installed agent [bold]{agent.name}[/] ({len(agent.spec.tools)} tools)"
     )
     if reprimed:
-        from olav.workspace import prime_guides
+        from olav.admin.setup import prime_guides
 
         prime_guides(ws, store)
         console.print("  the embedder changed; template guides were re-primed")

@@ -10,7 +10,7 @@ import typer
 from olav import __version__
 from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, memory
 from olav.cli import mcp as mcp_cmd
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 app = typer.Typer(
     name="olav",
@@ -66,7 +66,7 @@ def main() -> None:
     from rich.text import Text
 
     from olav.cli.common import err_console
-    from olav.log import quiet_native_libraries
+    from olav.core.log import quiet_native_libraries
 
     quiet_native_libraries()
     try:

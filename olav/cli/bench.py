@@ -7,25 +7,11 @@ from typing import Any
 
 import typer
 
+from olav.bench.embedders import EMBEDDERS, bench_embedder
 from olav.cli.common import console, err_console, print_json, status_progress
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
-
-EMBEDDERS = ("e5", "hash")
-
-
-def _embedder(name: str) -> Any:
-    from olav.memory.embedders import E5Embedder, HashEmbedder
-
-    if name == "e5":
-        return E5Embedder()
-    if name == "hash":
-        return HashEmbedder("hash-64")
-    raise OlavError(
-        f"unknown embedder {name!r}",
-        hint="Use --embedder e5 (the bundled model) or hash (tests only, no semantics)",
-    )
 
 
 def _table(report: dict[str, Any], names: list[str], title: str) -> Any:
@@ -98,7 +84,7 @@ def recall(
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
     cache_dir = None if no_cache else (cache or default_cache_dir())
-    emb = _embedder(embedder)
+    emb = bench_embedder(embedder)
     show = err_console.is_terminal and not as_json
 
     with status_progress(show) as progress:
@@ -194,7 +180,7 @@ def report_cmd(
             steer_runs=steer_runs,
             cache_dir=default_cache_dir() if embedder == "e5" else None,
             progress=progress,
-            embedder=_embedder(embedder),
+            embedder=bench_embedder(embedder),
             cli_runs=cli_runs,
         )
     command = ["olav", "bench", *sys.argv[sys.argv.index("report") :]]

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from olav.cli.common import console, err_console, print_json, status_progress
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 
 def _table(title: str, rows: Any) -> Any:
@@ -44,7 +44,7 @@ def golden(
     exactly as AutoRecall runs it.
     """
     from olav.bench import golden as g
-    from olav.cli.bench import EMBEDDERS, _embedder
+    from olav.bench.embedders import EMBEDDERS, bench_embedder
     from olav.memory.calibration import parse_floors
 
     if embedder not in EMBEDDERS:
@@ -53,7 +53,7 @@ def golden(
         raise OlavError("--json and --markdown exclude each other", hint="Pick one")
     if relevance:
         parse_floors(relevance)  # a typo is a one-line error before minutes of work
-    emb = _embedder(embedder)
+    emb = bench_embedder(embedder)
     show = err_console.is_terminal and not (as_json or markdown)
     with status_progress(show) as progress:
         report = g.run_golden(emb, relevance=relevance or None, progress=progress)

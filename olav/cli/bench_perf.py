@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 
 def _sizes(text: str) -> list[int]:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from olav.cli.common import console, err_console, open_workspace, print_json, status_progress
-from olav.errors import ModelError, OlavError
+from olav.core.errors import ModelError, OlavError
 
 
 def _table(report: dict[str, Any]) -> Any:
@@ -44,7 +44,7 @@ def _check_server(ws: Any, model: str | None) -> None:
     """Fail fast, in one line, when the Ollama server is down or lacks the model."""
     if ws.config["llm.provider"] != "ollama":
         return  # other providers fail on the first run, through the runtime's translation
-    from olav.doctor import check_ollama
+    from olav.admin.doctor import check_ollama
 
     check = check_ollama(ws.config["llm.base_url"], model or ws.config["llm.model"])
     if check.status != "ok":

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from olav.cli.common import console, err_console, open_store, open_workspace, print_json
-from olav.errors import ModelError
+from olav.core.errors import ModelError
 
 PREVIEW_QUERY = "备份路由器配置"
 
@@ -30,7 +30,7 @@ def model_problem(ws: Any) -> Any:
     """A doctor Check when the configured Ollama server/model is unavailable, else None."""
     if ws.config["llm.provider"] != "ollama":
         return None
-    from olav.doctor import check_ollama
+    from olav.admin.doctor import check_ollama
 
     check = check_ollama(ws.config["llm.base_url"], ws.config["llm.model"])
     return None if check.status == "ok" else check
@@ -53,7 +53,7 @@ def chat(
         console.print(f"  ollama pull {ws.config['llm.model']}")
         console.print("  olav")
         return
-    from olav.runtime.repl import run_repl
+    from olav.cli.repl import run_repl
 
     run_repl(ws, agent=agent, auto_approve=auto_approve)
 

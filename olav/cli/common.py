@@ -19,7 +19,7 @@ def print_json(data: Any) -> None:
 
 
 def open_workspace() -> Any:
-    from olav.config import Workspace
+    from olav.core.config import Workspace
 
     return Workspace.open()
 

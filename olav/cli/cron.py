@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 
 from olav.cli.common import console, err_console, open_workspace, print_json
-from olav.errors import OlavError
-from olav.fsutil import atomic_write_text
+from olav.core.errors import OlavError
+from olav.core.fsutil import atomic_write_text
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -29,7 +29,7 @@ def _when(value: datetime | None) -> str:
 def _next_run(spec: Any, now: datetime) -> tuple[datetime | None, str | None]:
     """(next run, error) for a job; disabled jobs have no next run."""
     from olav.cron import CronExpressionError
-    from olav.cron.scheduler import next_fire
+    from olav.cron.expression import next_fire
 
     if not spec.enabled:
         return None, None
@@ -42,8 +42,9 @@ def _next_run(spec: Any, now: datetime) -> tuple[datetime | None, str | None]:
 @app.command("list")
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the jobs as JSON.")) -> None:
     """Show every job: schedule, enabled, next run and last result."""
+    from olav.cron.expression import local_timezone
     from olav.cron.jobs import jobs_path, list_jobs
-    from olav.cron.scheduler import daemon_pid, local_timezone
+    from olav.cron.scheduler import daemon_pid
 
     ws = open_workspace()
     specs = list_jobs(ws)
@@ -114,8 +115,9 @@ def enable_cmd(
     ),
 ) -> None:
     """Enable a job (a running `olav cron serve` picks it up within seconds)."""
+    from olav.cron.expression import local_timezone, next_fire
     from olav.cron.jobs import enable_job
-    from olav.cron.scheduler import daemon_pid, local_timezone, next_fire
+    from olav.cron.scheduler import daemon_pid
 
     ws = open_workspace()
     spec = enable_job(ws, name, schedule=at, target=target)

@@ -16,7 +16,7 @@ def doctor(
     """Check the workspace, config, embedder, memory, indexes, audit DB and Ollama."""
     from dataclasses import asdict
 
-    from olav.doctor import run_checks
+    from olav.admin.doctor import run_checks
 
     checks = run_checks(repair=repair)
     if as_json:
@@ -34,7 +34,7 @@ def show_config(as_json: bool = typer.Option(False, "--json", help="Print JSON."
     """Show the resolved configuration and where each value comes from."""
     import os
 
-    from olav.settings import SETTINGS
+    from olav.core.settings import SETTINGS
 
     ws = open_workspace()
     rows = []

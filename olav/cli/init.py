@@ -15,7 +15,7 @@ def init(
     no_prime: bool = typer.Option(False, "--no-prime", help="Do not load guides into memory."),
 ) -> None:
     """Create a workspace (or refresh one): config, agents, memory and the audit database."""
-    from olav.workspace import init_workspace
+    from olav.admin.setup import init_workspace
 
     with console.status("Creating the workspace and priming guides into memory…"):
         report = init_workspace(directory, prime=not no_prime)

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from olav.cli import drafts
 from olav.cli.common import console, open_store, open_workspace, print_json, progress_bar
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
 app.add_typer(
@@ -232,8 +232,8 @@ def extract_patterns_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """L2: distil groups of captured operations into reusable patterns (one model call each)."""
-    from olav.memory.patterns import extract_patterns
-    from olav.runtime.models import make_chat_model
+    from olav.learning.patterns import extract_patterns
+    from olav.llm.models import make_chat_model
 
     ws = open_workspace()
     store = open_store(ws)

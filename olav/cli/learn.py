@@ -34,7 +34,7 @@ def trace_review(
 ) -> None:
     """Turn recent failed, cancelled, tool_error and narrated runs into one-line lessons."""
     from olav.learning.trace_learner import learn_from_traces
-    from olav.runtime.models import make_chat_model
+    from olav.llm.models import make_chat_model
 
     ws = open_workspace()
     lessons = learn_from_traces(
@@ -51,6 +51,6 @@ def trace_review(
 @app.command("reflect")
 def reflect(days: int = typer.Option(1, "--days", min=1, help="Days of errors to review.")) -> None:
     """Run the reflector agent once (the same as the `reflect` cron job)."""
-    from olav.learning.reflector import run_reflector
+    from olav.cron.builtin import run_reflector
 
     console.print(run_reflector(open_workspace(), days=days), markup=False)

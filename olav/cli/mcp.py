@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from olav.cli.common import err_console, open_workspace
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 
 def mcp(

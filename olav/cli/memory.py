@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from olav.cli.common import console, open_store, open_workspace, print_json
-from olav.errors import NotFoundError
+from olav.core.errors import NotFoundError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -274,8 +274,8 @@ def why_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
+    from olav.llm.models import model_tier
     from olav.memory.recall import Recaller
-    from olav.runtime.models import model_tier
 
     ws = open_workspace()
     store = open_store(ws)

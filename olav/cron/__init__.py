@@ -9,7 +9,7 @@ functions that need it.
 
 from __future__ import annotations
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 EXPRESSION_HINT = (
     "Use five fields, minute hour day-of-month month day-of-week, "

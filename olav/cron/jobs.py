@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 
-from olav.config import Workspace
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
+from olav.core.fsutil import atomic_write_text
+from olav.core.redact import redact_text
 from olav.cron import CronError, JobBusyError, JobTargetError, UnknownJobError
-from olav.errors import OlavError
-from olav.fsutil import atomic_write_text
-from olav.memory.redact import redact_text
 
 JobFn = Callable[[Workspace], Any]
 
@@ -63,7 +63,7 @@ BUILTIN_JOBS: dict[str, BuiltinJob] = {
     for job in (
         BuiltinJob(
             "reflect",
-            "olav.learning.reflector:run_reflector",
+            "olav.cron.builtin:run_reflector",
             "0 4 * * *",
             "Triage error signatures from the audit log into lessons and fix proposals.",
         ),
@@ -75,7 +75,7 @@ BUILTIN_JOBS: dict[str, BuiltinJob] = {
         ),
         BuiltinJob(
             "extract-patterns",
-            "olav.memory.patterns:run_extract_patterns",
+            "olav.learning.patterns:run_extract_patterns",
             "0 3 * * *",
             "Distil repeated operational events into expert_knowledge patterns.",
         ),
@@ -268,7 +268,7 @@ def enable_job(
     ws: Workspace, name: str, *, schedule: str | None = None, target: str | None = None
 ) -> JobSpec:
     """Enable ``name`` (optionally with a new schedule; a custom job also needs a target)."""
-    from olav.cron.scheduler import validate_expression
+    from olav.cron.expression import validate_expression
 
     if schedule is not None:
         schedule = validate_expression(schedule)

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from olav.errors import NotFoundError
-from olav.memory.curator import (
+from olav.core.errors import NotFoundError
+from olav.learning.curator import (
     GUIDE_CATEGORIES,
     Draft,
     commit_draft,

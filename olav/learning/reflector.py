@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 REQUEST = (
     "Review the error signatures of the last {days} days. Call scan_error_signatures first. "
@@ -28,7 +27,7 @@ REQUEST = (
 def write_code_fix(
     root: Path, exports: Path, *, title: str, root_cause: str, suggested_fix: str, patch: str = ""
 ) -> Path:
-    from olav.fsutil import atomic_write_text
+    from olav.core.fsutil import atomic_write_text
 
     slug = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")[:60] or "fix"
     folder = exports / "reflections"
@@ -55,18 +54,3 @@ def write_code_fix(
         body += ["", "## Patch (not applied)", "```diff", patch.strip(), "```"]
     atomic_write_text(path, "\n".join(body) + "\n")
     return path
-
-
-def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
-    """The `reflect` cron job: run the reflector agent once."""
-    from olav.runtime.runner import Session
-
-    session = Session(
-        ws,
-        agent="reflector",
-        approver=lambda name, args: False,
-        model=model,
-        learn_from_failures=False,
-    )
-    result = session.ask(REQUEST.format(days=days))
-    return result.answer.strip()[:500] or "done"

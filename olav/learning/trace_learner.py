@@ -17,8 +17,8 @@ from typing import Any
 
 from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import AuditRecorder
-from olav.learning.llm import ask_model, extract_json
-from olav.log import get_logger
+from olav.core.log import get_logger
+from olav.llm.answers import ask_model, extract_json
 from olav.memory.calibration import dedup_distance
 from olav.memory.lessons import add_reflection
 
@@ -90,7 +90,7 @@ def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
 
 def start_trace_learning(ws: Any, store: Any) -> threading.Thread:
     """Learn in a background thread so the chat is not delayed."""
-    from olav.runtime.models import make_chat_model
+    from olav.llm.models import make_chat_model
 
     def work() -> None:
         try:
@@ -106,8 +106,8 @@ def start_trace_learning(ws: Any, store: Any) -> threading.Thread:
 
 def run_trace_learner(ws: Any) -> str:
     """The `trace-learn` cron job."""
+    from olav.llm.models import make_chat_model
     from olav.memory.store import MemoryStore
-    from olav.runtime.models import make_chat_model
 
     store = MemoryStore.for_workspace(ws)
     lessons = learn_from_traces(ws, store, make_chat_model(ws.config, root=ws.root))

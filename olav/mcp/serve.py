@@ -6,8 +6,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from olav.config import Workspace
-from olav.errors import OlavError
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
 from olav.mcp.server import build_server
 from olav.mcp.service import MemoryService
 

@@ -30,7 +30,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from olav import __version__
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.mcp.middleware import CallAudit, client_name
 from olav.mcp.service import MemoryService, ToolCall
 

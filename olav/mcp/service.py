@@ -19,16 +19,16 @@ from typing import Any
 
 from olav.audit.queries import NARRATED_EVENT
 from olav.audit.recorder import AuditRecorder
-from olav.config import Workspace
-from olav.errors import NotFoundError, OlavError
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.curator import (
+from olav.core.config import Workspace
+from olav.core.errors import NotFoundError, OlavError
+from olav.learning.curator import (
     commit_draft,
     draft_preview,
     pick_draft,
     propose_draft,
     sanitise_intent,
 )
+from olav.memory.capture import ToolEvent, capture
 from olav.memory.episodes import recent_episodes
 from olav.memory.injection import QUARANTINE
 from olav.memory.recall import Recaller, memory_body
@@ -129,7 +129,7 @@ class MemoryService:
         """Open the store and the agent's Recaller (with the chat's settings and tier)."""
         import uuid
 
-        from olav.runtime.models import model_tier
+        from olav.llm.models import model_tier
 
         check_agent(ws, agent)
         store = MemoryStore.for_workspace(ws)

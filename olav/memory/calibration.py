@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from olav.errors import ConfigError
+from olav.core.errors import ConfigError
 from olav.memory.relevance import Floors
 
 # embedder name prefix -> floors: directive, directive named in words, in specific words,

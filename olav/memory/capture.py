@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.core.redact import redact, redact_text
 from olav.memory.injection import quarantine_if_needed
-from olav.memory.redact import redact, redact_text
 from olav.memory.schema import MemoryRecord, expiry_for
 from olav.memory.store import MemoryStore, sql_in, sql_str
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.memory.context import Utterance, conversation_records
 from olav.memory.documents import DOCUMENT_CONFIDENCE, slug
 from olav.memory.store import MemoryStore, sql_str

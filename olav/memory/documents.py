@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 from olav.memory.schema import MemoryRecord
 from olav.memory.tokens import CJK, char_counts, estimate_tokens, tokens_from_counts
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from olav.errors import EmbedderError
-from olav.log import quiet_native_libraries
+from olav.core.errors import EmbedderError
+from olav.core.log import quiet_native_libraries
 
 
 class Embedder(Protocol):
@@ -317,7 +317,7 @@ class CachedEmbedder:
 
 
 def make_embedder(config: Any) -> CachedEmbedder:
-    """Build the configured embedder. ``config`` is a :class:`olav.config.Config`."""
+    """Build the configured embedder. ``config`` is a :class:`olav.core.config.Config`."""
     provider = config["embedder.provider"]
     model = config["embedder.model"]
     base_url = config["embedder.base_url"] or config["llm.base_url"]

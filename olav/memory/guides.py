@@ -13,7 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_validator
 
-from olav.errors import GuideError
+from olav.core.errors import GuideError
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_in
 

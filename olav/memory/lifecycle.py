@@ -76,7 +76,7 @@ def edit_text(
 
 
 def _require(store: MemoryStore, memory_id: str) -> MemoryRecord:
-    from olav.errors import NotFoundError
+    from olav.core.errors import NotFoundError
 
     rec = store.get(memory_id)
     if rec is None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from olav.log import get_logger
+from olav.core.log import get_logger
 from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from olav.fsutil import atomic_write_bytes
+from olav.core.fsutil import atomic_write_bytes
 
 DATA = Path(__file__).parent / "data"
 BACKGROUND = DATA / "background.txt"

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from olav.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
-from olav.log import quiet_native_libraries
+from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
+from olav.core.log import quiet_native_libraries
 from olav.memory.embedders import Embedder
 from olav.memory.schema import (
     CATEGORIES,
@@ -43,6 +43,8 @@ def lock_path(memory_path: Path) -> Path:
     """The file lock that serialises every writer of the memory table at ``memory_path``
     (two processes merging the same ids made duplicates)."""
     return Path(f"{memory_path}.lock")
+
+
 _WORD = re.compile(r"\w", re.UNICODE)
 REEMBED_TABLE = "memory_reembed"
 # ICU word breaking (Chinese and Japanese work) that also splits snake_case and camelCase
@@ -200,7 +202,7 @@ class MemoryStore:
 
     @classmethod
     def for_workspace(cls, ws: Any, embedder: Embedder | None = None) -> MemoryStore:
-        from olav.config import env_flag
+        from olav.core.config import env_flag
         from olav.memory.embedders import make_embedder
 
         return cls(

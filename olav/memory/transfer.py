@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from olav.errors import OlavError
-from olav.fsutil import atomic_open
+from olav.core.errors import OlavError
+from olav.core.fsutil import atomic_open
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, UpsertResult
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from olav.config import Workspace
-from olav.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
-from olav.log import get_logger
+from olav.core.config import Workspace
+from olav.core.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
+from olav.core.log import get_logger
+from olav.llm.models import make_chat_model, model_tier
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
@@ -17,7 +18,6 @@ from olav.runtime.middleware import (
     ToolGuardMiddleware,
     describe_error,
 )
-from olav.runtime.models import make_chat_model, model_tier
 from olav.runtime.skills import ORCHESTRATOR, Agent, load_agent
 from olav.runtime.tools import ToolContext, build_tools
 

@@ -19,8 +19,8 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from olav.errors import OlavError
-from olav.log import get_logger
+from olav.core.errors import OlavError
+from olav.core.log import get_logger
 from olav.memory.capture import ToolEvent
 from olav.memory.recall import Recaller, RecallResult
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given

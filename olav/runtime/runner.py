@@ -12,16 +12,16 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from olav.audit.db import migrate
 from olav.audit.queries import NARRATED_EVENT
 from olav.audit.recorder import LEARNABLE_OUTCOMES, AuditRecorder
-from olav.config import Workspace
-from olav.errors import ModelError, OlavError
+from olav.core.config import Workspace
+from olav.core.errors import ModelError, OlavError
+from olav.core.log import configure as configure_logging
+from olav.core.log import get_logger
 from olav.learning.trace_learner import start_trace_learning
-from olav.log import configure as configure_logging
-from olav.log import get_logger
+from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, capture, invalidate_ids
 from olav.memory.episodes import EVERY_N_TURNS
 from olav.runtime.builder import BuiltAgent, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
-from olav.runtime.models import translate_model_error
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
 

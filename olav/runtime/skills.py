@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 ORCHESTRATOR = "core"
 TOOL_CAP_ORCHESTRATOR = 7

@@ -20,8 +20,8 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field, field_validator
 
-from olav.errors import OlavError
-from olav.fsutil import atomic_write_text
+from olav.core.errors import OlavError
+from olav.core.fsutil import atomic_write_text
 
 # Tools that change the outside world and need a human's approval in the chat.
 DANGEROUS = frozenset({"execute_skill_script", "take_snapshot"})
@@ -466,7 +466,7 @@ class GuideDraftArgs(_Args):
 def propose_guide_draft(
     ctx: ToolContext, intent: str, keywords: list[str], body: str, agent: str = "core"
 ) -> str:
-    from olav.memory.curator import propose_draft, sanitise_intent
+    from olav.learning.curator import propose_draft, sanitise_intent
 
     try:
         preview = propose_draft(
@@ -559,7 +559,7 @@ def propose_memory_draft(
     scope: str | None = None,
     chunks: list[str] | None = None,
 ) -> str:
-    from olav.memory.curator import propose_draft
+    from olav.learning.curator import propose_draft
 
     try:
         return propose_draft(
@@ -583,7 +583,7 @@ class CommitArgs(_Args):
 
 
 def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | None = None) -> str:
-    from olav.memory.curator import commit_draft
+    from olav.learning.curator import commit_draft
 
     if not from_draft:
         return _error("commit_to_memory only commits a draft the user has confirmed")
@@ -606,7 +606,7 @@ def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | No
 def describe_commit(ctx: ToolContext, args: dict[str, Any]) -> ConsentRequest:
     """The draft commit_to_memory would store, shown at the y/N prompt. Raises OlavError when
     there is nothing to confirm (no draft, or one proposed in this very turn)."""
-    from olav.memory.curator import draft_for_consent
+    from olav.learning.curator import draft_for_consent
 
     if args.get("from_draft") is False:
         raise OlavError("commit_to_memory only commits a draft the user has confirmed")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from olav.core.redact import redact, redact_text
 from olav.memory.capture import (
     ToolEvent,
     capture,
@@ -11,7 +12,6 @@ from olav.memory.capture import (
     is_write_tool,
     should_capture,
 )
-from olav.memory.redact import redact, redact_text
 from olav.memory.schema import CATEGORIES, CATEGORY_TTL, expiry_for
 from tests.helpers import hash_store
 

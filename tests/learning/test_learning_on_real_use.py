@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from olav.audit.recorder import AuditRecorder
-from olav.config import Workspace
+from olav.core.config import Workspace
 from olav.learning.trace_learner import failed_runs, learn_from_traces
+from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
-from olav.runtime.models import ScriptedChatModel
 from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
 from tests.helpers import run_olav

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
-from olav.config import Workspace
+from olav.core.config import Workspace
+from olav.learning.patterns import extract_patterns
 from olav.learning.trace_learner import learn_from_traces
-from olav.memory.patterns import extract_patterns
+from olav.llm.models import ScriptedChatModel
 from olav.memory.recall import Recaller
 from olav.memory.store import MemoryStore
 from olav.runtime import tools
-from olav.runtime.models import ScriptedChatModel
 from olav.runtime.runner import Session
 from tests.runtime.conftest import scripted_ws
 
@@ -192,7 +192,7 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
 
 def test_reflector_writes_only_what_each_lane_may_write(e5_ws: Path) -> None:
     from olav.audit.recorder import AuditRecorder
-    from olav.learning.reflector import run_reflector
+    from olav.cron.builtin import run_reflector
 
     ws = Workspace.open(e5_ws)
     audit = AuditRecorder(ws.audit_path)

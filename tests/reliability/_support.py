@@ -30,7 +30,7 @@ HASH32_CONFIG = HASH_CONFIG.replace("hash-64", "hash-32")
 
 def make_workspace(root: Path, config: str = HASH_CONFIG, *, prime: bool = True) -> Path:
     """A workspace at ``root`` (template agents copied; guides primed unless ``prime=False``)."""
-    from olav.workspace import init_workspace
+    from olav.admin.setup import init_workspace
 
     write_config(root, config)
     init_workspace(root, prime=prime)

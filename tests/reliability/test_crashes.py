@@ -16,8 +16,8 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from olav.config import Workspace
-from olav.errors import EmbeddingDimMismatchError
+from olav.core.config import Workspace
+from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import build_schema, now
 from olav.memory.store import MemoryStore, reembed

@@ -12,7 +12,7 @@ import lancedb
 import numpy as np
 import pytest
 
-from olav.config import Workspace
+from olav.core.config import Workspace
 from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore, reembed
 from tests.conftest import write_config

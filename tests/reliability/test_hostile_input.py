@@ -15,11 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from olav.core.errors import GuideError, OlavError
 from olav.cron import CronExpressionError
-from olav.cron.scheduler import validate_expression
-from olav.errors import GuideError, OlavError
-from olav.memory.curator import CATEGORIES as DRAFT_CATEGORIES
-from olav.memory.curator import DRAFTS, propose_draft, sanitise_intent
+from olav.cron.expression import validate_expression
+from olav.learning.curator import CATEGORIES as DRAFT_CATEGORIES
+from olav.learning.curator import DRAFTS, propose_draft, sanitise_intent
 from olav.memory.guides import Guide, guide_record, import_guides, load_guide
 from olav.memory.transfer import FORMAT, export_jsonl, import_jsonl
 from tests.conftest import HASH_CONFIG

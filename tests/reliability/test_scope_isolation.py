@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from olav.errors import MemoryStoreError
+from olav.core.errors import MemoryStoreError
 from olav.memory.schema import CATEGORIES, now
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec

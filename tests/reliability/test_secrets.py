@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from olav.audit.recorder import AuditRecorder
-from olav.config import Workspace
+from olav.core.config import Workspace
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl
@@ -284,7 +284,7 @@ LOG_SCRIPT = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from olav.log import configure, get_logger
+    from olav.core.log import configure, get_logger
     logs = Path(sys.argv[1])
     configure(logs)
     log = get_logger("runner")
@@ -297,7 +297,7 @@ LOG_SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """The corpus logged through olav.log (in a child process: configure() is global)."""
+    """The corpus logged through olav.core.log (in a child process: configure() is global)."""
     import json
 
     logs = tmp_path_factory.mktemp("logs") / ".olav" / "logs"
@@ -310,14 +310,14 @@ def logged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
         timeout=60,
     )
     files = {p.name: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
-    assert all(canary(i).encode() in files["olav.log"] for i in range(len(CORPUS)))
+    assert all(canary(i).encode() in files["olav.core.log"] for i in range(len(CORPUS)))
     return files
 
 
 def _log_params() -> list[Any]:
     out = []
     for case_id, _, needles, leak in CORPUS:
-        reason = f"olav.log (RedactingFormatter -> redact_text): {leak}"
+        reason = f"olav.core.log (RedactingFormatter -> redact_text): {leak}"
         marks = [_xfail(reason)] if leak else []
         out.append(pytest.param(needles, id=case_id, marks=marks))
     return out

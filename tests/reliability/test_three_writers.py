@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from olav.config import Workspace
+from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl
 from tests.helpers import run_olav
@@ -26,8 +26,8 @@ CHAT_RUNS = 12
 
 CHAT = f"""
 import json, sys
-from olav.config import Workspace
-from olav.runtime.models import ScriptedChatModel
+from olav.core.config import Workspace
+from olav.llm.models import ScriptedChatModel
 from olav.runtime.runner import Session
 ws = Workspace.open()
 done = []

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 import yaml
 
-from olav.config import Workspace
-from olav.runtime.models import ScriptedChatModel
+from olav.core.config import Workspace
+from olav.llm.models import ScriptedChatModel
 from olav.runtime.runner import Session
 
 

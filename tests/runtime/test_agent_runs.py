@@ -80,7 +80,7 @@ def test_recall_block_reaches_the_model_but_not_the_history(session_for, hash_ws
     injected = json.loads(recalls[0][2])
     assert "guide_core_export_when_asked_to_save" in injected
     assert any(c["decision"] == "injected" for c in json.loads(recalls[0][3]))
-    from olav.config import Workspace
+    from olav.core.config import Workspace
     from olav.memory.store import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
@@ -120,7 +120,7 @@ def test_unknown_tool_in_skill_is_a_build_error(session_for, hash_ws: Path) -> N
     skill = hash_ws / "admin" / "SKILL.md"
     skill.write_text(skill.read_text().replace("memory_stats", "memory_statz"))
     session, _ = session_for([{"content": "x"}])
-    from olav.errors import OlavError
+    from olav.core.errors import OlavError
 
     with pytest.raises(OlavError, match="agent admin lists unknown tool 'memory_statz'"):
         session.ask("hi")

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from olav.admin.setup import init_workspace
 from olav.bench.steer import (
     DEFAULT_SCENARIOS,
     check_scenarios,
@@ -18,10 +19,9 @@ from olav.bench.steer import (
     markdown_steer,
     run_steer,
 )
-from olav.config import Workspace
-from olav.errors import ModelError, OlavError
+from olav.core.config import Workspace
+from olav.core.errors import ModelError, OlavError
 from olav.memory.store import MemoryStore
-from olav.workspace import init_workspace
 from tests.conftest import write_config
 from tests.helpers import run_olav
 from tests.runtime.conftest import scripted_ws

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from langchain_core.messages import HumanMessage
 
-from olav.config import Workspace
-from olav.errors import EmbeddingDimMismatchError
+from olav.core.config import Workspace
+from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore
 from tests.helpers import run_olav
@@ -111,7 +111,7 @@ def test_broken_embedder_recalls_by_full_text_and_warns_once_per_run(  # type: i
     assert event["run_id"] == result.run_id
     assert event["stage"] == "embed" and event["error"] == "RuntimeError"
     assert event["recalled_by"] == "fts"
-    logged = (hash_ws / ".olav/logs/olav.log").read_text()
+    logged = (hash_ws / ".olav/logs/olav.core.log").read_text()
     assert "failed at embed" in logged and "RuntimeError: embedding server went away" in logged
     session.ask(QUERY)  # the next run tries again, and says so again
     assert len(warnings) == 2 and len(events(hash_ws, "recall_degraded")) == 2

@@ -11,7 +11,7 @@ import duckdb
 import pexpect
 import pytest
 
-from olav.workspace import init_workspace
+from olav.admin.setup import init_workspace
 from tests.conftest import write_config
 from tests.helpers import run_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub

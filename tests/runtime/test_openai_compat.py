@@ -10,10 +10,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from olav.config import Workspace
-from olav.errors import ModelError
-from olav.runtime.models import make_chat_model, translate_model_error
-from olav.workspace import init_workspace
+from olav.admin.setup import init_workspace
+from olav.core.config import Workspace
+from olav.core.errors import ModelError
+from olav.llm.models import make_chat_model, translate_model_error
 from tests.conftest import HASH_CONFIG, write_config
 from tests.helpers import run_olav
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from olav.config import Workspace
+from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
 from olav.runtime import tools
 from olav.runtime.tools import ToolContext, build_tools

@@ -1,4 +1,4 @@
-"""olav's logs: one rotating, line-structured file per workspace (.olav/logs/olav.log).
+"""olav's logs: one rotating, line-structured file per workspace (.olav/logs/olav.core.log).
 
 The reflector reads the tails of these files, so every line is one event:
 ``<ISO time> <LEVEL> <logger> <message>``.
@@ -28,7 +28,7 @@ class RedactingFormatter(logging.Formatter):
     """Secrets never reach the log files, whatever a message or exception carries."""
 
     def format(self, record: logging.LogRecord) -> str:
-        from olav.memory.redact import redact_text
+        from olav.core.redact import redact_text
 
         return redact_text(super().format(record))
 
@@ -44,7 +44,7 @@ def quiet_native_libraries() -> None:
         os.environ.setdefault(key, value)
 
 
-def configure(logs_dir: Path, filename: str = "olav.log") -> Path:
+def configure(logs_dir: Path, filename: str = "olav.core.log") -> Path:
     """Send olav's log lines to this workspace's rotating file; returns the log path.
 
     A process logs to one workspace at a time: opening another one moves the handler there

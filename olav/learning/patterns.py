@@ -1,7 +1,7 @@
 """L2 pattern extraction: groups of operational events become expert_knowledge.
 
 Never in the hot path: run on demand (``olav kb extract-patterns``, ``python -m
-olav.memory.patterns``) or by cron. Each group of at least ``min_samples`` events of one tool
+olav.learning.patterns``) or by cron. Each group of at least ``min_samples`` events of one tool
 in one scope, inside the window, costs exactly one model call. The pattern's id is stable per
 scope and tool, so a re-run updates it instead of adding another.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from olav.errors import OlavError
-from olav.learning.llm import ParseError, ask_model, extract_json
+from olav.core.errors import OlavError
+from olav.llm.answers import ParseError, ask_model, extract_json
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_str, sql_ts
 
@@ -145,7 +145,7 @@ def extract_patterns(
 
 def run_extract_patterns(ws: Any) -> str:
     """The `extract-patterns` cron job."""
-    from olav.runtime.models import make_chat_model
+    from olav.llm.models import make_chat_model
 
     store = MemoryStore.for_workspace(ws)
     results = extract_patterns(store, make_chat_model(ws.config, root=ws.root))
@@ -154,11 +154,11 @@ def run_extract_patterns(ws: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m olav.memory.patterns`` — the same as ``olav kb extract-patterns``."""
-    from olav.config import Workspace
-    from olav.runtime.models import make_chat_model
+    """``python -m olav.learning.patterns`` — the same as ``olav kb extract-patterns``."""
+    from olav.core.config import Workspace
+    from olav.llm.models import make_chat_model
 
-    parser = argparse.ArgumentParser(prog="python -m olav.memory.patterns")
+    parser = argparse.ArgumentParser(prog="python -m olav.learning.patterns")
     parser.add_argument("--scope")
     parser.add_argument("--min-samples", type=int, default=5)
     parser.add_argument("--window-days", type=int, default=30)

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)

@@ -46,8 +46,8 @@ from typing import Any
 
 import yaml
 
-from olav.errors import OlavError
-from olav.fsutil import atomic_write_text
+from olav.core.errors import OlavError
+from olav.core.fsutil import atomic_write_text
 from olav.memory.schema import MemoryRecord
 
 DRAFTS = ".curator_drafts"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from olav.errors import OlavError
+from olav.core.errors import OlavError
 
 
 @dataclass
@@ -101,7 +101,7 @@ def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
 
 
 def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
-    from olav.config import Workspace, find_root
+    from olav.core.config import Workspace, find_root
 
     checks: list[Check] = []
     try:

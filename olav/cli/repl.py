@@ -11,8 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from olav.config import Workspace
-from olav.errors import OlavError
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
 from olav.runtime.runner import RunCancelled, Session
 from olav.runtime.tools import NEEDS_CONSENT
 
@@ -97,7 +97,7 @@ class Chat:
     def consent(self, name: str, args: dict[str, Any]) -> bool:
         """commit_to_memory: show what would be stored; only an explicit y stores it.
         --auto-approve does not apply: a memory needs the person's own yes."""
-        from olav.memory.curator import mark_seen, pick_draft
+        from olav.learning.curator import mark_seen, pick_draft
 
         subject = str(args.get("subject", ""))
         self.console.print(Text(f"  {name} would store {subject}:", style="yellow"))
@@ -146,7 +146,7 @@ class Chat:
     def trace_review(self, arg: str) -> None:
         from olav.cli.learn import render_lessons
         from olav.learning.trace_learner import learn_from_traces
-        from olav.runtime.models import make_chat_model
+        from olav.llm.models import make_chat_model
 
         parts = arg.split()
         try:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from olav.config import CONFIG_NAME, OLAV_DIR, Workspace, render_default_config
-from olav.errors import EmbeddingDimMismatchError, OlavError
+from olav.core.config import CONFIG_NAME, OLAV_DIR, Workspace, render_default_config
+from olav.core.errors import EmbeddingDimMismatchError, OlavError
 
 MANIFEST = "template-manifest.json"
 
@@ -23,7 +23,7 @@ def template_dir() -> Path:
     ``olav/_template`` (see setup.py); an editable install or a source checkout reads the
     folder at the top of the repository.
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the olav package
     for candidate in (here / "_template", here.parent / "workspace_template"):
         if candidate.is_dir():
             return candidate

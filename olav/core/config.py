@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from olav.errors import ConfigError, WorkspaceNotFoundError
-from olav.settings import SETTINGS, SETTINGS_BY_KEY, Setting
+from olav.core.errors import ConfigError, WorkspaceNotFoundError
+from olav.core.settings import SETTINGS, SETTINGS_BY_KEY, Setting
 
 OLAV_DIR = ".olav"
 CONFIG_NAME = "olav.yaml"
@@ -178,7 +178,7 @@ class Workspace:
         return ws
 
     def _check_agent_overrides(self) -> None:
-        from olav.settings import AGENT_OVERRIDE_KEYS
+        from olav.core.settings import AGENT_OVERRIDE_KEYS
 
         known = {p.name for p in self.agent_dirs()}
         for name, override in self.config.agents.items():

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
-from olav.errors import ConfigError, ModelError
+from olav.core.errors import ConfigError, ModelError
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
 

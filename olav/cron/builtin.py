@@ -1,0 +1,22 @@
+"""Built-in job bodies that compose the layers below (the learning loop run by an agent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from olav.learning.reflector import REQUEST
+
+
+def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
+    """The `reflect` cron job: run the reflector agent once over the last ``days``."""
+    from olav.runtime.runner import Session
+
+    session = Session(
+        ws,
+        agent="reflector",
+        approver=lambda name, args: False,
+        model=model,
+        learn_from_failures=False,
+    )
+    result = session.ask(REQUEST.format(days=days))
+    return result.answer.strip()[:500] or "done"
