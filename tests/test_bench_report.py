@@ -35,7 +35,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "## Machine and versions",
         "## How to reproduce",
         "## 1. Recall quality on LoCoMo",
-        "## 2. Golden guide-recall suite",
+        "## 2. Golden suite: what reaches the model",
         "## 3. Speed and footprint",
         "## 4. Steering a real model",
     ):

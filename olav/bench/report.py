@@ -117,7 +117,7 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
         lines.append(markdown_recall(report["recall"]))
     else:
         lines.append(f"_Not run: {report['skipped'].get('recall')}._\n")
-    lines += ["## 2. Golden guide-recall suite", "", markdown_golden(report["golden"])]
+    lines += ["## 2. Golden suite: what reaches the model", "", markdown_golden(report["golden"])]
     lines += ["## 3. Speed and footprint", "", markdown_perf(report["perf"])]
     lines += ["## 4. Steering a real model (`olav bench steer`)", ""]
     if report.get("steer"):
