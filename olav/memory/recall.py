@@ -22,6 +22,7 @@ from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (
     Background,
     Floors,
+    QueryWords,
     Signals,
     decide,
     keyword_hits,
@@ -252,6 +253,7 @@ class Recaller:
     def _candidates(self, query: str, hits: list[Hit]) -> list[Candidate]:
         """Every hit with its relevance signals, in the order the block would take them."""
         idents = set(SNAKE.findall(query))
+        words = QueryWords.of(query)
         levels = self._levels(hits)
         cands = []
         for h in hits:
@@ -262,7 +264,7 @@ class Recaller:
                 decay=weight,
                 rank_score=h.score * rank_factor(h.record, weight),
                 tokens=estimate_tokens(memory_body(h)),
-                signals=self._signals(query, h, levels.get(h.record.id)),
+                signals=self._signals(words, h, levels.get(h.record.id)),
             )
             if h.record.category == "episode":  # asked for by the cue, newest first
                 c.boosted, c.signals.relevant = True, True
@@ -281,8 +283,8 @@ class Recaller:
         levels = self.background.level(np.vstack([v for _, v in with_vec]))
         return {h.record.id: float(v) for (h, _), v in zip(with_vec, levels, strict=True)}
 
-    def _signals(self, query: str, hit: Hit, level: float | None) -> Signals:
-        found = keyword_hits(query, keywords_of(hit.record))
+    def _signals(self, words: QueryWords, hit: Hit, level: float | None) -> Signals:
+        found = keyword_hits(words, keywords_of(hit.record))
         sig = Signals(
             level=level,
             keywords=found,

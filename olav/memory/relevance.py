@@ -41,6 +41,7 @@ BACKGROUND = DATA / "background.txt"
 LEVEL_K = 10  # the background level of a memory: mean of its K nearest generic requests
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+_TOKEN = re.compile(r"[\w-]+")
 
 
 @dataclass(frozen=True)
@@ -107,28 +108,44 @@ def keywords_of(record: Any) -> list[str]:
     return sorted(parts)
 
 
-def keyword_hits(query: str, keywords: Any) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class QueryWords:
+    """A request split once for every keyword test (the recall hot path)."""
+
+    low: str
+    tokens: frozenset[str]  # runs of word characters and hyphens: what "a whole word" is
+    joined: frozenset[str]  # two neighbouring words written as one: "back up" -> "backup"
+
+    @classmethod
+    def of(cls, query: str) -> QueryWords:
+        low = query.lower()
+        words = re.findall(r"[a-z0-9]+", low)
+        return cls(
+            low,
+            frozenset(re.findall(r"[\w-]+", low)),
+            frozenset(a + b for a, b in itertools.pairwise(words)),
+        )
+
+    def has(self, keyword: str) -> bool:
+        word = keyword.strip().lower()
+        if len(word) < 2:
+            return False
+        if _CJK.search(word):
+            return word in self.low
+        if word in self.tokens or word in self.joined:
+            return True
+        if _TOKEN.fullmatch(word):  # a single word that is not there
+            return False
+        return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", self.low) is not None
+
+
+def keyword_hits(query: str | QueryWords, keywords: Any) -> tuple[str, ...]:
     """The keywords the request contains: Latin ones as whole words (a compound also as its
     two halves: "backup" in "back up", "setup" in "set up"), CJK ones as terms."""
     if not isinstance(keywords, list | tuple):
         return ()
-    low = query.lower()
-    words = re.findall(r"[a-z0-9]+", low)
-    joined = {a + b for a, b in itertools.pairwise(words)}
-    found = []
-    for raw in keywords:
-        word = str(raw).strip().lower()
-        if len(word) < 2:
-            continue
-        if _CJK.search(word):
-            hit = word in low
-        else:
-            hit = word in joined or (
-                re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", low) is not None
-            )
-        if hit:
-            found.append(str(raw))
-    return tuple(found)
+    words = query if isinstance(query, QueryWords) else QueryWords.of(query)
+    return tuple(str(k) for k in keywords if words.has(str(k)))
 
 
 def specific_keywords(found: tuple[str, ...]) -> bool:
