@@ -571,3 +571,13 @@ def test_http_a_client_cannot_answer_a_question_it_was_not_asked(http_server: Ht
     store = store_of(http_server.root)
     assert store.get(f"fact_{second}") is None
     assert honest.structured_content["stored"] is True and store.get(f"fact_{first}") is not None
+
+
+def test_the_category_schema_is_the_tables() -> None:
+    """The MCP schema spells the categories out for clients; it must follow the table's."""
+    from typing import get_args
+
+    from olav.mcp.server import Category
+    from olav.memory.schema import CATEGORIES
+
+    assert get_args(Category) == CATEGORIES
