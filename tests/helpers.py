@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import MemoryRecord
@@ -34,3 +35,19 @@ def hash_store(path: Path, dim: int = 64, **kw: object) -> MemoryStore:
 def rec(id: str, text: str, **kw: object) -> MemoryRecord:
     kw.setdefault("category", "fact")
     return MemoryRecord(id=id, text=text, **kw)  # type: ignore[arg-type]
+
+
+def tool_context(root: Path, agent: str = "core") -> Any:
+    """A ToolContext over the workspace at ``root``, as the agent builder makes one."""
+    from olav.core.config import Workspace
+    from olav.runtime.tools import ToolContext
+
+    ws = Workspace.open(root)
+    return ToolContext(
+        root=ws.root,
+        exports=ws.exports,
+        domain_db=ws.domain_path,
+        audit_db=ws.audit_path,
+        agent=agent,
+        store_factory=lambda: MemoryStore.for_workspace(ws),
+    )

@@ -163,21 +163,13 @@ def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
     """Called without the middleware's consent (e.g. a model forging arguments), the tool
     refuses; the consent is not an argument the model can pass."""
     from olav.learning.curator import propose_draft
-    from olav.runtime.tools import ToolContext, build_tools
+    from olav.runtime.tools import build_tools
+    from tests.helpers import tool_context
 
-    ws = Workspace.open(hash_ws)
     propose_draft(
         hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
     )
-    ctx = ToolContext(
-        root=ws.root,
-        exports=ws.exports,
-        domain_db=ws.domain_path,
-        audit_db=ws.audit_path,
-        agent="core",
-        store_factory=lambda: MemoryStore.for_workspace(ws),
-    )
-    [tool] = build_tools(["commit_to_memory"], ctx)
+    [tool] = build_tools(["commit_to_memory"], tool_context(hash_ws))
     out = tool.invoke({"from_draft": True, "intent": "r1_loopback", "confirmed_by": "chat"})
     assert out.startswith("Error: a person must confirm the draft")
     assert not stored(hash_ws)

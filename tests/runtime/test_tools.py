@@ -9,22 +9,9 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from olav.core.config import Workspace
-from olav.memory.store import MemoryStore
 from olav.runtime import tools
-from olav.runtime.tools import ToolContext, build_tools
-
-
-def _ctx(root: Path) -> ToolContext:
-    ws = Workspace.open(root)
-    return ToolContext(
-        root=ws.root,
-        exports=ws.exports,
-        domain_db=ws.domain_path,
-        audit_db=ws.audit_path,
-        agent="core",
-        store_factory=lambda: MemoryStore.for_workspace(ws),
-    )
+from olav.runtime.tools import build_tools
+from tests.helpers import tool_context
 
 
 def _call(tool: object, args: dict[str, object]) -> ToolMessage:
@@ -34,17 +21,17 @@ def _call(tool: object, args: dict[str, object]) -> ToolMessage:
 
 
 def test_db_query_reports_the_exact_row_count(hash_ws: Path) -> None:
-    out = tools.db_query(_ctx(hash_ws), "SELECT range AS n FROM range(1234)")
+    out = tools.db_query(tool_context(hash_ws), "SELECT range AS n FROM range(1234)")
     assert out.endswith("(1234 rows, first 50 shown)")
     assert len(out.splitlines()) == 1 + 50 + 1  # header, the rows shown, the count
-    small = tools.db_query(_ctx(hash_ws), "SELECT 1 AS one")
+    small = tools.db_query(tool_context(hash_ws), "SELECT 1 AS one")
     assert small.endswith("(1 rows)")
 
 
 def test_a_database_another_process_holds_is_an_error_not_a_missing_schema(
     hash_ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ctx = _ctx(hash_ws)
+    ctx = tool_context(hash_ws)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -69,7 +56,7 @@ def test_a_database_another_process_holds_is_an_error_not_a_missing_schema(
 
 
 def test_failure_is_the_tools_status_not_the_first_word_of_its_result(hash_ws: Path) -> None:
-    (query,) = build_tools(["db_query"], _ctx(hash_ws))
+    (query,) = build_tools(["db_query"], tool_context(hash_ws))
     fine = _call(query, {"sql": "SELECT 'none' AS \"Error rate\""})
     assert fine.status == "success" and str(fine.content).startswith("Error rate")
     bad = _call(query, {"sql": "DELETE FROM devices"})
