@@ -33,14 +33,28 @@ def check_fragments(store: Any) -> Check:
     )
 
 
-def check_relevance(config: Any, embedder_name: str) -> Check:
+def check_relevance(config: Any, embedder_name: str, workspace_dir: Path | None = None) -> Check:
     """Whether AutoRecall decides relevance, or injects the nearest memories whatever they
     are (relevance off, or an embedder nobody has calibrated floors for)."""
-    from olav.memory.calibration import calibrated_floors, relevance_floors
+    from olav.memory.calibration import (
+        calibrated_floors,
+        read_workspace_calibration,
+        relevance_floors,
+    )
 
-    floors = relevance_floors(config, embedder_name)
+    if workspace_dir is not None:
+        try:
+            read_workspace_calibration(workspace_dir, strict=True)
+        except OlavError as exc:
+            return Check("relevance", "fail", exc.message, exc.hint or "")
+    floors = relevance_floors(config, embedder_name, workspace_dir)
     if floors is not None:
-        how = "calibrated" if calibrated_floors(embedder_name) == floors else "memory.relevance"
+        if str(config["memory.relevance"]).strip().lower() != "auto":
+            how = "memory.relevance"
+        elif calibrated_floors(embedder_name) == floors:
+            how = "calibrated with olav"
+        else:
+            how = "calibrated in this workspace by `olav memory calibrate`"
         return Check("relevance", "ok", f"floors for {embedder_name} ({how})")
     if str(config["memory.relevance"]).strip().lower() == "off":
         return Check("relevance", "ok", "off (memory.relevance): the nearest memories are sent")
@@ -49,7 +63,7 @@ def check_relevance(config: Any, embedder_name: str) -> Check:
         "warn",
         f"no floors are calibrated for {embedder_name}: the nearest memories are sent to the "
         "model, relevant or not",
-        "Set memory.relevance to six numbers (docs/configuration.md), or use the bundled e5",
+        "Run `olav memory calibrate` to measure floors for this embedder (a few minutes)",
     )
 
 
@@ -121,7 +135,7 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
 
         embedder = make_embedder(ws.config)
         checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
-        checks.append(check_relevance(ws.config, embedder.name))
+        checks.append(check_relevance(ws.config, embedder.name, ws.databases))
         from olav.memory.store import MemoryStore
 
         store = MemoryStore.for_workspace(ws, embedder)

@@ -43,15 +43,18 @@ from typing import Any
 import yaml
 
 from olav.bench.golden_block import (
+    GRID,
     LANGS,
     TARGETS,
     TIERS,
     Recalled,
     block_misses,
     calibrate,
+    margin_scale,
     measure,
     replay,
     report_blocks,
+    scaled,
 )
 from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
@@ -366,12 +369,15 @@ def run_golden(
     relevance: str | None = None,
     dedup: float | None = None,
     progress: Progress | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """Run the golden suite with ``embedder``. The Recaller is built by
     ``Recaller.for_config`` from the settings' defaults, so the floors are the product's
     calibrated ones for that embedder (``olav.memory.calibration``); ``relevance`` measures
     other floors (the ``memory.relevance`` syntax). The suggested floors are chosen on the
-    calibration half and reported on the test half beside the configured ones."""
+    calibration half and reported on the test half beside the configured ones. With
+    ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
+    calibrate``): its margins are measured and the grid is stretched to their scale."""
     from olav.core.settings import SETTINGS
     from olav.memory import calibration
     from olav.memory.recall import Recaller
@@ -393,12 +399,16 @@ def run_golden(
         load_s = time.perf_counter() - started
         say("recalling every query")
         recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
+        configured = recaller.floors or Floors.off()
+        if fresh and not recaller.relevance_on:  # measure the margins it gives
+            start = {**settings, "memory.relevance": floors_string(calibration.REFERENCE)}
+            recaller = Recaller.for_config(store, start, agent=AGENT, tier=TIER)
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
-    floors = recaller.floors or Floors.off()
-    _check_replay(rows, floors, budget)
+    _check_replay(rows, recaller.floors or Floors.off(), budget)
     say("calibrating the floors on the calibration half")
-    suggested = calibrate(rows, floors, budget) if recaller.relevance_on else floors
+    suggested, scale = _suggest(rows, recaller, configured, emb.name, budget)
+    floors = configured
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
@@ -406,7 +416,8 @@ def run_golden(
         "agent": AGENT,
         "rrf_k": settings["memory.rrf_k"],
         "token_budget": budget,
-        "relevance_on": recaller.relevance_on,
+        "relevance_on": configured != Floors.off(),
+        "margin_scale": round(scale, 3),
         "counts": _counts(gs, guides),
         "retrieval": retrieval,
         "floors": {"configured": _asdict(floors), "suggested": _asdict(suggested)},
@@ -425,6 +436,29 @@ def run_golden(
             "recall_ms_per_query": round(statistics.mean(ms), 2) if ms else None,
         },
     }
+
+
+def _suggest(
+    rows: Sequence[Recalled], recaller: Any, configured: Floors, embedder: str, budget: int
+) -> tuple[Floors, float]:
+    """The floors the calibration half suggests, and the margin scale they were searched on:
+    e5's grid for the embedders olav ships floors for, the grid stretched to this embedder's
+    margins for any other."""
+    from olav.memory import calibration
+
+    if not recaller.relevance_on:
+        return configured, 1.0
+    builtin = calibration.calibrated_floors(embedder) is not None
+    scale = 1.0 if builtin else margin_scale(rows)
+    start = recaller.floors
+    if configured == Floors.off():  # nothing configured: start from e5's floors, stretched
+        start = Floors(**scaled(dataclasses.asdict(calibration.REFERENCE), scale))
+    return calibrate(rows, start, budget, scaled(GRID, scale)), scale
+
+
+def floors_string(floors: Floors) -> str:
+    """Floors in the ``memory.relevance`` syntax."""
+    return ",".join(f"{v:g}" for v in dataclasses.astuple(floors))
 
 
 def _check_replay(rows: Sequence[Recalled], floors: Any, budget: int) -> None:

@@ -55,6 +55,8 @@ GRID: dict[str, tuple[float, ...]] = {
     "spread": (0.005, 0.01, 0.02, 0.03, 0.05, math.inf),
 }
 PASSES = 2
+# p90 - p10 of the candidates' margins with the bundled e5: the unit GRID is written in
+E5_MARGIN_SPAN = 0.062
 
 
 @dataclasses.dataclass
@@ -133,11 +135,40 @@ def measure(
     return block_metrics((r.query, replay(r, floors, tier, budget)) for r in chosen)
 
 
-def calibrate(rows: Sequence[Recalled], start: Floors, budget: int) -> Floors:
+def margin_scale(rows: Sequence[Recalled]) -> float:
+    """How widely this embedder spreads its margins, relative to e5 (1.0): the p90 - p10 of
+    every candidate's margin over ``E5_MARGIN_SPAN``. Another embedder's similarities live on
+    another scale, so the grid of floors is stretched by this before calibrating it."""
+    import numpy as np
+
+    margins = [m for r in rows for c in r.candidates if (m := c.signals.margin) is not None]
+    if len(margins) < 20:
+        return 1.0
+    p10, p90 = np.percentile(margins, [10, 90])
+    return max(float(p90 - p10), 1e-6) / E5_MARGIN_SPAN
+
+
+def scaled(values: dict[str, Any], scale: float) -> dict[str, Any]:
+    """Floors or grid values in another embedder's unit (an infinite value stays so)."""
+
+    def one(v: float) -> float:
+        return v if math.isinf(v) else round(v * scale, 4)
+
+    return {
+        k: tuple(one(x) for x in v) if isinstance(v, tuple) else one(v) for k, v in values.items()
+    }
+
+
+def calibrate(
+    rows: Sequence[Recalled],
+    start: Floors,
+    budget: int,
+    grid: dict[str, tuple[float, ...]] | None = None,
+) -> Floors:
     """The floors that best meet the targets on the calibration half at the small tier.
     Best means the largest worst slack, then the largest total slack. The search is
-    coordinate-wise: each floor in turn takes the best of its grid values, the others held,
-    and the round is repeated; a tie keeps the current value."""
+    coordinate-wise: each floor in turn takes the best of its grid values (``GRID`` unless
+    given), the others held, and the round is repeated; a tie keeps the current value."""
     cal = [r for r in rows if r.query.split == "cal"]
 
     def score(f: Floors) -> tuple[float, float]:
@@ -145,7 +176,7 @@ def calibrate(rows: Sequence[Recalled], start: Floors, budget: int) -> Floors:
 
     floors, best = start, score(start)
     for _ in range(PASSES):
-        for name, values in GRID.items():
+        for name, values in (grid or GRID).items():
             for value in values:
                 trial = dataclasses.replace(floors, **{name: value})
                 got = score(trial)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from olav.cli.calibrate import calibrate_cmd
 from olav.cli.common import console, open_store, open_workspace, print_json
 from olav.core.errors import NotFoundError
 
@@ -264,6 +265,9 @@ def gc_cmd() -> None:
         f"[green]✓[/] purged {report.expired_purged} expired rows; "
         f"{report.rows_after} rows remain; table compacted"
     )
+
+
+app.command("calibrate")(calibrate_cmd)
 
 
 @app.command("why")

@@ -11,9 +11,14 @@ largest that keeps every related-but-distinct lesson pair of the suite apart.
 from __future__ import annotations
 
 import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from olav.core.errors import ConfigError
+from olav.core.fsutil import atomic_write_text
+from olav.core.log import get_logger
 from olav.memory.relevance import Floors
 
 # embedder name prefix -> floors: directive, directive named in words, in specific words,
@@ -21,6 +26,10 @@ from olav.memory.relevance import Floors
 CALIBRATED_FLOORS: dict[str, Floors] = {
     "e5:multilingual-e5-small": Floors(0.03, 0.0, -0.04, 0.03, 0.02, 0.005),
 }
+REFERENCE = CALIBRATED_FLOORS["e5:multilingual-e5-small"]  # where a new calibration starts
+# floors measured in this workspace by `olav memory calibrate`, keyed by embedder name, beside
+# the table: another embedder finds no entry, so an embedder change never inherits floors
+WORKSPACE_FILE = "calibration.json"
 DEDUP: dict[str, float] = {"e5:multilingual-e5-small": 0.20}
 UPSTREAM_DEDUP = 0.3
 TESTS_ONLY = "hash:"
@@ -33,19 +42,77 @@ def calibrated_floors(embedder_name: str) -> Floors | None:
     return next((f for p, f in CALIBRATED_FLOORS.items() if embedder_name.startswith(p)), None)
 
 
-def relevance_floors(config: Any, embedder_name: str) -> Floors | None:
+def relevance_floors(
+    config: Any, embedder_name: str, workspace_dir: Path | None = None
+) -> Floors | None:
     """The floors for this embedder, or None when relevance is off and the nearest memories
     count, as upstream did: ``memory.relevance`` is ``off``, or it is ``auto`` and nobody has
-    calibrated this embedder. Floors carry over badly between embedders (their similarity
-    scales differ), and a floor that is too high silently empties every block, so an
-    uncalibrated embedder gets none until ``memory.relevance`` names them; ``olav doctor``
-    says so."""
+    calibrated this embedder, neither olav (``CALIBRATED_FLOORS``) nor this workspace
+    (``olav memory calibrate``, read from ``workspace_dir``). Floors carry over badly between
+    embedders (their similarity scales differ), and a floor that is too high silently empties
+    every block, so an uncalibrated embedder gets none; ``olav doctor`` says so."""
     raw = str(config["memory.relevance"]).strip().lower()
     if raw == "off":
         return None
     if raw != "auto":
         return parse_floors(raw)
+    if workspace_dir is not None:
+        entry = read_workspace_calibration(workspace_dir).get(embedder_name)
+        if entry is not None:
+            return entry
     return calibrated_floors(embedder_name)
+
+
+def read_workspace_calibration(directory: Path, *, strict: bool = False) -> dict[str, Floors]:
+    """The floors ``olav memory calibrate`` saved in ``directory``, by embedder name. An
+    unreadable file counts as empty (recall must not fail on it; a warning is logged), unless
+    ``strict``, as ``olav doctor`` reads it: then it is a one-line error."""
+    path = directory / WORKSPACE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {name: Floors(**e["floors"]) for name, e in data["embedders"].items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        if strict:
+            raise ConfigError(
+                f"{path} is not a calibration olav wrote ({type(exc).__name__}: {exc})",
+                hint="Delete it and run `olav memory calibrate` again",
+            ) from None
+        get_logger("memory.calibration").warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+
+
+def save_workspace_calibration(
+    directory: Path, embedder_name: str, floors: Floors, measured: dict[str, Any]
+) -> Path:
+    """Record the floors for one embedder (the others' entries stay), with what they measured."""
+    path = directory / WORKSPACE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = dict(data["embedders"])
+    except (OSError, ValueError, KeyError, TypeError):
+        entries = {}
+    entries[embedder_name] = {
+        "floors": dataclasses.asdict(floors),
+        "calibrated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "measured": measured,
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({"embedders": entries}, indent=2) + "\n")
+    return path
+
+
+def forget_workspace_calibration(directory: Path, embedder_name: str) -> bool:
+    """Drop one embedder's floors; True when there were some."""
+    path = directory / WORKSPACE_FILE
+    entries = read_workspace_calibration(directory, strict=True)
+    if embedder_name not in entries:
+        return False
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["embedders"][embedder_name]
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
+    return True
 
 
 def parse_floors(raw: str) -> Floors:

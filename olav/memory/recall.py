@@ -191,7 +191,7 @@ class Recaller:
         """A Recaller with the workspace's memory settings and calibrated floors."""
         from olav.memory.calibration import relevance_floors
 
-        floors = relevance_floors(config, store.embedder.name)
+        floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
         return cls(
             store,
