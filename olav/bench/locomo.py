@@ -544,12 +544,13 @@ def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
 
 
 def fuse(rankings: Sequence[tuple[Sequence[str], float]], rrf_k: int, depth: int) -> list[str]:
-    """RRF (olav.memory.store.rrf_fuse) over the first ``depth`` ids of each ranking."""
-    from olav.memory.store import rrf_fuse
+    """The product's fusion (olav.memory.fusion.rrf) over the first ``depth`` ids of each
+    weighted ranking, as ``MemoryStore.search`` fuses its own candidates."""
+    from olav.memory.fusion import rrf
 
-    lists = [list(r[:depth]) for r, _ in rankings]
-    scores = rrf_fuse(lists, k=rrf_k, weights=[w for _, w in rankings])
-    return sorted(scores, key=lambda key: (-scores[key], key))
+    lists = {str(i): list(r[:depth]) for i, (r, _w) in enumerate(rankings)}
+    weights = {str(i): w for i, (_r, w) in enumerate(rankings)}
+    return rrf(lists, k=rrf_k, weights=weights).order
 
 
 def _summarise(
