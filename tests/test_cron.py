@@ -40,7 +40,9 @@ def _leaky_job(ws: Any) -> str:
 
 def test_a_failing_jobs_secrets_reach_neither_cron_log_nor_cron_yaml(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import LOG_FILE, enable_job, jobs_path, run_job
+    from olav.cron.jobfile import enable_job, jobs_path
+    from olav.cron.joblog import LOG_FILE
+    from olav.cron.jobs import run_job
 
     ws = Workspace.open(hash_ws)
     enable_job(ws, "leaky", schedule="0 4 * * *", target="tests.test_cron:_leaky_job")
@@ -178,7 +180,7 @@ def test_invalid_expression_is_refused_on_one_line(expr: str) -> None:
 
 
 def test_builtin_registry() -> None:
-    from olav.cron.jobs import BUILTIN_JOBS
+    from olav.cron.registry import BUILTIN_JOBS
 
     assert {name: job.schedule for name, job in BUILTIN_JOBS.items()} == {
         "reflect": "0 4 * * *",
@@ -308,10 +310,10 @@ def test_run_records_the_last_result(hash_ws: Path, olav: Any) -> None:
 def test_builtin_whose_module_is_missing_records_an_error(
     hash_ws: Path, olav: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from olav.cron import jobs
+    from olav.cron import registry
 
-    fake = jobs.BuiltinJob("later", "olav.not_written_yet:run_later", "0 1 * * *", "test")
-    monkeypatch.setitem(jobs.BUILTIN_JOBS, "later", fake)
+    fake = registry.BuiltinJob("later", "olav.not_written_yet:run_later", "0 1 * * *", "test")
+    monkeypatch.setitem(registry.BUILTIN_JOBS, "later", fake)
     result = olav("cron", "run", "later")
     assert result.exit_code == 1
     last = _job(_list_json(olav), "later")["last_result"]
@@ -322,7 +324,8 @@ def test_builtin_whose_module_is_missing_records_an_error(
 
 def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import enable_job, list_jobs, run_job
+    from olav.cron.jobfile import enable_job, list_jobs
+    from olav.cron.jobs import run_job
 
     ws = Workspace.open(hash_ws)
     enable_job(ws, "good", schedule="* * * * *", target="tests.test_cron:_ok_job")
@@ -351,7 +354,8 @@ def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
 
 def test_daemon_reconciles_with_the_jobs_file(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import cron_logger, disable_job, enable_job
+    from olav.cron.jobfile import disable_job, enable_job
+    from olav.cron.joblog import cron_logger
     from olav.cron.scheduler import CronDaemon
 
     ws = Workspace.open(hash_ws)
