@@ -21,12 +21,9 @@ from olav.learning.curator import (
     propose_draft,
 )
 from olav.llm.models import ScriptedChatModel
-from olav.memory.documents import (
-    CHUNK_TOKENS,
-    chunk_text,
-    detect_diagram_format,
-    import_document_file,
-)
+from olav.memory.chunking import CHUNK_TOKENS, chunk_text
+from olav.memory.diagrams import detect_diagram_format
+from olav.memory.documents import import_document_file
 from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
 from olav.runtime.runner import Session

@@ -142,7 +142,7 @@ def _commit_row(store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def _commit_topology(store: Any, d: dict[str, Any], fmt: str) -> tuple[str, list[str]]:
-    from olav.memory.documents import diagram_labels
+    from olav.memory.diagrams import diagram_labels
 
     mem_id = f"topology_{d['intent']}"
     labels = diagram_labels(d["body"], fmt)

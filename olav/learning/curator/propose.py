@@ -51,7 +51,8 @@ _PreviewDumper.add_representer(str, _str_block)
 
 def _resolve_file(root: Path, body: str, category: str) -> Path | None:
     """A document/topology body that is just a file path: the file to read, if it exists."""
-    from olav.memory.documents import DIAGRAM_SUFFIXES, DOCUMENT_SUFFIXES
+    from olav.memory.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.documents import DOCUMENT_SUFFIXES
 
     text = body.strip()
     if category not in ("document", "topology") or not _PATHLIKE.match(text):
@@ -83,12 +84,9 @@ def _check_agent(root: Path, agent: str) -> None:
 
 def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
     """Details computed from a draft: the preview fields, and what commit will write."""
-    from olav.memory.documents import (
-        detect_diagram_format,
-        document_key_for_file,
-        document_records,
-        document_title,
-    )
+    from olav.memory.chunking import document_title
+    from olav.memory.diagrams import detect_diagram_format
+    from olav.memory.documents import DocumentSpec, document_key_for_file, document_records
 
     cat = draft["category"]
     info: dict[str, Any] = {}
@@ -105,7 +103,7 @@ def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
             else f"curator:{draft['agent']}/{draft['intent']}"
         )
         title = document_title(draft["body"], draft["intent"].replace("_", " "))
-        records, summary = document_records(
+        spec = DocumentSpec(
             draft["body"],
             key=key,
             title=title,
@@ -117,6 +115,7 @@ def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
             chunks=draft.get("chunks") or None,
             origin="document",
         )
+        records, summary = document_records(spec)
         info.update(title=title, records=records, summary=summary)
     elif cat == "topology":
         fmt = detect_diagram_format(draft["body"])
@@ -197,7 +196,8 @@ def _body_and_source(root: Path, body: str, category: str) -> tuple[str, str | N
     path = _resolve_file(root, body, category)
     if path is None:
         return body.strip(), None
-    from olav.memory.documents import DIAGRAM_SUFFIXES, DOCUMENT_SUFFIXES, read_text_file
+    from olav.memory.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.documents import DOCUMENT_SUFFIXES, read_text_file
 
     text = read_text_file(path, (*DOCUMENT_SUFFIXES, *DIAGRAM_SUFFIXES)).strip()
     try:
