@@ -11,6 +11,7 @@ import pytest
 from olav.bench.locomo import (
     BASELINES,
     RECIPES,
+    RecallRun,
     fuse,
     load_locomo,
     parse_ks,
@@ -170,8 +171,7 @@ def test_harness_runs_all_methods(locomo_file: Path, tmp_path: Path) -> None:
     report = run_recall(
         locomo_file,
         embedder=HashEmbedder("hash-64"),
-        ks=(1, 5, 10),
-        cache_dir=tmp_path / "cache",
+        run=RecallRun(ks=(1, 5, 10), cache_dir=tmp_path / "cache"),
         collect=collect,
     )
     assert report["questions"] == 6
@@ -202,8 +202,7 @@ def test_harness_runs_all_methods(locomo_file: Path, tmp_path: Path) -> None:
     again = run_recall(
         locomo_file,
         embedder=HashEmbedder("hash-64"),
-        experiments=False,
-        cache_dir=tmp_path / "cache",
+        run=RecallRun(experiments=False, cache_dir=tmp_path / "cache"),
     )
     assert again["embedding"]["embedded"] == 0
     assert set(again["methods"]) == set(BASELINES)

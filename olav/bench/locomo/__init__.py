@@ -39,8 +39,10 @@ from olav.bench.locomo.data import (
     window_texts,
 )
 from olav.bench.locomo.markdown import best_method, markdown_recall, method_names
+from olav.bench.locomo.measure import BASELINES, olav_records
 from olav.bench.locomo.recipes import FTS_CONFIGS, OLAV_FTS, RECIPES, STOP_WORDS, Recipe
-from olav.bench.locomo.run import BASELINES, fuse, olav_records, recall_at, run_recall
+from olav.bench.locomo.run import RecallRun, run_recall
+from olav.bench.locomo.scoring import fuse, recall_at
 
 __all__ = [
     "BASELINES",
@@ -53,6 +55,7 @@ __all__ = [
     "STOP_WORDS",
     "Conversation",
     "Question",
+    "RecallRun",
     "Recipe",
     "Turn",
     "VectorCache",
