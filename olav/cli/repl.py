@@ -127,11 +127,10 @@ class Chat:
         render_why(result, recaller)
 
     def show_history(self) -> None:
-        rows = self.session.audit.query(
-            "SELECT started_at, agent, status, query FROM runs WHERE session_id = ? "
-            "ORDER BY started_at",
-            [self.session.session_id],
-        )
+        from olav.audit.queries import session_runs
+
+        runs = session_runs(self.session.audit.path, self.session.session_id)
+        rows = [(started, agent, status, query) for _id, agent, status, query, started in runs]
         from olav.memory.episodes import recent_episodes
 
         for ep in reversed(recent_episodes(self.session.store, [self.session.agent_name], 3)):

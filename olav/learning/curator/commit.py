@@ -42,20 +42,12 @@ def draft_for_consent(
 
 
 def _run_start(audit_path: Path | None, run_id: str | None) -> tuple[str, float] | None:
-    """(id, start as epoch seconds) of ``run_id``, or of the newest run still marked running
-    when ``run_id`` is None. None when the audit log cannot tell."""
+    """(id, start) of ``run_id`` or of the newest running run; None when the log cannot tell."""
     if audit_path is None or not Path(audit_path).is_file():
         return None
-    from olav.audit.db import connect
+    from olav.audit.queries import run_start
 
-    sql = "SELECT id, epoch(started_at) FROM runs WHERE "
-    with connect(Path(audit_path)) as con:
-        if run_id is None:
-            sql += "status = 'running' ORDER BY started_at DESC LIMIT 1"
-            row = con.execute(sql).fetchone()
-        else:
-            row = con.execute(sql + "id = ?", [run_id]).fetchone()
-    return (str(row[0]), float(row[1])) if row else None
+    return run_start(Path(audit_path), run_id)
 
 
 def _check_confirmed(draft: Draft, run_id: str | None, audit_path: Path | None) -> None:
