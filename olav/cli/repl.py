@@ -145,7 +145,7 @@ class Chat:
     def trace_review(self, arg: str) -> None:
         from olav.cli.learn import render_lessons
         from olav.learning.trace_learner import learn_from_traces
-        from olav.llm.models import make_chat_model
+        from olav.llm.models import workspace_chat_model
 
         parts = arg.split()
         try:
@@ -157,7 +157,7 @@ class Chat:
         lessons = learn_from_traces(
             self.ws,
             self.session.store,
-            make_chat_model(self.ws.config, root=self.ws.root),
+            workspace_chat_model(self.ws),
             hours=hours,
             limit=limit,
         )
