@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import run_olav
+from tests.helpers import clean_env, run_olav
 
 REPO = Path(__file__).resolve().parents[1]
 _MAIN = "from olav.cli.app import main; main()"
@@ -428,7 +427,7 @@ def test_install_writes_a_user_unit(
 
 @pytest.mark.slow
 def test_serve_daemon_runs_enabled_jobs(hash_ws: Path, olav: Any, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env["PYTHONPATH"] = str(REPO)  # so the daemon can import tests.test_cron:_ok_job
     pid_file = hash_ws / ".olav" / "cron.pid"
     log_file = hash_ws / ".olav" / "logs" / "cron.log"

@@ -17,7 +17,7 @@ from olav.memory.recall import Recaller
 from olav.memory.store import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.tools import ToolContext, registry
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import scripted_ws
 
 
 class RegisterArgs(BaseModel):
