@@ -4,33 +4,32 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
-os.environ.setdefault("COLUMNS", "120")
+if TYPE_CHECKING:  # nothing from olav is imported before pytest_configure cleans the env
+    from tests.helpers import OlavCli, SessionFor
+
 BENCH_VARS = ("OLAV_BENCH_", "OLAV_LOCOMO")  # benchmark knobs, not olav configuration
-for _var in [v for v in os.environ if v.startswith("OLAV_") and not v.startswith(BENCH_VARS)]:
-    del os.environ[_var]  # tests never inherit the developer's configuration
-
-HASH_CONFIG = """\
-embedder:
-  provider: hash
-  model: hash-64
-llm:
-  base_url: http://127.0.0.1:9
-"""
 
 
-def write_config(root: Path, text: str = HASH_CONFIG) -> None:
-    (root / ".olav").mkdir(parents=True, exist_ok=True)
-    (root / ".olav" / "olav.yaml").write_text(text)
+def pytest_configure(config: pytest.Config) -> None:
+    """The one place the test environment is cleaned, before any test module is imported:
+    tests never inherit the developer's OLAV_* configuration (a subprocess under test starts
+    from ``tests.helpers.clean_env()``), and rich draws at a fixed width."""
+    os.environ.setdefault("COLUMNS", "120")
+    for var in [v for v in os.environ if v.startswith("OLAV_") and not v.startswith(BENCH_VARS)]:
+        del os.environ[var]
 
 
 @pytest.fixture
 def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh workspace using the test-only hash embedder; cwd is its root."""
     from olav.admin.setup import init_workspace
+    from tests.helpers import write_config
 
     root = tmp_path / "ws"
     write_config(root)
@@ -72,11 +71,27 @@ def runner() -> CliRunner:
 
 
 @pytest.fixture
-def olav(runner: CliRunner) -> Iterator[object]:
+def olav(runner: CliRunner) -> Iterator[OlavCli]:
     """Invoke the CLI in-process: ``olav("memory", "stats")`` returns the click Result."""
     from olav.cli.app import app
 
-    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    def invoke(*args: str, input: str | None = None) -> Result:
         return runner.invoke(app, list(args), input=input, catch_exceptions=True)
 
     yield invoke
+
+
+@pytest.fixture
+def session_for(hash_ws: Path) -> SessionFor:
+    """session_for(turns, **kw) -> (Session, ScriptedChatModel) over the hash workspace.
+    Background trace learning is off unless a test asks for it (learn_from_failures=True)."""
+    from olav.llm.models import ScriptedChatModel
+    from olav.runtime.runner import Session
+    from tests.helpers import scripted_ws
+
+    def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
+        kw.setdefault("learn_from_failures", False)
+        model = ScriptedChatModel(turns=turns)
+        return Session(scripted_ws(hash_ws, turns), model=model, **kw), model
+
+    return make

@@ -1,22 +1,88 @@
+"""What the tests share: workspaces, the CLI in a subprocess, stores, rows, and the types of
+the fixtures in conftest.py. Test modules import from here, never from each other."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import yaml
 
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
+
+if TYPE_CHECKING:
+    from click.testing import Result
+
+    from olav.core.config import Workspace
+    from olav.llm.models import ScriptedChatModel
+    from olav.runtime.runner import Session
+
+HASH_CONFIG = """\
+embedder:
+  provider: hash
+  model: hash-64
+llm:
+  base_url: http://127.0.0.1:9
+"""
+
+
+class OlavCli(Protocol):
+    """The ``olav`` fixture: the CLI in-process, returning click's Result."""
+
+    def __call__(self, *args: str, input: str | None = None) -> Result: ...
+
+
+# the ``session_for`` fixture: session_for(turns, **Session kwargs) -> (Session, model)
+SessionFor = Callable[..., "tuple[Session, ScriptedChatModel]"]
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without any OLAV_* variable, plus ``extra``: what a
+    subprocess under test starts with, so the developer's configuration never leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env.update(extra or {})
+    return env
+
+
+def write_config(root: Path, text: str = HASH_CONFIG) -> None:
+    (root / ".olav").mkdir(parents=True, exist_ok=True)
+    (root / ".olav" / "olav.yaml").write_text(text)
+
+
+def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
+    """Point the workspace at ``root`` to a scripted model that plays ``turns``."""
+    from olav.core.config import Workspace
+
+    (root / "script.yaml").write_text(yaml.safe_dump(turns, allow_unicode=True))
+    cfg = root / ".olav" / "olav.yaml"
+    data = yaml.safe_load(cfg.read_text()) or {}
+    data.setdefault("llm", {}).update({"provider": "scripted", "script": "script.yaml"})
+    cfg.write_text(yaml.safe_dump(data))
+    return Workspace.open(root)
+
+
+def audit_rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of a read-only query on the workspace's audit database."""
+    import duckdb
+
+    con = duckdb.connect(str(root / ".olav/databases/audit.duckdb"), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
 
 
 def run_olav(
     *args: str, cwd: Path, env: dict[str, str] | None = None, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `olav` entry point in a subprocess (as a user would)."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
-    full_env.update(env or {})
+    full_env = clean_env(env)
     return subprocess.run(
         [sys.executable, "-c", "from olav.cli.app import main; main()", *args],
         cwd=cwd,

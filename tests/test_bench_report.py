@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.helpers import run_olav
-from tests.test_bench_recall_harness import synthetic
+from tests.locomo_sample import synthetic
 
 
 def test_report_writes_every_section(tmp_path: Path) -> None:

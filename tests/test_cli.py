@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import rec, run_olav
+from tests.helpers import OlavCli, rec, run_olav
 
 HEAVY = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
 
@@ -56,7 +56,7 @@ def test_env_override_mismatch_is_reported_with_the_fix(hash_ws: Path) -> None:
     assert "olav kb re-embed" in line
 
 
-def test_memory_commands_json(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_memory_commands_json(hash_ws: Path, olav: OlavCli) -> None:
     res = olav("memory", "search", "backup router configuration", "--json", "-k", "3")
     assert res.exit_code == 0, res.output
     hits = json.loads(res.output)
@@ -92,7 +92,7 @@ def test_memory_commands_json(hash_ws: Path, olav) -> None:  # type: ignore[no-u
     assert res.exit_code != 0
 
 
-def test_import_guides_cli_reports_bad_file_and_exits_nonzero(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_import_guides_cli_reports_bad_file_and_exits_nonzero(hash_ws: Path, olav: OlavCli) -> None:
     bad = hash_ws / "netops" / "guides" / "oops.guide.yaml"
     bad.write_text("intent: oops\nagent: netops\nkeywords: [x]\n")
     res = olav("kb", "import-guides", "--json")
@@ -105,7 +105,7 @@ def test_import_guides_cli_reports_bad_file_and_exits_nonzero(hash_ws: Path, ola
     )
 
 
-def test_kb_export_import_cli(hash_ws: Path, olav, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kb_export_import_cli(hash_ws: Path, olav: OlavCli, tmp_path: Path) -> None:
     out = tmp_path / "dump.jsonl"
     res = olav("kb", "export", str(out))
     assert res.exit_code == 0 and out.exists()
@@ -113,7 +113,7 @@ def test_kb_export_import_cli(hash_ws: Path, olav, tmp_path: Path) -> None:  # t
     assert res.exit_code == 0 and "replaced" in res.output
 
 
-def test_doctor_reports_each_check(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_reports_each_check(hash_ws: Path, olav: OlavCli) -> None:
     res = olav("doctor", "--json")
     checks = {c["name"]: c for c in json.loads(res.output)}
     for name in ("workspace", "config", "embedder", "memory", "fts index", "audit db"):
@@ -123,7 +123,9 @@ def test_doctor_reports_each_check(hash_ws: Path, olav) -> None:  # type: ignore
     assert res.exit_code == 0
 
 
-def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(
+    hash_ws: Path, olav: OlavCli
+) -> None:
     from olav.core.config import Workspace
     from olav.memory.store import MAX_FRAGMENTS, MemoryStore
 
@@ -139,7 +141,7 @@ def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(hash_ws: Path, ol
     assert checks["memory layout"]["status"] == "ok"
 
 
-def test_agent_list(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_agent_list(hash_ws: Path, olav: OlavCli) -> None:
     res = olav("agent", "list", "--json")
     names = {a["name"] for a in json.loads(res.output)}
     assert {"core", "admin", "netops"} <= names
@@ -156,7 +158,7 @@ def test_reembed_cli_switches_embedder(hash_ws: Path) -> None:
     assert res.stdout.startswith("memory_backup_")
 
 
-def test_doctor_reports_and_repairs_a_half_built_reembed(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_reports_and_repairs_a_half_built_reembed(hash_ws: Path, olav: OlavCli) -> None:
     import shutil
 
     mem = hash_ws / ".olav" / "databases" / "memory.lance"

@@ -7,7 +7,6 @@ factory, LanceDB and DuckDB in a temporary workspace); the person answers the y/
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
 from olav.runtime.runner import Session
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import OlavCli, clean_env, scripted_ws
 
 PROPOSE = {
     "content": "Here is the draft. Store it?",
@@ -56,7 +55,7 @@ def audit_events(root: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def spawn_chat(root: Path) -> pexpect.spawn:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
     return pexpect.spawn(
         sys.executable,
@@ -146,7 +145,7 @@ def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) 
     assert (kind, detail["subject"], detail["asked"]) == ("denial", "r1_loopback", False)
 
 
-def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav: OlavCli) -> None:
     scripted_ws(hash_ws, [COMMIT, {"content": "Done."}])
     from olav.learning.curator import propose_draft
 

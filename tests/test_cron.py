@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import run_olav
+from tests.helpers import clean_env, run_olav
 
 REPO = Path(__file__).resolve().parents[1]
 _MAIN = "from olav.cli.app import main; main()"
@@ -40,7 +39,9 @@ def _leaky_job(ws: Any) -> str:
 
 def test_a_failing_jobs_secrets_reach_neither_cron_log_nor_cron_yaml(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import LOG_FILE, enable_job, jobs_path, run_job
+    from olav.cron.jobfile import enable_job, jobs_path
+    from olav.cron.joblog import LOG_FILE
+    from olav.cron.jobs import run_job
 
     ws = Workspace.open(hash_ws)
     enable_job(ws, "leaky", schedule="0 4 * * *", target="tests.test_cron:_leaky_job")
@@ -178,7 +179,7 @@ def test_invalid_expression_is_refused_on_one_line(expr: str) -> None:
 
 
 def test_builtin_registry() -> None:
-    from olav.cron.jobs import BUILTIN_JOBS
+    from olav.cron.registry import BUILTIN_JOBS
 
     assert {name: job.schedule for name, job in BUILTIN_JOBS.items()} == {
         "reflect": "0 4 * * *",
@@ -308,10 +309,10 @@ def test_run_records_the_last_result(hash_ws: Path, olav: Any) -> None:
 def test_builtin_whose_module_is_missing_records_an_error(
     hash_ws: Path, olav: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from olav.cron import jobs
+    from olav.cron import registry
 
-    fake = jobs.BuiltinJob("later", "olav.not_written_yet:run_later", "0 1 * * *", "test")
-    monkeypatch.setitem(jobs.BUILTIN_JOBS, "later", fake)
+    fake = registry.BuiltinJob("later", "olav.not_written_yet:run_later", "0 1 * * *", "test")
+    monkeypatch.setitem(registry.BUILTIN_JOBS, "later", fake)
     result = olav("cron", "run", "later")
     assert result.exit_code == 1
     last = _job(_list_json(olav), "later")["last_result"]
@@ -322,7 +323,8 @@ def test_builtin_whose_module_is_missing_records_an_error(
 
 def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import enable_job, list_jobs, run_job
+    from olav.cron.jobfile import enable_job, list_jobs
+    from olav.cron.jobs import run_job
 
     ws = Workspace.open(hash_ws)
     enable_job(ws, "good", schedule="* * * * *", target="tests.test_cron:_ok_job")
@@ -351,7 +353,8 @@ def test_concurrent_writers_lose_nothing(hash_ws: Path) -> None:
 
 def test_daemon_reconciles_with_the_jobs_file(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.cron.jobs import cron_logger, disable_job, enable_job
+    from olav.cron.jobfile import disable_job, enable_job
+    from olav.cron.joblog import cron_logger
     from olav.cron.scheduler import CronDaemon
 
     ws = Workspace.open(hash_ws)
@@ -424,7 +427,7 @@ def test_install_writes_a_user_unit(
 
 @pytest.mark.slow
 def test_serve_daemon_runs_enabled_jobs(hash_ws: Path, olav: Any, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env["PYTHONPATH"] = str(REPO)  # so the daemon can import tests.test_cron:_ok_job
     pid_file = hash_ws / ".olav" / "cron.pid"
     log_file = hash_ws / ".olav" / "logs" / "cron.log"

@@ -20,17 +20,12 @@ from olav.learning.curator import (
     list_drafts,
     propose_draft,
 )
-from olav.llm.models import ScriptedChatModel
-from olav.memory.documents import (
-    CHUNK_TOKENS,
-    chunk_text,
-    detect_diagram_format,
-    import_document_file,
-)
+from olav.memory.chunking import CHUNK_TOKENS, chunk_text
+from olav.memory.diagrams import detect_diagram_format
+from olav.memory.documents import import_document_file
 from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
-from olav.runtime.runner import Session
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import OlavCli, SessionFor
 
 RUNBOOK = "\n\n".join(
     [
@@ -90,19 +85,6 @@ class Person:
         return self.answers.pop(0) if self.answers else False
 
 
-@pytest.fixture
-def session_for(hash_ws: Path):  # type: ignore[no-untyped-def]
-    """session_for(turns, approver=...) -> (Session, ScriptedChatModel), as in
-    tests/runtime/conftest.py."""
-
-    def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
-        kw.setdefault("learn_from_failures", False)  # no background trace learning
-        model = ScriptedChatModel(turns=turns)
-        return Session(scripted_ws(hash_ws, turns), model=model, **kw), model
-
-    return make
-
-
 def _propose_call(**kw: Any) -> dict[str, Any]:
     args = {
         "intent": "r1_loopback",
@@ -117,7 +99,9 @@ def _propose_call(**kw: Any) -> dict[str, Any]:
 COMMIT_CALL = {"tool_calls": [{"name": "commit_to_memory", "args": {"from_draft": True}}]}
 
 
-def test_two_turn_session_commits_only_after_the_user_confirms(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_two_turn_session_commits_only_after_the_user_confirms(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     person = Person(True)
     session, model = session_for(
         [
@@ -156,8 +140,8 @@ def test_two_turn_session_commits_only_after_the_user_confirms(session_for, hash
     assert json.loads(events[0][3])["archive"] == f"{DRAFTS}/{archived[0]}"
 
 
-def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: ignore[no-untyped-def]
-    session_for, hash_ws: Path
+def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
+    session_for: SessionFor, hash_ws: Path
 ) -> None:
     person = Person(True)
     session, model = session_for(
@@ -185,7 +169,7 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(  # type: i
     assert store.get("fact_r1_loopback") is not None
 
 
-def test_commit_tool_without_a_draft_fails(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Path) -> None:
     person = Person(True)
     session, model = session_for([COMMIT_CALL, {"content": "nothing to commit"}], approver=person)
     before = open_store(hash_ws).count()
@@ -461,7 +445,7 @@ def test_chunk_text_keeps_every_word_within_the_budget() -> None:
 # -- olav kb import ---------------------------------------------------------------------------
 
 
-def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav: OlavCli) -> None:
     notes = hash_ws / "notes.md"
     notes.write_text(RUNBOOK, encoding="utf-8")
     store = open_store(hash_ws)
@@ -486,7 +470,7 @@ def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav) -> No
     assert events == [("import", "cli")] * 3
 
 
-def test_kb_import_txt_and_rejects_other_types(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_kb_import_txt_and_rejects_other_types(hash_ws: Path, olav: OlavCli) -> None:
     (hash_ws / "plain.txt").write_text("A plain text note about sh1.\n")
     res = olav("kb", "import", "plain.txt", "--agent", "netops", "--json")
     assert res.exit_code == 0, res.output

@@ -7,7 +7,6 @@ reinstall the project) and are only checked to name real make targets / olav com
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -15,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -46,7 +47,7 @@ def test_make_targets_named_in_docs_exist() -> None:
 
 @pytest.mark.slow
 def test_console_commands_run(e5_ws: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     bindir = tmp_path / "bin"
     bindir.mkdir()
     shim = bindir / "olav"

@@ -15,8 +15,7 @@ from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS, propose_draft
 from olav.learning.reflector import write_code_fix
 from olav.memory.store import MemoryStore
-from tests.helpers import run_olav
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import OlavCli, run_olav, scripted_ws
 
 
 def propose_fact(root: Path, **kw: Any) -> None:
@@ -66,7 +65,7 @@ def listed(olav: Any) -> dict[str, dict[str, Any]]:
     return {item["id"]: item for item in json.loads(res.output)}
 
 
-def test_list_covers_memory_guide_and_fix_drafts(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_list_covers_memory_guide_and_fix_drafts(hash_ws: Path, olav: OlavCli) -> None:
     assert "No drafts are waiting." in olav("kb", "drafts").output
     propose_fact(hash_ws)
     propose_guide(hash_ws)
@@ -82,7 +81,7 @@ def test_list_covers_memory_guide_and_fix_drafts(hash_ws: Path, olav) -> None:  
     assert "Stale lab inventory" in out and "3 waiting" in out
 
 
-def test_show_prints_what_would_be_stored_and_marks_it_seen(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_show_prints_what_would_be_stored_and_marks_it_seen(hash_ws: Path, olav: OlavCli) -> None:
     propose_fact(hash_ws)
     fix = write_fix(hash_ws)
     res = olav("kb", "drafts", "show", "r1_loopback")
@@ -95,7 +94,7 @@ def test_show_prints_what_would_be_stored_and_marks_it_seen(hash_ws: Path, olav)
     assert "no code is changed" in res.output
 
 
-def test_confirm_stores_a_memory_draft_as_the_person(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_confirm_stores_a_memory_draft_as_the_person(hash_ws: Path, olav: OlavCli) -> None:
     propose_fact(hash_ws)
     res = olav("kb", "drafts", "confirm", "r1_loopback")
     assert res.exit_code == 0, res.output
@@ -108,7 +107,7 @@ def test_confirm_stores_a_memory_draft_as_the_person(hash_ws: Path, olav) -> Non
     assert [(r[0], json.loads(r[1])["confirmed_by"]) for r in rows] == [("fact_r1_loopback", "cli")]
 
 
-def test_confirm_writes_a_guide_draft_as_a_guide_file(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_confirm_writes_a_guide_draft_as_a_guide_file(hash_ws: Path, olav: OlavCli) -> None:
     propose_guide(hash_ws)
     res = olav("kb", "drafts", "confirm", "refresh_inventory_first")
     assert res.exit_code == 0, res.output
@@ -116,7 +115,7 @@ def test_confirm_writes_a_guide_draft_as_a_guide_file(hash_ws: Path, olav) -> No
     assert store_of(hash_ws).get("guide_core_refresh_inventory_first") is not None
 
 
-def test_confirm_a_fix_marks_it_accepted_and_changes_no_code(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_confirm_a_fix_marks_it_accepted_and_changes_no_code(hash_ws: Path, olav: OlavCli) -> None:
     fix = write_fix(hash_ws)
     before = store_of(hash_ws).count()
     res = olav("kb", "drafts", "confirm", fix)
@@ -129,7 +128,7 @@ def test_confirm_a_fix_marks_it_accepted_and_changes_no_code(hash_ws: Path, olav
     assert fix not in listed(olav)
 
 
-def test_reject_archives_and_stores_nothing(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_reject_archives_and_stores_nothing(hash_ws: Path, olav: OlavCli) -> None:
     propose_fact(hash_ws)
     fix = write_fix(hash_ws)
     assert olav("kb", "drafts", "reject", "r1_loopback").exit_code == 0
@@ -154,7 +153,7 @@ def test_unknown_id_is_one_red_line(hash_ws: Path, command: str) -> None:
     assert "Traceback" not in res.stderr
 
 
-def test_an_unseen_draft_never_expires(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_an_unseen_draft_never_expires(hash_ws: Path, olav: OlavCli) -> None:
     propose_fact(hash_ws)
     path = hash_ws / DRAFTS / "r1_loopback.draft.json"
     draft = json.loads(path.read_text())
@@ -165,7 +164,7 @@ def test_an_unseen_draft_never_expires(hash_ws: Path, olav) -> None:  # type: ig
     assert store_of(hash_ws).get("fact_r1_loopback") is not None
 
 
-def test_chat_banner_says_when_drafts_are_waiting(hash_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_chat_banner_says_when_drafts_are_waiting(hash_ws: Path, olav: OlavCli) -> None:
     scripted_ws(hash_ws, [{"content": "hi"}])
     res = olav("chat", input="/exit\n")
     assert res.exit_code == 0, res.output

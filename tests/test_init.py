@@ -9,8 +9,7 @@ import duckdb
 from olav.admin.setup import init_workspace, template_dir
 from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
-from tests.conftest import write_config
-from tests.helpers import rec
+from tests.helpers import rec, write_config
 
 
 def _store(root: Path) -> MemoryStore:

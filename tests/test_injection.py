@@ -6,6 +6,7 @@ import pytest
 
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.injection import scan
+from tests.helpers import OlavCli
 
 
 @pytest.mark.parametrize(
@@ -38,7 +39,7 @@ def test_normal_memories_are_not_flagged(text: str) -> None:
     assert scan(text) is None
 
 
-def test_captured_injection_is_quarantined_not_recalled(olav, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_captured_injection_is_quarantined_not_recalled(olav: OlavCli, hash_ws: Path) -> None:
     from olav.core.config import Workspace
     from olav.memory.store import MemoryStore
 

@@ -12,7 +12,7 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
-from tests.conftest import write_config
+from tests.helpers import clean_env, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,7 @@ def test_init_from_an_installed_layout_uses_the_packaged_template(tmp_path: Path
     (site / "olav" / "_template" / "core" / "AGENT.md").write_text("# packaged copy\n")
     ws = tmp_path / "ws"
     write_config(ws)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env["PYTHONPATH"] = str(site)
     probe = "import olav.admin.setup as w; print(w.__file__); print(w.template_dir())"
     res = subprocess.run(

@@ -9,7 +9,6 @@ polled with a deadline.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -33,6 +32,7 @@ from olav.mcp.server import Category, Outcome, RememberCategory
 from olav.mcp.service import REMEMBER_CATEGORIES, ToolCall, check_outcome, draft_intent
 from olav.memory.schema import CATEGORIES, MemoryRecord
 from olav.memory.store import MemoryStore
+from tests.helpers import clean_env
 
 OLAV = [sys.executable, "-c", "from olav.cli.app import main; main()"]
 CLIENT = types.Implementation(name="olav-test", version="1.0")
@@ -42,7 +42,7 @@ Scenario = Callable[[Client], Awaitable[Any]]
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 

@@ -9,7 +9,7 @@ import pytest
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import now
-from olav.memory.store import MemoryStore, drop_backup, reembed, rrf_fuse
+from olav.memory.store import MemoryStore, drop_backup, reembed
 from tests.helpers import hash_store, rec
 
 
@@ -195,9 +195,3 @@ def test_ann_index_is_built_past_the_threshold(tmp_path: Path) -> None:
     assert store.index_state()["vector"] is not None
     q = np.asarray(rows[7].vector, dtype=np.float32)
     assert store.search("", mode="vector", k=1, query_vector=q)[0].record.id == "r7"
-
-
-def test_rrf_fuse() -> None:
-    fused = rrf_fuse([["a", "b"], ["b", "c"]], k=60)
-    assert fused["b"] == pytest.approx(1 / 62 + 1 / 61)
-    assert max(fused, key=fused.__getitem__) == "b"

@@ -9,8 +9,7 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl, import_jsonl
-from tests.conftest import write_config
-from tests.helpers import rec
+from tests.helpers import rec, write_config
 
 
 def test_export_then_import_into_a_fresh_workspace_gives_identical_rows(

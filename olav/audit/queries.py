@@ -1,5 +1,5 @@
-"""Read queries on audit.duckdb that the learning loop needs (the only SQL on it lives in
-olav.audit)."""
+"""Read queries on audit.duckdb: the only SQL against its schema outside the writer. The
+learning loop, episodes, the chat and the CLI ask here instead of writing their own."""
 
 from __future__ import annotations
 
@@ -78,3 +78,97 @@ def _narration(con: Any, rid: str) -> dict[str, Any]:
         "tools_named_by_memory": detail.get("named_tools", []),
         "tools_available": detail.get("tools", []),
     }
+
+
+# -- sessions and runs -------------------------------------------------------------------------
+
+
+def session_runs(path: Path, session_id: str) -> list[tuple[Any, ...]]:
+    """The runs of one chat session, oldest first: (id, agent, status, query, started_at)."""
+    with connect(path) as con:
+        return con.execute(
+            "SELECT id, agent, status, query, started_at FROM runs WHERE session_id = ? "
+            "ORDER BY started_at",
+            [session_id],
+        ).fetchall()
+
+
+def runs_tool_calls(path: Path, run_ids: list[str]) -> list[tuple[Any, ...]]:
+    """The tool calls of the given runs, oldest first: (tool, status, args, result)."""
+    if not run_ids:
+        return []
+    marks = ",".join("?" for _ in run_ids)
+    with connect(path) as con:
+        return con.execute(
+            f"SELECT tool, status, args, result FROM tool_calls WHERE run_id IN ({marks}) "
+            "ORDER BY created_at",
+            run_ids,
+        ).fetchall()
+
+
+def run_start(path: Path, run_id: str | None) -> tuple[str, float] | None:
+    """(id, start as epoch seconds) of ``run_id``, or of the newest run still marked running
+    when ``run_id`` is None; None when there is no such run."""
+    sql = "SELECT id, epoch(started_at) FROM runs WHERE "
+    with connect(path) as con:
+        if run_id is None:
+            sql += "status = 'running' ORDER BY started_at DESC LIMIT 1"
+            row = con.execute(sql).fetchone()
+        else:
+            row = con.execute(sql + "id = ?", [run_id]).fetchone()
+    return (str(row[0]), float(row[1])) if row else None
+
+
+def errors_since(path: Path, since: datetime) -> list[tuple[str, str, str]]:
+    """(text, agent, source) for failed runs, failed tool calls and error events."""
+    out: list[tuple[str, str, str]] = []
+    with connect(path) as con:
+        for err, agent in con.execute(
+            "SELECT error, agent FROM runs WHERE status = 'error' AND error IS NOT NULL "
+            "AND started_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((err, agent, "audit:runs"))
+        for tool, result, agent in con.execute(
+            "SELECT tool, result, agent FROM tool_calls WHERE status = 'error' AND created_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((f"{tool}: {result}", agent or "?", "audit:tool_calls"))
+        for kind, detail in con.execute(
+            "SELECT kind, CAST(detail AS VARCHAR) FROM events WHERE kind = 'error' "
+            "AND created_at >= ?",
+            [since],
+        ).fetchall():
+            out.append((f"{kind}: {detail}", "?", "audit:events"))
+    return out
+
+
+# -- memory and recall logs --------------------------------------------------------------------
+
+
+def memory_events(path: Path, memory_ids: list[str]) -> list[tuple[Any, ...]]:
+    """The recorded changes of the given memories, oldest first:
+    (memory_id, action, actor, created_at)."""
+    if not memory_ids:
+        return []
+    marks = ",".join("?" for _ in memory_ids)
+    with connect(path) as con:
+        return con.execute(
+            "SELECT memory_id, action, actor, created_at FROM memory_events WHERE memory_id IN "
+            f"({marks}) ORDER BY created_at",
+            memory_ids,
+        ).fetchall()
+
+
+def recent_recalls(path: Path, *, run_id: str | None, limit: int) -> list[tuple[Any, ...]]:
+    """The newest recalls (of one run, when given): (run_id, agent, query, injected,
+    latency_ms, created_at)."""
+    sql = "SELECT run_id, agent, query, injected, latency_ms, created_at FROM recalls"
+    params: list[Any] = []
+    if run_id:
+        sql += " WHERE run_id = ?"
+        params.append(run_id)
+    sql += " ORDER BY created_at DESC LIMIT ?"
+    params.append(limit)
+    with connect(path) as con:
+        return con.execute(sql, params).fetchall()

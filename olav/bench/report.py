@@ -50,9 +50,8 @@ def run_all(
     }
     if locomo is not None and Path(locomo).is_file():
         say("LoCoMo recall")
-        out["recall"] = loc.run_recall(
-            Path(locomo), embedder=e5, convs=convs, cache_dir=cache_dir, progress=say
-        )
+        run = loc.RecallRun(convs=convs, cache_dir=cache_dir)
+        out["recall"] = loc.run_recall(Path(locomo), embedder=e5, run=run, progress=say)
     else:
         out["recall"] = None
         out["skipped"]["recall"] = f"LoCoMo file not found: {locomo}"

@@ -77,7 +77,13 @@ def recall(
     Each conversation is indexed on its own; every question except the adversarial category
     (5) is asked, and recall@k is the share of its evidence turns among the top k.
     """
-    from olav.bench.locomo import default_cache_dir, parse_ks, parse_range, run_recall
+    from olav.bench.locomo import (
+        RecallRun,
+        default_cache_dir,
+        parse_ks,
+        parse_range,
+        run_recall,
+    )
 
     if dataset != "locomo":
         raise OlavError(f"unknown dataset {dataset!r}", hint="Only --dataset locomo is supported")
@@ -88,15 +94,13 @@ def recall(
     show = err_console.is_terminal and not as_json
 
     with status_progress(show) as progress:
-        report = run_recall(
-            path,
-            embedder=emb,
+        run = RecallRun(
             convs=parse_range(convs) if convs else None,
             ks=parse_ks(ks),
             experiments=experiments,
             cache_dir=cache_dir,
-            progress=progress,
         )
+        report = run_recall(path, embedder=emb, run=run, progress=progress)
     if as_json:
         print_json(report)
         return

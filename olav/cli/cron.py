@@ -43,7 +43,7 @@ def _next_run(spec: Any, now: datetime) -> tuple[datetime | None, str | None]:
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the jobs as JSON.")) -> None:
     """Show every job: schedule, enabled, next run and last result."""
     from olav.cron.expression import local_timezone
-    from olav.cron.jobs import jobs_path, list_jobs
+    from olav.cron.jobfile import jobs_path, list_jobs
     from olav.cron.scheduler import daemon_pid
 
     ws = open_workspace()
@@ -116,7 +116,7 @@ def enable_cmd(
 ) -> None:
     """Enable a job (a running `olav cron serve` picks it up within seconds)."""
     from olav.cron.expression import local_timezone, next_fire
-    from olav.cron.jobs import enable_job
+    from olav.cron.jobfile import enable_job
     from olav.cron.scheduler import daemon_pid
 
     ws = open_workspace()
@@ -132,7 +132,7 @@ def enable_cmd(
 @app.command("disable")
 def disable_cmd(name: str = typer.Argument(..., help="The job to disable.")) -> None:
     """Disable a job (its schedule and last result are kept)."""
-    from olav.cron.jobs import disable_job
+    from olav.cron.jobfile import disable_job
 
     spec = disable_job(open_workspace(), name)
     console.print(f"[green]✓[/] {escape(spec.name)} disabled")

@@ -233,13 +233,13 @@ def extract_patterns_cmd(
 ) -> None:
     """L2: distil groups of captured operations into reusable patterns (one model call each)."""
     from olav.learning.patterns import extract_patterns
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
 
     ws = open_workspace()
     store = open_store(ws)
     results = extract_patterns(
         store,
-        make_chat_model(ws.config, root=ws.root),
+        workspace_chat_model(ws),
         scope=scope,
         min_samples=min_samples,
         window_days=window_days,

@@ -34,11 +34,11 @@ def trace_review(
 ) -> None:
     """Turn recent failed, cancelled, tool_error and narrated runs into one-line lessons."""
     from olav.learning.trace_learner import learn_from_traces
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
 
     ws = open_workspace()
     lessons = learn_from_traces(
-        ws, open_store(ws), make_chat_model(ws.config, root=ws.root), hours=hours, limit=limit
+        ws, open_store(ws), workspace_chat_model(ws), hours=hours, limit=limit
     )
     if as_json:
         print_json([{"lesson": x.text, "stored": x.added, "id": x.memory_id} for x in lessons])

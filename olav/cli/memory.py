@@ -232,13 +232,9 @@ def history_cmd(
     chain = history(open_store(ws), memory_id)
     if not chain:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
-    ids = [r.id for r in chain]
-    marks = ",".join("?" for _ in ids)
-    events = _audit(ws).query(
-        f"SELECT memory_id, action, actor, created_at FROM memory_events WHERE memory_id IN "
-        f"({marks}) ORDER BY created_at",
-        ids,
-    )
+    from olav.audit.queries import memory_events
+
+    events = memory_events(ws.audit_path, [r.id for r in chain])
     if as_json:
         print_json(
             {
@@ -355,14 +351,9 @@ def log_cmd(
     import json as _json
 
     ws = open_workspace()
-    sql = "SELECT run_id, agent, query, injected, latency_ms, created_at FROM recalls"
-    params: list[Any] = []
-    if run:
-        sql += " WHERE run_id = ?"
-        params.append(run)
-    sql += " ORDER BY created_at DESC LIMIT ?"
-    params.append(limit)
-    rows = _audit(ws).query(sql, params)
+    from olav.audit.queries import recent_recalls
+
+    rows = recent_recalls(ws.audit_path, run_id=run, limit=limit)
     out = [
         {
             "run_id": r[0],

@@ -127,11 +127,10 @@ class Chat:
         render_why(result, recaller)
 
     def show_history(self) -> None:
-        rows = self.session.audit.query(
-            "SELECT started_at, agent, status, query FROM runs WHERE session_id = ? "
-            "ORDER BY started_at",
-            [self.session.session_id],
-        )
+        from olav.audit.queries import session_runs
+
+        runs = session_runs(self.session.audit.path, self.session.session_id)
+        rows = [(started, agent, status, query) for _id, agent, status, query, started in runs]
         from olav.memory.episodes import recent_episodes
 
         for ep in reversed(recent_episodes(self.session.store, [self.session.agent_name], 3)):
@@ -146,7 +145,7 @@ class Chat:
     def trace_review(self, arg: str) -> None:
         from olav.cli.learn import render_lessons
         from olav.learning.trace_learner import learn_from_traces
-        from olav.llm.models import make_chat_model
+        from olav.llm.models import workspace_chat_model
 
         parts = arg.split()
         try:
@@ -158,7 +157,7 @@ class Chat:
         lessons = learn_from_traces(
             self.ws,
             self.session.store,
-            make_chat_model(self.ws.config, root=self.ws.root),
+            workspace_chat_model(self.ws),
             hours=hours,
             limit=limit,
         )

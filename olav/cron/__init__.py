@@ -1,6 +1,8 @@
 """Scheduled jobs: the nightly reflector and friends.
 
-- :mod:`olav.cron.jobs`: the job registry, the jobs file (``.olav/cron.yaml``) and run-now.
+- :mod:`olav.cron.registry`: the built-in jobs, a job's spec and its result.
+- :mod:`olav.cron.jobfile`: the jobs file (``.olav/cron.yaml``): list, enable, disable.
+- :mod:`olav.cron.jobs`: run a job now; :mod:`olav.cron.joblog`: the cron log.
 - :mod:`olav.cron.scheduler`: cron expressions (``next_fire``) and the ``olav cron serve`` daemon.
 
 This package imports no scheduler library at import time; APScheduler is loaded only by the

@@ -28,7 +28,9 @@ from olav.cron.expression import (
     build_trigger,
     local_timezone,
 )
-from olav.cron.jobs import cron_logger, get_job, jobs_path, kv, list_jobs, run_job
+from olav.cron.jobfile import get_job, jobs_path, list_jobs
+from olav.cron.joblog import cron_logger, kv
+from olav.cron.jobs import run_job
 
 PID_FILE = "cron.pid"
 RECONCILE_EVERY_S = 2.0

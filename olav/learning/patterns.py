@@ -145,10 +145,10 @@ def extract_patterns(
 
 def run_extract_patterns(ws: Any) -> str:
     """The `extract-patterns` cron job."""
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
 
     store = MemoryStore.for_workspace(ws)
-    results = extract_patterns(store, make_chat_model(ws.config, root=ws.root))
+    results = extract_patterns(store, workspace_chat_model(ws))
     errors = [r for r in results if r.error]
     return f"{sum(r.written for r in results)} patterns written, {len(errors)} rejected"
 
@@ -156,7 +156,7 @@ def run_extract_patterns(ws: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m olav.learning.patterns`` — the same as ``olav kb extract-patterns``."""
     from olav.core.config import Workspace
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
 
     parser = argparse.ArgumentParser(prog="python -m olav.learning.patterns")
     parser.add_argument("--scope")
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         store = MemoryStore.for_workspace(ws)
         results = extract_patterns(
             store,
-            make_chat_model(ws.config, root=ws.root),
+            workspace_chat_model(ws),
             scope=args.scope,
             min_samples=args.min_samples,
             window_days=args.window_days,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from olav.audit.queries import errors_since
+
 _RULES = (
     (
         re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
@@ -69,37 +71,11 @@ def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> list[str]:
     return lines[1:] if size > limit else lines  # the first line may be cut
 
 
-def _audit_errors(audit_db: Path, since: datetime) -> list[tuple[str, str, str]]:
-    """(text, agent, source) for failed runs, failed tool calls and error events."""
-    from olav.audit.db import connect
-
-    out: list[tuple[str, str, str]] = []
-    with connect(audit_db) as con:
-        for err, agent in con.execute(
-            "SELECT error, agent FROM runs WHERE status = 'error' AND error IS NOT NULL "
-            "AND started_at >= ?",
-            [since],
-        ).fetchall():
-            out.append((err, agent, "audit:runs"))
-        for tool, result, agent in con.execute(
-            "SELECT tool, result, agent FROM tool_calls WHERE status = 'error' AND created_at >= ?",
-            [since],
-        ).fetchall():
-            out.append((f"{tool}: {result}", agent or "?", "audit:tool_calls"))
-        for kind, detail in con.execute(
-            "SELECT kind, CAST(detail AS VARCHAR) FROM events WHERE kind = 'error' "
-            "AND created_at >= ?",
-            [since],
-        ).fetchall():
-            out.append((f"{kind}: {detail}", "?", "audit:events"))
-    return out
-
-
 def scan_error_signatures(
     audit_db: Path, logs: Path | None = None, *, days: int = 7, tier: str = "small"
 ) -> list[Signature]:
     since = datetime.now(UTC) - timedelta(days=days)
-    items = _audit_errors(audit_db, since) if audit_db.exists() else []
+    items = errors_since(audit_db, since) if audit_db.exists() else []
     if logs is not None and logs.is_dir():
         for log in sorted(logs.glob("*.log")):
             for line in _tail(log):

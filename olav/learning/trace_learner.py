@@ -90,11 +90,11 @@ def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
 
 def start_trace_learning(ws: Any, store: Any) -> threading.Thread:
     """Learn in a background thread so the chat is not delayed."""
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
 
     def work() -> None:
         try:
-            lessons = learn_from_traces(ws, store, make_chat_model(ws.config, root=ws.root))
+            lessons = learn_from_traces(ws, store, workspace_chat_model(ws))
             log.info("trace_learner stored %d lessons", sum(x.added for x in lessons))
         except Exception as exc:
             log.warning("trace_learner failed: %s", exc)
@@ -106,11 +106,11 @@ def start_trace_learning(ws: Any, store: Any) -> threading.Thread:
 
 def run_trace_learner(ws: Any) -> str:
     """The `trace-learn` cron job."""
-    from olav.llm.models import make_chat_model
+    from olav.llm.models import workspace_chat_model
     from olav.memory.store import MemoryStore
 
     store = MemoryStore.for_workspace(ws)
-    lessons = learn_from_traces(ws, store, make_chat_model(ws.config, root=ws.root))
+    lessons = learn_from_traces(ws, store, workspace_chat_model(ws))
     return (
         f"{sum(x.added for x in lessons)} lessons stored, "
         f"{sum(not x.added for x in lessons)} duplicates skipped"

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
+from olav.core.config import Workspace
 from olav.core.errors import ConfigError, ModelError
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
@@ -149,6 +150,11 @@ def load_script(path: Path) -> list[dict[str, Any]]:
     if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
         raise ConfigError(f"{path}: expected a list of turns", hint="See docs/configuration.md")
     return turns
+
+
+def workspace_chat_model(ws: Workspace, *, model: str | None = None) -> BaseChatModel:
+    """The chat model a workspace's configuration names (``model`` overrides its name)."""
+    return make_chat_model(ws.config, model=model, root=ws.root)
 
 
 def make_chat_model(

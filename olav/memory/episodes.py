@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,21 +31,21 @@ MAX_ASKED = 6  # requests listed in an episode; the rest are counted
 EPISODE_MAX_CHARS = 900  # an episode's text in a block (about a quarter of the budget)
 
 
-def summarise_session(audit: Any, session_id: str) -> dict[str, Any] | None:
-    runs = audit.query(
-        "SELECT id, agent, status, query, started_at FROM runs WHERE session_id = ? "
-        "ORDER BY started_at",
-        [session_id],
-    )
+@dataclass(frozen=True)
+class SessionLog:
+    """What the audit log holds about one session (see olav.audit.queries): its runs as
+    (id, agent, status, query, started_at) and their tool calls as (tool, status, args, result),
+    oldest first."""
+
+    session_id: str
+    runs: Sequence[tuple[Any, ...]]
+    calls: Sequence[tuple[Any, ...]]
+
+
+def summarise_session(log: SessionLog) -> dict[str, Any] | None:
+    runs, calls = log.runs, log.calls
     if not runs:
         return None
-    ids = [r[0] for r in runs]
-    marks = ",".join("?" for _ in ids)
-    calls = audit.query(
-        f"SELECT tool, status, args, result FROM tool_calls WHERE run_id IN ({marks}) "
-        "ORDER BY created_at",
-        ids,
-    )
     did = []
     for tool, status, args, _result in calls:
         if status == "success" and tool != "task":
@@ -76,8 +78,9 @@ def render_episode(summary: dict[str, Any], when: datetime) -> str:
     return "\n".join(lines)
 
 
-def write_episode(store: MemoryStore, audit: Any, session_id: str, agent: str) -> str | None:
-    summary = summarise_session(audit, session_id)
+def write_episode(store: MemoryStore, log: SessionLog, agent: str) -> str | None:
+    summary = summarise_session(log)
+    session_id = log.session_id
     if summary is None:
         return None
     now = datetime.now(UTC)

@@ -24,6 +24,7 @@ import pyarrow as pa
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
 from olav.core.log import quiet_native_libraries
 from olav.memory.embedders import Embedder
+from olav.memory.fusion import rrf
 from olav.memory.schema import (
     CATEGORIES,
     META_DIM,
@@ -141,18 +142,6 @@ class Hit:
 class UpsertResult:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
-
-
-def rrf_fuse(
-    rankings: Sequence[Sequence[str]], *, k: int = 60, weights: Sequence[float] | None = None
-) -> dict[str, float]:
-    """Reciprocal-rank fusion: sum of weight / (k + rank) over rankings (rank from 1)."""
-    scores: dict[str, float] = {}
-    for i, ranking in enumerate(rankings):
-        w = 1.0 if weights is None else weights[i]
-        for rank, key in enumerate(ranking, start=1):
-            scores[key] = scores.get(key, 0.0) + w / (k + rank)
-    return scores
 
 
 _POOL: Any = None
@@ -594,31 +583,25 @@ class MemoryStore:
         with_context: bool,
     ) -> list[Hit]:
         """RRF over the rankings; only the top k rows become records (the hot path)."""
-        ranks: dict[str, dict[str, int]] = {}
+        ids: dict[str, list[str]] = {}
         first: dict[str, tuple[str, int]] = {}  # id -> (ranking, row) where it was first seen
         distance: dict[str, float] = {}
         fts_score: dict[str, float] = {}
         no_context: set[str] = set()
         for name, tbl in rankings.items():
-            ids = tbl.column("id").to_pylist()
+            ids[name] = found_ids = tbl.column("id").to_pylist()
             if name == "vector":
-                distance = dict(zip(ids, tbl.column("_distance").to_pylist(), strict=True))
+                distance = dict(zip(found_ids, tbl.column("_distance").to_pylist(), strict=True))
             elif name == "fts":
-                fts_score = dict(zip(ids, tbl.column("_score").to_pylist(), strict=True))
+                fts_score = dict(zip(found_ids, tbl.column("_score").to_pylist(), strict=True))
             if with_context:
                 nulls = tbl.column("context").is_null().to_pylist()
-                no_context.update(i for i, null in zip(ids, nulls, strict=True) if null)
-            for pos, rid in enumerate(ids):
-                ranks.setdefault(rid, {})[name] = pos + 1
+                no_context.update(i for i, null in zip(found_ids, nulls, strict=True) if null)
+            for pos, rid in enumerate(found_ids):
                 first.setdefault(rid, (name, pos))
-        kk = self.rrf_k
-        scores: dict[str, float] = {}
-        for rid, found in ranks.items():
-            score = sum(1.0 / (kk + r) for r in found.values())
-            if rid in no_context:  # its text stands in for its context
-                score += sum(1.0 / (kk + r) for n, r in found.items() if n in ("vector", "fts"))
-            scores[rid] = score
-        top = sorted(scores, key=lambda rid: (-scores[rid], rid))[:k]
+        # a memory without a context window: its text stands in for its context
+        fused = rrf(ids, k=self.rrf_k, stand_ins=no_context, stand_in_rankings=("vector", "fts"))
+        top = fused.order[:k]
         by_ranking: dict[str, list[int]] = {}
         for rid in top:
             name, pos = first[rid]
@@ -638,11 +621,11 @@ class MemoryStore:
             if dist is None and vec is not None and qv is not None:
                 diff = vec - qv
                 dist = float(diff @ diff)
-            found = ranks[rid]
+            found = fused.ranks[rid]
             hits.append(
                 Hit(
                     MemoryRecord.from_row(row),
-                    scores[rid],
+                    fused.scores[rid],
                     distance=None if dist is None else float(dist),
                     fts_score=fts_score.get(rid),
                     vector_rank=found.get("vector"),

@@ -8,7 +8,7 @@ from typing import Any
 from olav.core.config import Workspace
 from olav.core.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
 from olav.core.log import get_logger
-from olav.llm.models import make_chat_model, model_tier
+from olav.llm.models import model_tier, workspace_chat_model
 from olav.memory.recall import Recaller
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
@@ -154,7 +154,7 @@ def build(
         name = override or cfg["llm.model"]
         if model is not None and not override:
             return model, name
-        return make_chat_model(cfg, model=name, root=ws.root), name
+        return workspace_chat_model(ws, model=name), name
 
     recallers: dict[str, Recaller] = {}
 

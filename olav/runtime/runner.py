@@ -253,12 +253,16 @@ class Session:
 
     def write_episode(self) -> str | None:
         """Store this session's episode (what was asked, done, left open)."""
-        from olav.memory.episodes import write_episode
+        from olav.audit.queries import runs_tool_calls, session_runs
+        from olav.memory.episodes import SessionLog, write_episode
 
         if self._built is None or self.turns == 0:
             return None
         try:
-            return write_episode(self.store, self.audit, self.session_id, self.agent_name)
+            runs = session_runs(self.audit.path, self.session_id)
+            calls = runs_tool_calls(self.audit.path, [r[0] for r in runs])
+            log_rows = SessionLog(self.session_id, runs, calls)
+            return write_episode(self.store, log_rows, self.agent_name)
         except Exception as exc:  # an episode is a nicety; never break the chat for it
             log.warning("episode for session %s not written: %s", self.session_id, exc)
             return None

@@ -18,8 +18,7 @@ from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
-from tests.helpers import run_olav
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import OlavCli, run_olav, scripted_ws
 
 NARRATION = [{"content": "I will back up the router config now."}]
 REQUEST = "back up the config of sh1-border01"
@@ -46,7 +45,9 @@ def injected(olav: Any, query: str) -> list[str]:
     return list(json.loads(res.stdout)["injected"])
 
 
-def test_a_narrated_run_becomes_a_lesson_recalled_for_a_similar_request(e5_ws: Path, olav) -> None:  # type: ignore[no-untyped-def]
+def test_a_narrated_run_becomes_a_lesson_recalled_for_a_similar_request(
+    e5_ws: Path, olav: OlavCli
+) -> None:
     session, run_id = narrated_run(e5_ws, learn_from_failures=False)
     rows = session.audit.query("SELECT status, outcome FROM runs WHERE id = ?", [run_id])
     assert rows == [("completed", "narrated")]

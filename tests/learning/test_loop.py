@@ -15,9 +15,9 @@ from olav.learning.trace_learner import learn_from_traces
 from olav.llm.models import ScriptedChatModel
 from olav.memory.recall import Recaller
 from olav.memory.store import MemoryStore
-from olav.runtime import tools
 from olav.runtime.runner import Session
-from tests.runtime.conftest import scripted_ws
+from olav.runtime.tools import ToolContext, registry
+from tests.helpers import scripted_ws
 
 
 class RegisterArgs(BaseModel):
@@ -26,14 +26,14 @@ class RegisterArgs(BaseModel):
     port: int = Field(description="port")
 
 
-def register_service(ctx: tools.ToolContext, name: str, kind: str, port: int) -> str:
+def register_service(ctx: ToolContext, name: str, kind: str, port: int) -> str:
     return f"registered {name} ({kind}) on port {port}"
 
 
 @pytest.fixture
 def services_agent(e5_ws: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setitem(
-        tools._SPECS,
+        registry._SPECS,
         "register_service",
         (register_service, RegisterArgs, "Register a service in the catalogue."),
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.memory.schema import MemoryRecord, now
-from tests.conftest import HASH_CONFIG, write_config
+from tests.helpers import HASH_CONFIG, clean_env, write_config
 
 HASH32_CONFIG = HASH_CONFIG.replace("hash-64", "hash-32")
 
@@ -54,7 +54,7 @@ def memory_state(root: Path, table: str = "memory") -> tuple[int, int]:
 
 
 def olav_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env = clean_env()
     env.update(extra or {})
     return env
 

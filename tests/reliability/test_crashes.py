@@ -21,8 +21,7 @@ from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import build_schema, now
 from olav.memory.store import MemoryStore, reembed
-from tests.conftest import write_config
-from tests.helpers import hash_store, rec
+from tests.helpers import hash_store, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_no_crash,

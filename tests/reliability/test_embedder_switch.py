@@ -15,8 +15,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore, reembed
-from tests.conftest import write_config
-from tests.helpers import hash_store, rec
+from tests.helpers import hash_store, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_one_line_error,

@@ -22,8 +22,7 @@ from olav.learning.curator import CATEGORIES as DRAFT_CATEGORIES
 from olav.learning.curator import DRAFTS, propose_draft, sanitise_intent
 from olav.memory.guides import Guide, guide_record, import_guides, load_guide
 from olav.memory.transfer import FORMAT, export_jsonl, import_jsonl
-from tests.conftest import HASH_CONFIG
-from tests.helpers import hash_store, rec
+from tests.helpers import HASH_CONFIG, hash_store, rec
 from tests.reliability._support import (
     assert_no_crash,
     assert_one_line_error,

@@ -6,7 +6,6 @@ process, and the counts match what each process reported."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl
-from tests.helpers import run_olav
+from tests.helpers import clean_env, run_olav
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT_RUNS = 12
@@ -29,6 +28,7 @@ import json, sys
 from olav.core.config import Workspace
 from olav.llm.models import ScriptedChatModel
 from olav.runtime.runner import Session
+from tests.helpers import clean_env
 ws = Workspace.open()
 done = []
 for i in range({CHAT_RUNS}):
@@ -59,7 +59,7 @@ def cron_reflection_job(ws: Any) -> str:
 
 
 def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    out = clean_env()
     out["PYTHONPATH"] = str(ROOT)
     return out
 

@@ -6,25 +6,19 @@ import json
 import os
 from pathlib import Path
 
-import duckdb
 import pytest
 from langchain_core.messages import HumanMessage
 
 from olav.runtime.skills import SkillError, load_agent
 from olav.runtime.tools import strip_quote_leak
+from tests.helpers import SessionFor, audit_rows
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 
-def audit_rows(root: Path, sql: str) -> list[tuple]:  # type: ignore[type-arg]
-    con = duckdb.connect(str(root / ".olav/databases/audit.duckdb"), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
-def test_tool_call_result_and_final_answer_are_audited(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_tool_call_result_and_final_answer_are_audited(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     session, model = session_for(
         [
             {
@@ -55,7 +49,9 @@ def test_tool_call_result_and_final_answer_are_audited(session_for, hash_ws: Pat
     assert [r[0] for r in roles] == ["user", "assistant"]
 
 
-def test_recall_block_reaches_the_model_but_not_the_history(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_recall_block_reaches_the_model_but_not_the_history(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     session, model = session_for([{"content": "done"}])
     session.ask("please save the report with format_and_export")
     seen = model.calls[0]
@@ -90,7 +86,7 @@ def test_recall_block_reaches_the_model_but_not_the_history(session_for, hash_ws
     assert store.get(guide).access_count == 1  # type: ignore[union-attr]
 
 
-def test_static_context_l0_always_and_l1_on_intent(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_static_context_l0_always_and_l1_on_intent(session_for: SessionFor, hash_ws: Path) -> None:
     netops = hash_ws / "netops"
     spec = load_agent(netops).spec
     assert spec.static_context and spec.on_intent
@@ -116,7 +112,7 @@ def test_tool_cap_is_a_build_time_error_naming_the_agent(tmp_path: Path) -> None
         load_agent(agent)
 
 
-def test_unknown_tool_in_skill_is_a_build_error(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_tool_in_skill_is_a_build_error(session_for: SessionFor, hash_ws: Path) -> None:
     skill = hash_ws / "admin" / "SKILL.md"
     skill.write_text(skill.read_text().replace("memory_stats", "memory_statz"))
     session, _ = session_for([{"content": "x"}])
@@ -127,8 +123,8 @@ def test_unknown_tool_in_skill_is_a_build_error(session_for, hash_ws: Path) -> N
 
 
 @pytest.mark.parametrize("approve", [True, False])
-def test_dangerous_tool_needs_approval_and_both_answers_are_audited(  # type: ignore[no-untyped-def]
-    session_for, hash_ws: Path, approve: bool
+def test_dangerous_tool_needs_approval_and_both_answers_are_audited(
+    session_for: SessionFor, hash_ws: Path, approve: bool
 ) -> None:
     asked: list[str] = []
 
@@ -163,7 +159,7 @@ def test_quote_leak_is_stripped() -> None:
     assert strip_quote_leak('say "hi" now') == 'say "hi" now'
 
 
-def test_writes_outside_exports_are_denied(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_writes_outside_exports_are_denied(session_for: SessionFor, hash_ws: Path) -> None:
     session, model = session_for(
         [
             {
@@ -191,7 +187,9 @@ def test_writes_outside_exports_are_denied(session_for, hash_ws: Path) -> None: 
     assert statuses == [("format_and_export", "error"), ("write_file", "error")]
 
 
-def test_core_delegates_to_a_subagent_with_its_own_recall(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_core_delegates_to_a_subagent_with_its_own_recall(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     session, model = session_for(
         [
             {
@@ -222,7 +220,9 @@ def test_core_delegates_to_a_subagent_with_its_own_recall(session_for, hash_ws: 
     assert ("core", "task", "success") in calls
 
 
-def test_db_query_is_read_only_and_describe_table_helps(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_db_query_is_read_only_and_describe_table_helps(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     session, model = session_for(
         [
             {

@@ -22,9 +22,7 @@ from olav.bench.steer import (
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.memory.store import MemoryStore
-from tests.conftest import write_config
-from tests.helpers import run_olav
-from tests.runtime.conftest import scripted_ws
+from tests.helpers import run_olav, scripted_ws, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 MARK = "<relevant-memories>"

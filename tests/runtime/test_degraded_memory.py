@@ -16,9 +16,7 @@ from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore
-from tests.helpers import run_olav
-from tests.runtime.conftest import scripted_ws
-from tests.runtime.test_agent_runs import audit_rows
+from tests.helpers import SessionFor, audit_rows, run_olav, scripted_ws
 
 QUERY = "please save the report with format_and_export"
 GUIDE = "guide_core_export_when_asked_to_save"
@@ -88,8 +86,8 @@ def human_seen(model: Any, call: int = 0) -> str:
     return str([m for m in model.calls[call] if isinstance(m, HumanMessage)][-1].content)
 
 
-def test_broken_embedder_recalls_by_full_text_and_warns_once_per_run(  # type: ignore[no-untyped-def]
-    session_for, hash_ws: Path
+def test_broken_embedder_recalls_by_full_text_and_warns_once_per_run(
+    session_for: SessionFor, hash_ws: Path
 ) -> None:
     store = MemoryStore(Workspace.open(hash_ws).memory_path, QueryEmbedderDown())  # type: ignore[arg-type]
     session, model = session_for(EXPORT_TURNS * 2, store=store)
@@ -117,7 +115,9 @@ def test_broken_embedder_recalls_by_full_text_and_warns_once_per_run(  # type: i
     assert len(warnings) == 2 and len(events(hash_ws, "recall_degraded")) == 2
 
 
-def test_corrupted_table_runs_without_memory_and_warns_once(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_corrupted_table_runs_without_memory_and_warns_once(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     session, model = session_for(DELEGATE_TURNS)
     warnings: list[str] = []
     session.run.on_warning = warnings.append
@@ -139,7 +139,9 @@ def test_corrupted_table_runs_without_memory_and_warns_once(session_for, hash_ws
     assert audit_rows(hash_ws, "SELECT status FROM runs") == [("completed",)]
 
 
-def test_unopenable_table_starts_the_chat_with_memory_off(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_unopenable_table_starts_the_chat_with_memory_off(
+    session_for: SessionFor, hash_ws: Path
+) -> None:
     corrupt(sorted((table_dir(hash_ws) / "_versions").glob("*.manifest")))
     session, model = session_for(EXPORT_TURNS)
     warnings: list[str] = []
@@ -157,7 +159,7 @@ def test_unopenable_table_starts_the_chat_with_memory_off(session_for, hash_ws: 
     session.close()  # the episode and access counts fail quietly into the log
 
 
-def test_embedder_mismatch_still_refuses_to_start(session_for, hash_ws: Path) -> None:  # type: ignore[no-untyped-def]
+def test_embedder_mismatch_still_refuses_to_start(session_for: SessionFor, hash_ws: Path) -> None:
     cfg = hash_ws / ".olav" / "olav.yaml"
     cfg.write_text(cfg.read_text().replace("hash-64", "hash-32"))
     session, _ = session_for(EXPORT_TURNS)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -12,8 +11,7 @@ import pexpect
 import pytest
 
 from olav.admin.setup import init_workspace
-from tests.conftest import write_config
-from tests.helpers import run_olav
+from tests.helpers import clean_env, run_olav, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -113,7 +111,7 @@ def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
     with ollama_stub(state) as (url, _):
         ws = stub_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "There are 4 border routers."}]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+        env = clean_env()
         env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
         child = pexpect.spawn(
             sys.executable,

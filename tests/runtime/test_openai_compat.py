@@ -14,8 +14,7 @@ from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
-from tests.conftest import HASH_CONFIG, write_config
-from tests.helpers import run_olav
+from tests.helpers import HASH_CONFIG, run_olav, write_config
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
 MODEL = "qwen3-8b-instruct"
@@ -187,3 +186,18 @@ def test_a_refused_key_names_the_variable_to_set(
     assert isinstance(err, ModelError)
     assert f"the server at {url} refused the API key (401)" in err.one_line()
     assert "OPENAI_API_KEY" in err.one_line()
+
+
+def test_workspace_chat_model_reads_the_workspace_from_any_directory(
+    hash_ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from olav.llm.models import ScriptedChatModel, workspace_chat_model
+    from tests.helpers import scripted_ws
+
+    ws = scripted_ws(hash_ws, [{"content": "from the script"}])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # llm.script is relative to the workspace, not to the cwd
+    model = workspace_chat_model(ws)
+    assert isinstance(model, ScriptedChatModel)
+    assert model.invoke("hello").content == "from the script"

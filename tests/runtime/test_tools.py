@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import ToolMessage
 
-from olav.runtime import tools
-from olav.runtime.tools import build_tools
+from olav.runtime.tools import build_tools, data
 from tests.helpers import tool_context
 
 
@@ -21,10 +20,10 @@ def _call(tool: object, args: dict[str, object]) -> ToolMessage:
 
 
 def test_db_query_reports_the_exact_row_count(hash_ws: Path) -> None:
-    out = tools.db_query(tool_context(hash_ws), "SELECT range AS n FROM range(1234)")
+    out = data.db_query(tool_context(hash_ws), "SELECT range AS n FROM range(1234)")
     assert out.endswith("(1234 rows, first 50 shown)")
     assert len(out.splitlines()) == 1 + 50 + 1  # header, the rows shown, the count
-    small = tools.db_query(tool_context(hash_ws), "SELECT 1 AS one")
+    small = data.db_query(tool_context(hash_ws), "SELECT 1 AS one")
     assert small.endswith("(1 rows)")
 
 
@@ -46,8 +45,8 @@ def test_a_database_another_process_holds_is_an_error_not_a_missing_schema(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        monkeypatch.setattr(tools, "ATTACH_TRIES", 2)
-        out = tools.db_query(ctx, "SELECT count(*) FROM devices")
+        monkeypatch.setattr(data, "ATTACH_TRIES", 2)
+        out = data.db_query(ctx, "SELECT count(*) FROM devices")
     finally:
         holder.communicate("done\n", timeout=30)
     assert out.startswith("Error: the domain database")

@@ -4,9 +4,10 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from olav.memory.recall import Recaller
+from tests.helpers import SessionFor
 
 
-def test_episode_written_at_session_end_and_recalled_by_last_time(session_for) -> None:  # type: ignore[no-untyped-def]
+def test_episode_written_at_session_end_and_recalled_by_last_time(session_for: SessionFor) -> None:
     session, _ = session_for(
         [
             {"tool_calls": [{"name": "list_devices", "args": {"site": "bj1"}}]},
@@ -32,8 +33,8 @@ def test_episode_written_at_session_end_and_recalled_by_last_time(session_for) -
     assert episodes[0].id not in other.injected_ids
 
 
-def test_old_turns_are_compressed_at_the_budget_keeping_confirmed_parameters(  # type: ignore[no-untyped-def]
-    session_for, monkeypatch: pytest.MonkeyPatch
+def test_old_turns_are_compressed_at_the_budget_keeping_confirmed_parameters(
+    session_for: SessionFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OLAV_LLM_NUM_CTX", "2048")
     monkeypatch.setenv("OLAV_LLM_NUM_PREDICT", "256")
@@ -57,8 +58,8 @@ def test_old_turns_are_compressed_at_the_budget_keeping_confirmed_parameters(  #
     assert sum(isinstance(m, HumanMessage) for m in stored.values["messages"]) == 7
 
 
-def test_episodes_need_an_explicit_cue_and_stay_within_a_quarter_of_the_budget(  # type: ignore[no-untyped-def]
-    session_for,
+def test_episodes_need_an_explicit_cue_and_stay_within_a_quarter_of_the_budget(
+    session_for: SessionFor,
 ) -> None:
     session, _ = session_for([{"content": f"ok {i}"} for i in range(12)], agent="netops")
     for i in range(12):

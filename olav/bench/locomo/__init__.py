@@ -1,0 +1,77 @@
+"""Evidence recall on LoCoMo: olav's memory search next to BM25, vectors and LangGraph's store.
+
+LoCoMo (snap-research/LoCoMo) holds long two-person conversations split into dated sessions, and
+questions whose ``evidence`` names the turns (``dia_id``) that answer them. Recall@k of that
+evidence needs no LLM: index one conversation's turns, ask each question, and count the share of
+its evidence turns among the top k results.
+
+Every method runs on the same data with the same embedder, and every text is embedded once per
+run (and cached on disk by embedder name and text hash, so reruns are fast):
+
+* ``bm25``      LanceDB full-text search alone: ``MemoryStore.search(mode="fts")``
+* ``vector``    vector search alone: ``MemoryStore.search(mode="vector")``
+* ``langgraph`` ``langgraph.store.memory.InMemoryStore`` with an embedding index (what
+  LangMem-style memory uses), ``put`` per turn and ``search(query=...)``
+* ``olav``      olav's own search, exactly the default recall path:
+  ``MemoryStore.search(mode="hybrid")`` (vector + FTS fused with RRF)
+
+The **experimental** methods (``x-*``) are not what olav does today. They fuse rankings
+computed through ``MemoryStore`` from other representations of the same turns (a context window
+of neighbouring turns, the session date in the text), other FTS tokenizer settings, a
+time-window pre-filter taken from dates in the question, and fusion weights. They exist to
+decide what olav's default search should become; see :data:`RECIPES`.
+"""
+
+from olav.bench.locomo.cache import VectorCache, default_cache_dir
+from olav.bench.locomo.data import (
+    CATEGORY_NAMES,
+    EXCLUDED_CATEGORY,
+    REPRESENTATIONS,
+    Conversation,
+    Question,
+    Turn,
+    load_locomo,
+    parse_ks,
+    parse_range,
+    parse_session_date,
+    render_turn,
+    time_filter,
+    window_texts,
+)
+from olav.bench.locomo.markdown import best_method, markdown_recall, method_names
+from olav.bench.locomo.measure import BASELINES, olav_records
+from olav.bench.locomo.recipes import FTS_CONFIGS, OLAV_FTS, RECIPES, STOP_WORDS, Recipe
+from olav.bench.locomo.run import RecallRun, run_recall
+from olav.bench.locomo.scoring import fuse, recall_at
+
+__all__ = [
+    "BASELINES",
+    "CATEGORY_NAMES",
+    "EXCLUDED_CATEGORY",
+    "FTS_CONFIGS",
+    "OLAV_FTS",
+    "RECIPES",
+    "REPRESENTATIONS",
+    "STOP_WORDS",
+    "Conversation",
+    "Question",
+    "RecallRun",
+    "Recipe",
+    "Turn",
+    "VectorCache",
+    "best_method",
+    "default_cache_dir",
+    "fuse",
+    "load_locomo",
+    "markdown_recall",
+    "method_names",
+    "olav_records",
+    "parse_ks",
+    "parse_range",
+    "parse_session_date",
+    "recall_at",
+    "render_turn",
+    "run_recall",
+    "time_filter",
+    "window_texts",
+]

@@ -1,0 +1,256 @@
+"""Turn 1: ``propose_draft`` writes a draft and returns the preview a person confirms.
+Nothing reaches memory here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from olav.core.errors import OlavError
+from olav.learning.curator.common import (
+    CATEGORIES,
+    CONFIRM_PROMPT,
+    DRAFT_VERSION,
+    DRAFTS,
+    GUIDE_CATEGORIES,
+    Draft,
+    clip,
+    now,
+    sanitise_agent,
+    sanitise_intent,
+    write_json,
+)
+
+_SCOPE = re.compile(r"^(global|team:[\w.-]+|[a-z0-9][a-z0-9_-]*)$")
+_PATHLIKE = re.compile(r"^[^\n]{1,400}\.(md|markdown|txt|mmd|mermaid|dot|gv|svg)$", re.I)
+
+
+def _keywords(words: list[str], intent: str) -> list[str]:
+    out: list[str] = []
+    for w in words:
+        w = " ".join(str(w).split()).strip("\"'`“”‘’")
+        if w and w not in out:
+            out.append(w)
+    return out[:24] or [intent.replace("_", " ")]
+
+
+class _PreviewDumper(yaml.SafeDumper):
+    """Multi-line strings as ``|`` blocks, so the preview reads like the text it holds."""
+
+
+def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_PreviewDumper.add_representer(str, _str_block)
+
+
+def _resolve_file(root: Path, body: str, category: str) -> Path | None:
+    """A document/topology body that is just a file path: the file to read, if it exists."""
+    from olav.memory.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.documents import DOCUMENT_SUFFIXES
+
+    text = body.strip()
+    if category not in ("document", "topology") or not _PATHLIKE.match(text):
+        return None
+    path = Path(text).expanduser()
+    path = path if path.is_absolute() else root / path
+    allowed = DOCUMENT_SUFFIXES if category == "document" else (*DIAGRAM_SUFFIXES, ".md", ".txt")
+    if path.suffix.lower() not in allowed:
+        return None
+    if not path.is_file():
+        if re.search(r"\s", text):
+            return None  # a sentence that happens to end in ".md": keep it as the text
+        raise OlavError(
+            f"{text} does not exist",
+            hint="Give a path relative to the workspace or an absolute path, or paste the text",
+        )
+    return path
+
+
+def _check_agent(root: Path, agent: str) -> None:
+    if (root / agent / "SKILL.md").is_file():
+        return
+    known = sorted(p.name for p in root.iterdir() if (p / "SKILL.md").is_file())
+    raise OlavError(
+        f"there is no agent {agent!r} in this workspace",
+        hint="Use one of: " + (", ".join(known) or "core"),
+    )
+
+
+def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
+    """Details computed from a draft: the preview fields, and what commit will write."""
+    from olav.memory.chunking import document_title
+    from olav.memory.diagrams import detect_diagram_format
+    from olav.memory.documents import DocumentSpec, document_key_for_file, document_records
+
+    cat = draft["category"]
+    info: dict[str, Any] = {}
+    if cat in GUIDE_CATEGORIES:
+        gpath = Path(draft["agent"]) / "guides" / f"{draft['intent']}.guide.yaml"
+        info["file"] = gpath.as_posix()
+        if (root / gpath).exists():
+            info["replaces"] = gpath.as_posix()
+    elif cat == "document":
+        source = draft.get("source")
+        key = (
+            document_key_for_file(root / source, root)
+            if source
+            else f"curator:{draft['agent']}/{draft['intent']}"
+        )
+        title = document_title(draft["body"], draft["intent"].replace("_", " "))
+        spec = DocumentSpec(
+            draft["body"],
+            key=key,
+            title=title,
+            intent=draft["intent"],
+            agent=draft["agent"],
+            scope=draft["scope"],
+            keywords=draft["keywords"],
+            source=source,
+            chunks=draft.get("chunks") or None,
+            origin="document",
+        )
+        records, summary = document_records(spec)
+        info.update(title=title, records=records, summary=summary)
+    elif cat == "topology":
+        fmt = detect_diagram_format(draft["body"])
+        if fmt is None:
+            raise OlavError(
+                "could not tell the topology's format",
+                hint="Give it as Mermaid (graph TD ...), Graphviz DOT (digraph G { ... }) or "
+                "SVG (<svg ...>), or store a prose description as category fact",
+            )
+        info["format"] = fmt
+    return info
+
+
+def preview(draft: dict[str, Any], info: dict[str, Any]) -> str:
+    cat = draft["category"]
+    shown: dict[str, Any] = {
+        "intent": draft["intent"],
+        "category": cat,
+        "agent": draft["agent"],
+        "scope": draft["scope"],
+        "keywords": draft["keywords"],
+    }
+    if draft.get("source"):
+        shown["source"] = draft["source"]
+    if cat in GUIDE_CATEGORIES:
+        shown["file"] = info["file"]
+        if info.get("replaces"):
+            shown["replaces"] = f"the existing {info['replaces']}"
+        shown["body"] = clip(draft["body"])
+    elif cat == "document":
+        shown["title"] = info["title"]
+        shown["chunks"] = f"{len(info['records'])} (about 500 tokens each, category document)"
+        shown["summary_guide"] = info["summary"].metadata["body"]
+    elif cat == "topology":
+        shown["format"] = info["format"]
+        shown["body"] = clip(draft["body"])
+    else:
+        shown["body"] = clip(draft["body"])
+    return yaml.dump(
+        {k: _tidy(v) for k, v in shown.items()},
+        Dumper=_PreviewDumper,
+        allow_unicode=True,
+        sort_keys=False,
+        width=100,
+    )
+
+
+def _tidy(value: Any) -> Any:
+    """Trailing spaces force PyYAML out of block style; drop them for the preview."""
+    if isinstance(value, str) and "\n" in value:
+        return "\n".join(ln.rstrip() for ln in value.strip("\n").splitlines())
+    return value
+
+
+def _check_request(
+    category: str, body: str, chunks: list[str] | None, scope: str | None, agent: str
+) -> str:
+    """Refuse a draft that could never be committed; returns its scope."""
+    if category not in CATEGORIES:
+        raise OlavError(
+            f"unknown category {category!r} for a memory draft",
+            hint="Use one of: " + ", ".join(CATEGORIES),
+        )
+    if not body.strip():
+        raise OlavError("the draft has an empty body", hint="Say what should be remembered")
+    if chunks and category != "document":
+        raise OlavError("chunks only apply to category document", hint="Leave chunks empty")
+    resolved = (scope or "").strip() or ("global" if agent == "core" else agent)
+    if not _SCOPE.match(resolved):
+        raise OlavError(
+            f"scope {resolved!r} is not valid", hint="Use global, an agent name, or team:<id>"
+        )
+    return resolved
+
+
+def _body_and_source(root: Path, body: str, category: str) -> tuple[str, str | None]:
+    """The text to store and, when the body names a file, that file relative to the root."""
+    path = _resolve_file(root, body, category)
+    if path is None:
+        return body.strip(), None
+    from olav.memory.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.documents import DOCUMENT_SUFFIXES, read_text_file
+
+    text = read_text_file(path, (*DOCUMENT_SUFFIXES, *DIAGRAM_SUFFIXES)).strip()
+    try:
+        return text, path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return text, str(path.resolve())
+
+
+def propose_draft(
+    root: Path,
+    *,
+    intent: str,
+    keywords: list[str],
+    body: str,
+    category: str,
+    agent: str = "core",
+    scope: str | None = None,
+    chunks: list[str] | None = None,
+    run_id: str | None = None,
+) -> str:
+    """Turn 1: write the draft and return the preview to quote. Stores nothing in memory."""
+    name = sanitise_intent(intent)
+    agent_name = sanitise_agent(agent)
+    resolved_scope = _check_request(category, body, chunks, scope, agent_name)
+    _check_agent(root, agent_name)
+    text, source = _body_and_source(root, body, category)
+    draft: dict[str, Any] = {
+        "version": DRAFT_VERSION,
+        "intent": name,
+        "category": category,
+        "agent": agent_name,
+        "scope": resolved_scope,
+        "keywords": _keywords(keywords, name),
+        "body": text,
+        "chunks": [c for c in chunks or [] if c.strip()] or None,
+        "source": source,
+        "run_id": run_id,
+        "created_at": now().isoformat(),
+    }
+    info = prepare(root, draft)  # validates before anything is written
+    if "format" in info:
+        draft["format"] = info["format"]
+    folder = root / DRAFTS
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}.draft.json"
+    write_json(target, draft)
+    return (
+        f"Draft saved to {DRAFTS}/{target.name}; NOTHING is stored in memory yet. "
+        "Quote this preview to the user and wait for their reply:\n\n"
+        f"{preview(draft, info)}\n{CONFIRM_PROMPT}"
+    )
+
+
+def draft_preview(root: Path, draft: Draft) -> str:
+    """What committing ``draft`` would store, as the YAML preview the proposal showed."""
+    return preview(draft.data, prepare(root, draft.data))
