@@ -17,8 +17,7 @@ from olav.bench.golden_block import margin_scale, scaled
 from olav.core.config import Workspace
 from olav.memory import calibration
 from olav.memory.relevance import Floors
-from tests.conftest import write_config
-from tests.helpers import run_olav
+from tests.helpers import run_olav, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 CONFIG = """\
