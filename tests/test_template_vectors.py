@@ -7,8 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from olav.admin.setup import init_workspace, is_vectors_file, prime_guides, template_dir
-from olav.admin.template_vectors import shipped_vectors, template_texts
+from olav.admin.setup import (
+    init_workspace,
+    is_vectors_file,
+    prime_guides,
+    shipped_vectors,
+    template_dir,
+)
+from olav.admin.template_vectors import template_texts
 from olav.core.config import Workspace
 from olav.memory.embedders import E5Embedder, HashEmbedder
 from olav.memory.store import MemoryStore

@@ -149,8 +149,6 @@ def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
     reprimed = False
     if store is None:
         store, reprimed = open_store_for_priming(ws)
-    from olav.admin.template_vectors import shipped_vectors
-
     files = [f for d in ws.agent_dirs() for f in find_guides(d)]
     summary = import_guides(
         store,
@@ -160,6 +158,14 @@ def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
         known_vectors=shipped_vectors(store.embedder),
     )
     return summary, reprimed
+
+
+def shipped_vectors(embedder: Any) -> dict[str, Any]:
+    """{text hash: vector} of the template guides shipped for ``embedder`` (written by
+    ``make template-vectors``); empty for any other embedder."""
+    from olav.memory.textvectors import load_vectors, vectors_file
+
+    return load_vectors(vectors_file(template_dir(), embedder.name), embedder.name, embedder.dim)
 
 
 def load_domain_data(ws: Workspace) -> list[str]:

@@ -13,12 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from olav.memory.textvectors import load_vectors, save_vectors, vectors_file
-
-# the embedder whose vectors ship: the default one (olav.yaml's embedder.provider e5)
-SHIPPED_PROVIDER = "e5"
+from olav.admin.setup import template_dir
+from olav.memory.textvectors import save_vectors, vectors_file
 
 
 def template_texts(root: Path) -> list[str]:
@@ -28,17 +24,8 @@ def template_texts(root: Path) -> list[str]:
     return [guide_record(load_guide(p), p.name).text for p in find_guides(root)]
 
 
-def shipped_vectors(embedder: Any) -> dict[str, np.ndarray]:
-    """{text hash: vector} shipped for ``embedder``; empty for any other embedder."""
-    from olav.admin.setup import template_dir
-
-    return load_vectors(vectors_file(template_dir(), embedder.name), embedder.name, embedder.dim)
-
-
 def write_template_vectors(embedder: Any, root: Path | None = None) -> Path:
     """Embed every template guide with ``embedder`` and write the file beside them."""
-    from olav.admin.setup import template_dir
-
     root = root or template_dir()
     texts = template_texts(root)
     path = vectors_file(root, embedder.name)
