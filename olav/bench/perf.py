@@ -20,8 +20,6 @@ Building them needs no per-row embedding. ``run_perf`` returns a JSON-safe repor
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import json
 import os
 import platform
@@ -152,27 +150,17 @@ def machine() -> dict[str, Any]:
 def one_blas_thread() -> Iterator[str]:
     """numpy's OpenBLAS on one thread (a threaded gemv waits for descheduled workers on a busy
     2-core machine). Yields a label; does nothing when numpy's OpenBLAS cannot be reached."""
-    libs = glob.glob(str(Path(np.__file__).parent.parent / "numpy.libs" / "*openblas*.so*"))
-    funcs = None
-    if libs:
-        lib = ctypes.CDLL(libs[0])
-        for set_name, get_name in (
-            ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
-            ("openblas_set_num_threads", "openblas_get_num_threads"),
-        ):
-            if hasattr(lib, set_name) and hasattr(lib, get_name):
-                funcs = getattr(lib, set_name), getattr(lib, get_name)
-                break
-    if funcs is None:
+    from olav.core.log import blas_threads
+
+    before = blas_threads()
+    if before is None:
         yield "numpy, default BLAS threads"
         return
-    set_threads, get_threads = funcs
-    before = int(get_threads())
-    set_threads(1)
+    blas_threads(1)
     try:
         yield "numpy, 1 BLAS thread"
     finally:
-        set_threads(before)
+        blas_threads(before)
 
 
 def numpy_topk(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
