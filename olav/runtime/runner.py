@@ -21,7 +21,7 @@ from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.episodes import EVERY_N_TURNS
 from olav.memory.writer import shared_writer
-from olav.runtime.builder import BuiltAgent, build, load_agents
+from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
@@ -239,11 +239,16 @@ class Session:
 
     def _maintain(self) -> None:
         """Compact the memory table once writes (captures, access-count bumps) have left it
-        in many small fragments; each one slows every search. Runs on the writer, after
-        the run's own writes."""
+        in many small fragments; each one slows every search. Then reload the in-process
+        vector snapshot, so that the next request finds it current. Runs on the writer,
+        after the run's own writes."""
+        store = self.store
+        if isinstance(store, MemoryOff):
+            return
         try:
-            if self.store.needs_maintenance():
-                self.store.maintain()
+            if store.needs_maintenance():
+                store.maintain()
+            store.vcache.refresh(store.table)
         except Exception as exc:  # another process may hold the lock; try next time
             log.warning("memory maintenance failed: %s", exc)
 
