@@ -17,10 +17,34 @@ from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 from olav.memory.timeq import Period
 
-WORDS = (
-    "router switch backup config vlan bgp ospf disk cpu memory alert deploy release cert dns "
-    "queue cache index 路由器 交换机 备份 配置 告警 磁盘 证书 发布"
-).split()
+WORDS = [
+    "router",
+    "switch",
+    "backup",
+    "config",
+    "vlan",
+    "bgp",
+    "ospf",
+    "disk",
+    "cpu",
+    "memory",
+    "alert",
+    "deploy",
+    "release",
+    "cert",
+    "dns",
+    "queue",
+    "cache",
+    "index",
+    "路由器",
+    "交换机",
+    "备份",
+    "配置",
+    "告警",
+    "磁盘",
+    "证书",
+    "发布",
+]
 SCOPES = ("global", "netops", "coder")
 CATS = ("fact", "usage_guide", "reflection", "operational_event")
 
