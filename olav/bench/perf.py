@@ -25,7 +25,6 @@ import os
 import platform
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from olav.bench.timing import WARMUP, latencies_ms, olav_command, p50, summary
+
 DEFAULT_SIZES = (1000, 10000, 100000)
 K = 10
-WARMUP = 3
 AGENT = "netops"
 SCOPES = ("global", "netops", "coder")
 SEARCH_QUERY = "备份路由器配置"
@@ -75,35 +75,6 @@ AGENTS = words("core netops coder dba sre secops support data")
 
 
 # -- statistics and machine --------------------------------------------------------------------
-
-
-def p50(xs: Sequence[float]) -> float:
-    return float(statistics.median(xs)) if xs else float("nan")
-
-
-def p95(xs: Sequence[float]) -> float:
-    return float(np.percentile(np.asarray(xs), 95)) if xs else float("nan")
-
-
-def summary(xs: Sequence[float]) -> dict[str, Any]:
-    return {"p50": round(p50(xs), 3), "p95": round(p95(xs), 3), "n": len(xs)}
-
-
-def latencies_ms(
-    fn: Callable[[int], Any], n: int, after: Callable[[], Any] | None = None
-) -> list[float]:
-    """``fn(j)`` for j in 0..WARMUP+n-1; the first WARMUP calls are warm-ups. Returns the ``n``
-    timed calls in ms. ``after`` runs, untimed, after each call."""
-    out = []
-    for j in range(WARMUP + n):
-        t0 = time.perf_counter()
-        fn(j)
-        dt = (time.perf_counter() - t0) * 1000.0
-        if after is not None:
-            after()
-        if j >= WARMUP:
-            out.append(dt)
-    return out
 
 
 def _version(dist: str) -> str | None:
@@ -521,13 +492,6 @@ def measure_guides(root: Path, e5: Any, n: int) -> dict[str, Any]:
     }
 
 
-def olav_command() -> list[str]:
-    script = Path(sys.executable).with_name("olav")
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "from olav.cli.app import main; main()"]
-
-
 def _timed_run(args: list[str], cwd: Path, env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
@@ -685,7 +649,7 @@ def run_perf(
                 )
                 say(f"the reply path at {n:,} memories")
                 report["reply_path"].append(
-                    {"memories": n, **measure_reply_path(store, tmp, captures, f"r{n}")}
+                    {"memories": n, **measure_reply_path(store, tmp, captures, f"r{n}", AGENT)}
                 )
             largest = path
             del store, vectors

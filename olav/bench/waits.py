@@ -31,13 +31,13 @@ RSS_MB = 300.0
 HELP_S = 0.3
 
 
-def measure_reply_path(store: Any, root: Path, n: int, tag: str) -> dict[str, Any]:
+def measure_reply_path(store: Any, root: Path, n: int, tag: str, agent: str) -> dict[str, Any]:
     """Per chat run: the answering thread's cost of the run's memory bookkeeping (a write
     event and a SQL pattern to capture, the access-count bumps of what was injected, the
     recall log), and the background writer's time for the same work."""
     from olav.audit.db import migrate
     from olav.audit.recorder import AuditRecorder
-    from olav.bench.perf import AGENT, latencies_ms, summary
+    from olav.bench.timing import latencies_ms, summary
     from olav.memory.capture import ToolEvent, apply_capture, plan_capture
     from olav.memory.recall import RecallResult
     from olav.memory.writer import BackgroundWriter
@@ -58,18 +58,18 @@ def measure_reply_path(store: Any, root: Path, n: int, tag: str) -> dict[str, An
     def run(i: int) -> None:
         events = [
             ToolEvent(
-                AGENT,
+                agent,
                 "register_service",
                 {"name": f"svc_{tag}_{i}", "port": 8000 + i, "token": "s3cr3t"},
                 f"registered svc_{tag}_{i} on 10.0.0.{i % 250}:{8000 + i}",
                 "success",
             ),
-            ToolEvent(AGENT, "db_query", {"sql": f"SELECT {i} AS n"}, "n\n1", "success"),
+            ToolEvent(agent, "db_query", {"sql": f"SELECT {i} AS n"}, "n\n1", "success"),
         ]
         plan = plan_capture(events, question=f"how many things {tag} {i}", run_id=f"b{i}")
         writer.submit("capture", timed, apply_capture, store, plan)
-        result = RecallResult(query=f"q{i}", agent=AGENT, tier="small")
-        writer.submit("recall log", timed, audit.recall, f"b{i}", AGENT, result)
+        result = RecallResult(query=f"q{i}", agent=agent, tier="small")
+        writer.submit("recall log", timed, audit.recall, f"b{i}", agent, result)
         # the access-count bumps of the memories AutoRecall injected (as Recaller.flush)
         writer.submit("bumps", timed, store.bump_access, dict.fromkeys(ids, 1))
 
@@ -89,7 +89,7 @@ def _run_s(args: list[str], cwd: Path, env: dict[str, str]) -> float:
 def measure_cold(ws: Path, runs: int, query: str) -> dict[str, Any]:
     """Cold ``olav memory why`` in the workspace ``ws``, and the floors of a cold command:
     a bare interpreter, ``import lancedb`` as is, and as olav imports it."""
-    from olav.bench.perf import olav_command, p50
+    from olav.bench.timing import olav_command, p50
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
     py = sys.executable
