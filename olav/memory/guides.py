@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_va
 from olav.core.errors import GuideError
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_in
-from olav.memory.textvectors import fill_known
+from olav.memory.textvectors import embed_missing, fill_known
 
 GUIDE_GLOB = "*.guide.yaml"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -208,6 +208,7 @@ def import_guides(
     A malformed file is reported in ``errors`` and the others still import. Rows that came
     from users are never touched: only ``origin='directive'`` guide rows are pruned.
     """
+    files = list(files)
     summary = ImportSummary()
     records: dict[str, MemoryRecord] = {}
     seen_sources: dict[str, str] = {}
@@ -219,9 +220,6 @@ def import_guides(
             err.path = source
             summary.errors.append(GuideError(source, err.field, err.problem))
             continue
-        finally:
-            if progress:
-                progress(1)
         if guide.id in seen_sources:
             summary.errors.append(
                 GuideError(
@@ -252,6 +250,9 @@ def import_guides(
         changed.append(rec)
     if known_vectors:
         fill_known(changed, known_vectors)
+    if progress:
+        progress(len(files) - len(changed))  # done: nothing of theirs to write
+    embed_missing(store.embedder, changed, progress=progress)
     store.upsert(changed)
 
     if prune_under is not None:

@@ -34,6 +34,7 @@ from olav.memory.schema import (
     build_schema,
     now,
 )
+from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
 from olav.memory.vcache import CachedQuery, VectorCache
 
@@ -327,19 +328,7 @@ class MemoryStore:
 
     def _embed_missing(self, records: list[MemoryRecord], batch: int = 64) -> None:
         """Embed texts and contexts that have no vector yet (in one stream of batches)."""
-        todo: list[tuple[MemoryRecord, str, str]] = []
-        for rec in records:
-            if rec.context is not None and (not rec.context.strip() or rec.context == rec.text):
-                rec.context, rec.context_vector = None, None  # no surroundings of its own
-            if rec.vector is None:
-                todo.append((rec, "vector", rec.text))
-            if rec.context is not None and rec.context_vector is None:
-                todo.append((rec, "context_vector", rec.context))
-        for i in range(0, len(todo), batch):
-            chunk = todo[i : i + batch]
-            vecs = self.embedder.embed_passages([text for _r, _c, text in chunk])
-            for (rec, column, _t), vec in zip(chunk, vecs, strict=True):
-                setattr(rec, column, [float(x) for x in vec])
+        embed_missing(self.embedder, records, batch=batch)
 
     def upsert(self, records: Iterable[MemoryRecord], *, restore: bool = False) -> UpsertResult:
         """Insert or replace rows by id. Keeps ``created_at`` and ``access_count`` of existing

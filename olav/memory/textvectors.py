@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,3 +70,33 @@ def fill_known(records: Iterable[MemoryRecord], known: Mapping[str, np.ndarray])
                 rec.vector = vec.tolist()
                 filled += 1
     return filled
+
+
+def embed_missing(
+    embedder: Any,
+    records: Sequence[MemoryRecord],
+    *,
+    batch: int = 64,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Embed the texts and contexts that have no vector yet, in one stream of batches;
+    ``progress(n)`` after each batch with the records it finished. A context that is empty
+    or equals the text is dropped (the memory has no surroundings of its own)."""
+    todo: list[tuple[MemoryRecord, str, str]] = []
+    for rec in records:
+        if rec.context is not None and (not rec.context.strip() or rec.context == rec.text):
+            rec.context, rec.context_vector = None, None
+        if rec.vector is None:
+            todo.append((rec, "vector", rec.text))
+        if rec.context is not None and rec.context_vector is None:
+            todo.append((rec, "context_vector", rec.context))
+    last = {id(rec): j for j, (rec, _c, _t) in enumerate(todo)}  # its last text to embed
+    if progress and len(records) > len(last):
+        progress(len(records) - len(last))
+    for i in range(0, len(todo), batch):
+        chunk = todo[i : i + batch]
+        vecs = embedder.embed_passages([text for _r, _c, text in chunk])
+        for (rec, column, _t), vec in zip(chunk, vecs, strict=True):
+            setattr(rec, column, vec.tolist())
+        if progress:
+            progress(sum(1 for j, (rec, _c, _t) in enumerate(chunk, i) if last[id(rec)] == j))
