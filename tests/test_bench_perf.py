@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from olav.bench import perf
+from olav.bench import perf, waits
 
 SIZES = (60, 120)
 QUERIES = 4
@@ -101,6 +101,10 @@ def test_cli_timings_in_a_fresh_workspace(tmp_path: Path) -> None:
     cli = perf.measure_cli(tmp_path, 1, prime=False)
     assert (tmp_path / "ws" / ".olav").is_dir()
     assert cli["runs"] == 1 and cli["help_s"]["median"] > 0 and cli["memory_search_s"]["min"] > 0
+    cold = waits.measure_cold(tmp_path / "ws", 1, perf.SEARCH_QUERY)
+    assert cold["why_s"]["median"] > cold["python_s"]["median"] > 0
+    first = waits.measure_first_prompt(tmp_path / "ws", 1)  # the chat prompt drawn on a pty
+    assert first["runs"] == 1 and first["median"] > 0
 
 
 def test_the_command_prints_tables_or_json(

@@ -589,7 +589,13 @@ def run_perf(
 ) -> dict[str, Any]:
     """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
     of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
-    from olav.bench.waits import dir_mb, measure_cold, measure_reply_path, wait_targets
+    from olav.bench.waits import (
+        dir_mb,
+        measure_cold,
+        measure_first_prompt,
+        measure_reply_path,
+        wait_targets,
+    )
     from olav.core.config import Config
     from olav.memory.embedders import E5Embedder
 
@@ -660,6 +666,7 @@ def run_perf(
             say("olav --help and olav memory search as cold subprocesses")
             report["cli"] = measure_cli(tmp, cli_runs)
             report["cold"] = measure_cold(tmp / "ws", cli_runs, SEARCH_QUERY)
+            report["first_prompt"] = measure_first_prompt(tmp / "ws", cli_runs)
         if rss_recalls and largest is not None:
             say(f"peak RSS of a process recalling from {sizes[-1]:,} memories")
             report["rss"] = {
@@ -858,6 +865,9 @@ def markdown_perf(report: dict[str, Any]) -> str:
                     f"{fmt(cold['import_lancedb_deferred_s']['median'])} s",
                 ],
             ]
+        fp = report.get("first_prompt")
+        if fp:
+            rows += [["chat prompt after `olav`, under a pty (median)", f"{fmt(fp['median'])} s"]]
         if r:
             rows += [
                 [

@@ -6,6 +6,7 @@
 - cold ``olav memory search`` and ``olav memory why``, next to a bare Python start and a
   bare ``import lancedb``;
 - the share of e5's own batch throughput that a guide import reaches (in perf.measure_guides);
+- the chat prompt after ``olav`` under a pseudo-terminal (the engine loads behind it);
 - peak RSS next to the size of the table on disk.
 
 ``perf.run_perf`` calls these and ``wait_targets`` turns the report into the targets table.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 REPLY_PATH_MS = 3.0
+FIRST_PROMPT_S = 1.5
 OVERHEAD_MS = 3.0  # AutoRecall beyond the query embedding, at or below CACHED_ROWS memories
 CACHED_ROWS = 20000
 OVERHEAD_X_NUMPY = 2.0  # above CACHED_ROWS: overhead within 2x numpy's brute force
@@ -107,6 +109,49 @@ def measure_cold(ws: Path, runs: int, query: str) -> dict[str, Any]:
         times = [_run_s(cmd, ws, env) for _ in range(runs)]
         out[key] = {"median": round(p50(times), 3), "min": round(min(times), 3)}
     return out
+
+
+def _prompt_s(cmd: list[str], cwd: Path, env: dict[str, str], prompt: bytes) -> float:
+    """Seconds from starting ``cmd`` under a pseudo-terminal until ``prompt`` is drawn."""
+    import pty
+    import select
+    import signal
+
+    t0 = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the chat, on the terminal's other end
+        os.chdir(cwd)
+        os.execve(cmd[0], cmd, env)
+    seen = b""
+    try:
+        while time.perf_counter() - t0 < 120:
+            ready, _, _ = select.select([fd], [], [], 1.0)
+            if ready:
+                seen += os.read(fd, 65536)
+                if prompt in seen:
+                    return time.perf_counter() - t0
+        raise RuntimeError(f"no chat prompt under a pty: {seen[-300:]!r}")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def measure_first_prompt(ws: Path, runs: int) -> dict[str, Any]:
+    """``olav`` under a pseudo-terminal until the chat prompt is drawn, with the scripted
+    model (an Ollama server adds one /api/tags request before the prompt)."""
+    from olav.bench.timing import olav_command, p50
+
+    script = ws / "bench-script.yaml"
+    script.write_text("- content: hello\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
+    env.update({"OLAV_LLM_PROVIDER": "scripted", "OLAV_LLM_SCRIPT": script.name})
+    env.update({"TERM": "xterm", "COLUMNS": "120", "LINES": "40"})
+    cmd = olav_command()
+    if len(cmd) > 1:  # no console script: the interpreter runs the entry point
+        cmd = [sys.executable, "-c", "from olav.cli.app import main; main()"]
+    times = [_prompt_s(cmd, ws, env, b"core>") for _ in range(runs)]
+    return {"runs": runs, "median": round(p50(times), 3), "min": round(min(times), 3)}
 
 
 def dir_mb(path: Path) -> float:
@@ -200,6 +245,11 @@ def wait_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
         why = cold["why_s"]["median"]
         rows.append(("why_s", "cold `olav memory why` (median)", why, COLD_S, "s", False, floor))
+    fp = report.get("first_prompt")
+    if fp:
+        what = "chat prompt after `olav`, under a pty (median)"
+        floor = f"python {cold['python_s']['median']} s" if cold else "-"
+        rows.append(("first_prompt_s", what, fp["median"], FIRST_PROMPT_S, "s", False, floor))
     r = report.get("rss")
     if r:
         what = f"peak RSS at {r['memories']:,} memories"

@@ -263,3 +263,18 @@ def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelE
     except ImportError:  # pragma: no cover - ollama is a dependency
         pass
     return None
+
+
+def warm_up(cfg: Any, model: str) -> bool:
+    """Ask the Ollama server to load ``model`` now (an empty generate loads it and answers
+    at once), so that the chat's first request does not wait for the load. Best effort:
+    False when the provider is not Ollama or the server did not answer."""
+    if cfg["llm.provider"] != "ollama":
+        return False
+    try:
+        import ollama
+
+        ollama.Client(host=cfg["llm.base_url"], timeout=30).generate(model=model, prompt="")
+    except Exception:  # the first request reports a real problem, with its fix
+        return False
+    return True
