@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 STEER_WS ?=
 
-.PHONY: install run test lint fmt bench bench-pytest clean
+.PHONY: install run test lint fmt bench bench-pytest template-vectors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench: $(STAMP)
 # the older store-level benchmarks (ANN threshold, LoCoMo ANN recall), printed as tables
 bench-pytest: $(STAMP)
 	$(BIN)/python -m pytest -q -m bench -p no:randomly -s
+
+# the template guides' e5 vectors that `olav init` uses instead of embedding on the spot;
+# run after editing workspace_template/*/guides (tests/test_template_vectors.py checks it)
+template-vectors: $(STAMP)
+	$(BIN)/python -m olav.admin.template_vectors
 
 clean:
 	rm -rf $(VENV) $(DEMO) .mypy_cache .ruff_cache

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from olav.bench import perf
+from olav.bench import perf, waits
 
 SIZES = (60, 120)
 QUERIES = 4
@@ -66,29 +66,45 @@ def test_capture_guides_and_rss_counts(report: dict[str, Any]) -> None:
     g = report["guides"]
     assert g["guides"] == g["added"] == g["rows"] == g["unchanged_on_reimport"] == GUIDES
     assert g["errors"] == 0 and 0 < g["embed_share"] <= 1
+    assert g["e5_alone_s"] > 0 and g["e5_share_of_batch"] > 0
+    for rp in report["reply_path"]:
+        assert rp["n"] == CAPTURES and rp["writer_ms_per_run"] > 0
     rss = report["rss"]
     assert rss["memories"] == SIZES[-1]
-    assert rss["rows"] == SIZES[-1] + CAPTURES + perf.WARMUP
-    assert rss["vmhwm_mb"] >= rss["rss_after_open_mb"] > 0
+    # each capture stores one event; each reply-path run an event and a query pattern
+    assert rss["rows"] == SIZES[-1] + 3 * (CAPTURES + perf.WARMUP)
+    assert rss["vmhwm_mb"] >= rss["rss_after_open_mb"] > 0 and rss["table_mb"] > 0
     assert "cli" not in report
 
 
 def test_targets_and_markdown(report: dict[str, Any]) -> None:
     targets = {t["key"]: t for t in report["targets"]}
-    assert set(targets) == {"autorecall_p95_ms", "capture_ms", "guides_per_s", "help_s"}
-    assert targets["help_s"]["met"] is None  # the CLI part was skipped
-    auto = targets["autorecall_p95_ms"]
-    assert auto["value"] == report["recall"][-1]["modes"]["autorecall"]["p95"]
-    assert auto["met"] == (auto["value"] <= auto["limit"])
+    # the CLI part was skipped, and no size is over the cached limit
+    assert set(targets) == {"overhead_ms", "reply_path_ms", "import_share", "rss_mb"}
+    over = targets["overhead_ms"]
+    worst = max(
+        b["parts"]["autorecall_no_bump"]["p50"] - b["parts"]["e5_query"]["p50"]
+        for b in report["recall"]
+    )
+    assert over["value"] == pytest.approx(worst, abs=0.01)
+    assert over["met"] == (over["value"] <= over["limit"]) and "e5 query" in over["floor"]
+    reply = targets["reply_path_ms"]
+    assert reply["value"] == report["reply_path"][-1]["p95"]
+    assert all(b["vector_cache"] for b in report["recall"])  # the snapshot answered
     md = perf.markdown_perf(report)
     assert "| memories | vector index | search | p50 | p95 | p50 / numpy |" in md
     assert md.count("| 120 | none |") == 4 and "### Targets" in md
+    assert "floor in the same run" in md and "### The reply path" in md
 
 
 def test_cli_timings_in_a_fresh_workspace(tmp_path: Path) -> None:
     cli = perf.measure_cli(tmp_path, 1, prime=False)
     assert (tmp_path / "ws" / ".olav").is_dir()
     assert cli["runs"] == 1 and cli["help_s"]["median"] > 0 and cli["memory_search_s"]["min"] > 0
+    cold = waits.measure_cold(tmp_path / "ws", 1, perf.SEARCH_QUERY)
+    assert cold["why_s"]["median"] > cold["python_s"]["median"] > 0
+    first = waits.measure_first_prompt(tmp_path / "ws", 1)  # the chat prompt drawn on a pty
+    assert first["runs"] == 1 and first["median"] > 0
 
 
 def test_the_command_prints_tables_or_json(
@@ -107,6 +123,6 @@ def test_the_command_prints_tables_or_json(
     assert seen == {"sizes": [60, 120], "queries": 4, "guides": 200, "captures": 30}
     res = olav("bench", "perf", "--sizes", "120", "--guides", "0")
     assert res.exit_code == 0, res.output
-    assert "AutoRecall" in res.stdout and "guides imported per second" in res.stdout
+    assert "AutoRecall" in res.stdout and "reply path" in res.stdout
     res = olav("bench", "perf", "--sizes", "ten")
     assert res.exit_code != 0

@@ -61,7 +61,9 @@ def test_reimport_replaces_and_a_shorter_file_removes_the_tail(hash_ws: Path) ->
     ws = Workspace.open(hash_ws)
     store = MemoryStore.for_workspace(ws)
     path = write_chat(hash_ws / "c.jsonl")
-    first = import_chat(store, path, base=hash_ws)
+    steps: list[tuple[int, int]] = []
+    first = import_chat(store, path, base=hash_ws, progress=lambda d, t: steps.append((d, t)))
+    assert steps and steps[-1] == (first.messages, first.messages)  # the bar ends full
     again = import_chat(store, path, base=hash_ws)
     assert len(first.added) == 10 and not again.added and len(again.updated) == 10
     write_chat(path, CHAT[:6])

@@ -110,3 +110,29 @@ def test_format_guide_category(tmp_path: Path) -> None:
     import_guides(store, [p], base=tmp_path)
     row = store.get("guide_core_audit_report")
     assert row is not None and row.category == "format_guide" and row.scope == "global"
+
+
+def test_import_progress_moves_as_guides_are_embedded(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    guides = tmp_path / "netops" / "guides"
+    for i in range(70):
+        write_guide(guides, f"guide_{i:02d}", body=f"Step {i}.")
+    (guides / "broken.guide.yaml").write_text("intent: broken\n")
+    embedded: list[int] = []
+    inner = store.embedder.embed_passages
+
+    def counting(texts):  # type: ignore[no-untyped-def]
+        embedded.append(len(texts))
+        return inner(texts)
+
+    store.embedder.embed_passages = counting  # type: ignore[method-assign]
+    seen: list[tuple[int, int]] = []  # (files reported so far, texts embedded so far)
+    done = [0]
+
+    def progress(n: int) -> None:
+        done[0] += n
+        seen.append((done[0], sum(embedded)))
+
+    import_guides(store, find_guides(tmp_path), base=tmp_path, progress=progress)
+    # the broken file first, then one step per embedded batch of 64, all 71 files in the end
+    assert seen == [(1, 0), (65, 64), (71, 70)]

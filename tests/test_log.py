@@ -49,3 +49,19 @@ def test_the_entry_points_apply_the_native_defaults_without_overriding_the_user(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["PASSIVE", "debug"]
+
+
+def test_numpy_already_loaded_gets_one_blas_thread_unless_the_user_chose() -> None:
+    code = (
+        "import numpy; from olav.core.log import blas_threads, quiet_native_libraries; "
+        "quiet_native_libraries(); print(blas_threads())"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in log.NATIVE_DEFAULTS}
+    ours = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    theirs = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert (ours.stdout.strip(), theirs.stdout.strip()) == ("1", "2")

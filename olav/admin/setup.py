@@ -33,6 +33,11 @@ def template_dir() -> Path:
     )
 
 
+def is_vectors_file(rel: str) -> bool:
+    """The shipped guide vectors (olav.admin.template_vectors) stay in the package."""
+    return "/" not in rel and rel.startswith("template-vectors-") and rel.endswith(".npz")
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -59,7 +64,7 @@ def sync_template(root: Path, report: InitReport) -> None:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     for src in sorted(p for p in src_root.rglob("*") if p.is_file()):
         rel = src.relative_to(src_root).as_posix()
-        if "__pycache__" in rel:
+        if "__pycache__" in rel or is_vectors_file(rel):
             continue
         dest = root / rel
         new_hash = _sha(src)
@@ -145,8 +150,22 @@ def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
     if store is None:
         store, reprimed = open_store_for_priming(ws)
     files = [f for d in ws.agent_dirs() for f in find_guides(d)]
-    summary = import_guides(store, files, base=ws.root, prune_under=ws.root)
+    summary = import_guides(
+        store,
+        files,
+        base=ws.root,
+        prune_under=ws.root,
+        known_vectors=shipped_vectors(store.embedder),
+    )
     return summary, reprimed
+
+
+def shipped_vectors(embedder: Any) -> dict[str, Any]:
+    """{text hash: vector} of the template guides shipped for ``embedder`` (written by
+    ``make template-vectors``); empty for any other embedder."""
+    from olav.memory.textvectors import load_vectors, vectors_file
+
+    return load_vectors(vectors_file(template_dir(), embedder.name), embedder.name, embedder.dim)
 
 
 def load_domain_data(ws: Workspace) -> list[str]:

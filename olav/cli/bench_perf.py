@@ -82,6 +82,11 @@ def _tables(report: dict[str, Any]) -> list[Any]:
             f"{fmt(g['guides_per_s'])} guides/s ({fmt(g['seconds'])} s, e5 share "
             f"{fmt(g['embed_share'])})",
         )
+    for rp in report.get("reply_path") or []:
+        other.add_row(
+            f"reply path, {rp['memories']:,} memories (p50 / p95, answering thread)",
+            f"{fmt(rp['p50'])} / {fmt(rp['p95'])} ms (writer {fmt(rp['writer_ms_per_run'])} ms)",
+        )
     c = report.get("cli")
     if c:
         other.add_row("olav --help (median)", f"{fmt(c['help_s']['median'])} s")
@@ -94,12 +99,16 @@ def _tables(report: dict[str, Any]) -> list[Any]:
         )
 
     targets = Table(title="targets", title_justify="left")
-    for col in ("target", "limit", "measured", ""):
+    for col in ("target", "limit", "measured", "floor", ""):
         targets.add_column(col)
     for t in report["targets"]:
         mark = "-" if t["met"] is None else ("[green]met[/]" if t["met"] else "[red]missed[/]")
         targets.add_row(
-            t["what"], f"{fmt(t['limit'])} {t['unit']}", f"{fmt(t['value'])} {t['unit']}", mark
+            t["what"],
+            f"{fmt(t['limit'])} {t['unit']}",
+            f"{fmt(t['value'])} {t['unit']}",
+            t.get("floor", "-"),
+            mark,
         )
     return [recall, parts, other, targets]
 

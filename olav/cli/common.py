@@ -31,13 +31,30 @@ def open_store(ws: Any | None = None) -> Any:
 
 
 def progress_bar(description: str, total: int | None) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A bar on stderr with the count, the rate (items/s) and the time left."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("-/s" if speed is None else f"{speed:.1f}/s", style="progress.data.speed")
 
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        RateColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=err_console,
         transient=True,
         disable=not err_console.is_terminal,

@@ -155,8 +155,16 @@ def import_chat_cmd(
         raise OlavError(f"--session-gap must be positive, got {session_gap}")
     ws = open_workspace()
     store = open_store(ws)
-    with console.status(f"Importing {file.name} (embedding each message and its context)"):
-        result = import_chat(store, file, base=ws.root, scope=scope, session_gap_hours=session_gap)
+    with progress_bar(f"Importing {file.name}", None) as bar:
+        task = bar.add_task(f"Importing {file.name}", total=None)
+        result = import_chat(
+            store,
+            file,
+            base=ws.root,
+            scope=scope,
+            session_gap_hours=session_gap,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
     from olav.audit.recorder import AuditRecorder
 
     AuditRecorder(ws.audit_path).memory_event(

@@ -274,7 +274,7 @@ def why_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
-    from olav.llm.models import model_tier
+    from olav.llm.tiers import model_tier
     from olav.memory.recall import Recaller
 
     ws = open_workspace()

@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 import textwrap
+import threading
 from typing import Any
 
 from rich.console import Console
@@ -13,8 +14,6 @@ from rich.text import Text
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
-from olav.runtime.runner import RunCancelled, Session
-from olav.runtime.tools import NEEDS_CONSENT
 
 HELP = """\
 /help            this help
@@ -45,20 +44,54 @@ class Chat:
         agent: str = "core",
         auto_approve: bool = False,
         console: Console | None = None,
+        model: str | None = None,
     ) -> None:
         self.ws = ws
         self.console = console or Console(highlight=False)
         self.auto_approve = auto_approve
         self._streamed = False
-        self.session = Session(
-            ws,
-            agent=agent,
-            approver=self.approve,
-            on_token=self.token,
-            on_tool_start=self.tool_start,
-            on_tool_end=self.tool_end,
+        self.agent_name = agent  # the prompt shows it without waiting for the engine
+        self.model = model or ws.config["llm.model"]
+        self._session: Any = None
+        self._failure: BaseException | None = None
+        # the agent engine (langgraph, the model client, the memory table, the embedder)
+        # loads while the person types the first request
+        self._starting = threading.Thread(
+            target=self._start, args=(agent,), name="olav-chat-start", daemon=True
         )
-        self.session.run.on_warning = self.warn  # e.g. memory degraded: one line per run
+        self._starting.start()
+
+    def _start(self, agent: str) -> None:
+        threading.Thread(target=self._warm_model, name="olav-model-warm-up", daemon=True).start()
+        try:
+            from olav.runtime.runner import Session
+
+            session = Session(
+                self.ws,
+                agent=agent,
+                approver=self.approve,
+                on_token=self.token,
+                on_tool_start=self.tool_start,
+                on_tool_end=self.tool_end,
+            )
+            session.run.on_warning = self.warn  # e.g. memory degraded: one line per run
+            session.built  # noqa: B018 (builds the graph, opens memory, loads the embedder)
+            self._session = session
+        except BaseException as exc:  # raised where the session is first needed
+            self._failure = exc
+
+    def _warm_model(self) -> None:
+        from olav.llm.models import warm_up
+
+        warm_up(self.ws.config, self.model)
+
+    @property
+    def session(self) -> Any:
+        """The Session, once its start-up (begun at construction) has finished."""
+        self._starting.join()
+        if self._failure is not None:
+            raise self._failure
+        return self._session
 
     # -- UI hooks ----------------------------------------------------------------------------
 
@@ -85,6 +118,8 @@ class Chat:
         self.console.print(Text(message, style="yellow"), soft_wrap=True)
 
     def approve(self, name: str, args: dict[str, Any]) -> bool:
+        from olav.runtime.tools import NEEDS_CONSENT
+
         if name in NEEDS_CONSENT:
             return self.consent(name, args)
         if self.auto_approve:
@@ -181,11 +216,12 @@ class Chat:
             if not arg:
                 self.console.print(f"current agent: {self.session.agent_name}")
             else:
-                from olav.runtime.builder import load_agents
+                from olav.runtime.skills import load_agents
 
                 if arg not in load_agents(self.ws):
                     raise OlavError(f"no agent named {arg!r}", hint="See `olav agent list`")
                 self.session.switch_agent(arg)
+                self.agent_name = arg
                 self.console.print(f"now talking to {arg}")
         elif cmd == "/memory":
             if not arg:
@@ -201,6 +237,8 @@ class Chat:
         return True
 
     def turn(self, text: str) -> None:
+        from olav.runtime.runner import RunCancelled
+
         self._streamed = False
         try:
             result = self.session.ask(text)
@@ -232,7 +270,9 @@ class Chat:
                     self.turn(line)
             except OlavError as exc:
                 self.console.print(Text("error: ", style="bold red") + Text(exc.one_line()))
-        self.session.close()
+        self._starting.join()
+        if self._session is not None:
+            self._session.close()
         self.console.print("bye")
 
     def _reader(self) -> Any:
@@ -251,7 +291,7 @@ class Chat:
         prompt: PromptSession[str] = PromptSession(
             history=FileHistory(str(self.ws.olav_dir / "chat_history")), key_bindings=keys
         )
-        return lambda: prompt.prompt(f"{self.session.agent_name}> ")
+        return lambda: prompt.prompt(f"{self.agent_name}> ")
 
 
 def _drafts_waiting(chat: Chat) -> None:
@@ -264,12 +304,20 @@ def _drafts_waiting(chat: Chat) -> None:
 
 
 def run_repl(ws: Workspace, *, agent: str = "core", auto_approve: bool = False) -> None:
-    chat = Chat(ws, agent=agent, auto_approve=auto_approve)
-    built = chat.session.built
-    count = built.recallers[agent].store.count()
+    """The banner and the prompt come at once; the engine loads behind them (Chat)."""
+    from olav.llm.tiers import model_tier
+    from olav.runtime.skills import load_agents
+
+    agents = load_agents(ws)
+    if agent not in agents:
+        raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
+    cfg = ws.config
+    model = agents[agent].spec.model or (cfg.agents.get(agent) or {}).get("model")
+    model = model or cfg["llm.model"]
+    chat = Chat(ws, agent=agent, auto_approve=auto_approve, model=model)
     chat.console.print(
-        f"[bold]olav[/] · agent {agent} · model {built.model_name} ({built.tier}) · "
-        f"{count} memories · /help for commands"
+        f"[bold]olav[/] · agent {agent} · model {model} ({model_tier(model, cfg['llm.tier'])}) · "
+        "/help for commands"
     )
     _drafts_waiting(chat)
     chat.loop()

@@ -18,5 +18,8 @@ def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
         model=model,
         learn_from_failures=False,
     )
-    result = session.ask(REQUEST.format(days=days))
+    try:
+        result = session.ask(REQUEST.format(days=days))
+    finally:
+        session.wait_background()  # the run's memory writes land before the job reports
     return result.answer.strip()[:500] or "done"

@@ -23,19 +23,7 @@ from pydantic import Field
 
 from olav.core.config import Workspace
 from olav.core.errors import ConfigError, ModelError
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
-
-
-def model_tier(model: str, override: str = "auto") -> str:
-    """small (<= 9B), medium (<= 34B) or large, from the parameter count in the model name."""
-    if override != "auto":
-        return override
-    sizes = [float(m) for m in _SIZE.findall(model.replace("-a3b", "").replace("-a22b", ""))]
-    if not sizes:
-        return "medium"
-    size = max(sizes)
-    return "small" if size <= 9 else "medium" if size <= 34 else "large"
+from olav.llm.tiers import model_tier as model_tier  # re-exported
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -281,3 +269,18 @@ def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelE
     except ImportError:  # pragma: no cover - ollama is a dependency
         pass
     return None
+
+
+def warm_up(cfg: Any, model: str) -> bool:
+    """Ask the Ollama server to load ``model`` now (an empty generate loads it and answers
+    at once), so that the chat's first request does not wait for the load. Best effort:
+    False when the provider is not Ollama or the server did not answer."""
+    if cfg["llm.provider"] != "ollama":
+        return False
+    try:
+        import ollama
+
+        ollama.Client(host=cfg["llm.base_url"], timeout=30).generate(model=model, prompt="")
+    except Exception:  # the first request reports a real problem, with its fix
+        return False
+    return True

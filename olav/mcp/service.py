@@ -129,7 +129,7 @@ class MemoryService:
         """Open the store and the agent's Recaller (with the chat's settings and tier)."""
         import uuid
 
-        from olav.llm.models import model_tier
+        from olav.llm.tiers import model_tier
 
         check_agent(ws, agent)
         store = MemoryStore.for_workspace(ws)

@@ -5,9 +5,9 @@ A tool is write-type when its agent's SKILL.md declares ``capture: true`` for it
 undeclared, when a segment of its name is a write verb. Expiry follows the category
 (:data:`olav.memory.schema.CATEGORY_TTL`), never words in the result.
 
-Cheap by design: one embedding and one write per event (batched per run). Secrets are
-redacted before anything is stored; the id is the SHA-256 of the canonical call, so replaying
-an operation stores nothing new.
+One embedding per event and one write per run, both on the background writer
+(olav.memory.writer) in a chat session. Secrets are redacted before anything is stored;
+the id is the SHA-256 of the canonical call, so replaying an operation stores nothing new.
 """
 
 from __future__ import annotations
@@ -145,23 +145,37 @@ def pattern_record(question: str, sql: str, agent: str, run_id: str | None) -> M
     )
 
 
-def capture(
-    store: MemoryStore,
+@dataclass
+class CapturePlan:
+    """What a run's capture will write: built on the answering thread (redaction and
+    hashing only), written by :func:`apply_capture`, usually on the background writer."""
+
+    records: list[MemoryRecord]
+    failed_sql: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.failed_sql)
+
+    @property
+    def pattern_ids(self) -> list[str]:
+        return [r.id for r in self.records if r.category == "query_pattern"]
+
+
+def plan_capture(
     events: list[ToolEvent],
     *,
     question: str,
     run_id: str | None,
     declared: Mapping[tuple[str, str], bool] | None = None,
-) -> list[str]:
-    """Store what this run taught: write events and SQL patterns. Returns new ids.
-
-    ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md."""
+) -> CapturePlan:
+    """The records this run's events produce, and the SQL whose patterns must go."""
     records: dict[str, MemoryRecord] = {}
+    failed_sql: list[str] = []
     for ev in events:
         if ev.tool == "db_query":
             sql = str(ev.args.get("sql", ""))
             if failed(ev):
-                invalidate_sql(store, sql)
+                failed_sql.append(sql)
             elif sql and question:
                 rec = pattern_record(question, sql, ev.agent, run_id)
                 records[rec.id] = rec
@@ -170,9 +184,31 @@ def capture(
             continue
         rec = event_record(ev, run_id)
         records[rec.id] = rec
-    if not records:
-        return []
-    return store.insert_new(quarantine_if_needed(r) for r in records.values())
+    return CapturePlan([quarantine_if_needed(r) for r in records.values()], failed_sql)
+
+
+def apply_capture(store: MemoryStore, plan: CapturePlan) -> list[str]:
+    """Write a plan: invalidate the failed SQL's patterns, embed and store the new records
+    (ids already stored are skipped). Returns the new ids."""
+    for sql in plan.failed_sql:
+        invalidate_sql(store, sql)
+    return store.insert_new(plan.records) if plan.records else []
+
+
+def capture(
+    store: MemoryStore,
+    events: list[ToolEvent],
+    *,
+    question: str,
+    run_id: str | None,
+    declared: Mapping[tuple[str, str], bool] | None = None,
+) -> list[str]:
+    """Store what this run taught, now: write events and SQL patterns. Returns new ids.
+
+    ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md.
+    A chat session plans on its own thread and writes on the background writer instead."""
+    plan = plan_capture(events, question=question, run_id=run_id, declared=declared)
+    return apply_capture(store, plan)
 
 
 def invalidate_sql(store: MemoryStore, sql: str) -> int:

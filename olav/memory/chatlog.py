@@ -17,6 +17,7 @@ The file is JSON Lines (or a JSON list) of objects::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from olav.core.errors import OlavError
 from olav.memory.context import Utterance, conversation_records
 from olav.memory.documents import DOCUMENT_CONFIDENCE, slug
 from olav.memory.store import MemoryStore, sql_str
+from olav.memory.textvectors import embed_missing
 
 HINT = 'Each line needs {"speaker": ..., "text": ...}, optionally "time" (ISO 8601) and "session"'
 
@@ -138,8 +140,10 @@ def import_chat(
     base: Path,
     scope: str = "global",
     session_gap_hours: float = 4.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ChatImport:
-    """Write one memory per message, replacing an earlier import of the same file."""
+    """Write one memory per message, replacing an earlier import of the same file.
+    ``progress(done, total)`` follows the embedding of the messages."""
     messages = read_messages(path)
     try:
         key = str(path.resolve().relative_to(base.resolve()))
@@ -161,6 +165,14 @@ def import_chat(
     for rec in records:
         rec.confidence = DOCUMENT_CONFIDENCE
         rec.metadata["intent"] = f"{key} · {rec.metadata['speaker']}"
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(done[0], len(records))
+
+    embed_missing(store.embedder, records, progress=advance)
     result = store.upsert(records)
     ids = {r.id for r in records}
     stale = [

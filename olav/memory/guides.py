@@ -5,17 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_validator
 
 from olav.core.errors import GuideError
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore, sql_in
+from olav.memory.textvectors import embed_missing, fill_known
 
 GUIDE_GLOB = "*.guide.yaml"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -196,13 +198,17 @@ def import_guides(
     base: Path,
     prune_under: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    known_vectors: Mapping[str, np.ndarray] | None = None,
 ) -> ImportSummary:
     """Import guide files. Unchanged guides write nothing; changed ones update their row.
 
+    ``known_vectors`` ({text hash: vector}, see olav.memory.textvectors) spares embedding
+    guides whose exact text was embedded ahead of time by the same embedder.
     Rows of guides whose file lies under ``prune_under`` but no longer exists are pruned.
     A malformed file is reported in ``errors`` and the others still import. Rows that came
     from users are never touched: only ``origin='directive'`` guide rows are pruned.
     """
+    files = list(files)
     summary = ImportSummary()
     records: dict[str, MemoryRecord] = {}
     seen_sources: dict[str, str] = {}
@@ -214,9 +220,6 @@ def import_guides(
             err.path = source
             summary.errors.append(GuideError(source, err.field, err.problem))
             continue
-        finally:
-            if progress:
-                progress(1)
         if guide.id in seen_sources:
             summary.errors.append(
                 GuideError(
@@ -245,6 +248,11 @@ def import_guides(
             continue
         (summary.updated if old is not None else summary.added).append(gid)
         changed.append(rec)
+    if known_vectors:
+        fill_known(changed, known_vectors)
+    if progress:
+        progress(len(files) - len(changed))  # done: nothing of theirs to write
+    embed_missing(store.embedder, changed, progress=progress)
     store.upsert(changed)
 
     if prune_under is not None:

@@ -31,6 +31,7 @@ from olav.memory.relevance import (
 )
 from olav.memory.store import Hit, MemoryStore
 from olav.memory.tokens import estimate_tokens
+from olav.memory.writer import shared_writer
 
 # Ceilings per category: how many relevant memories of a kind may share one block
 QUOTAS: dict[str, int] = {
@@ -139,19 +140,6 @@ def render_block(items: Sequence[Hit]) -> str:
     return "\n".join(lines)
 
 
-_WRITER: Any = None
-
-
-def _writer() -> Any:
-    """One background thread for recall bookkeeping, so writes stay ordered."""
-    global _WRITER
-    if _WRITER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="olav-recall")
-    return _WRITER
-
-
 class Recaller:
     """Selects and renders memories for one agent. One instance per agent is cheap."""
 
@@ -247,7 +235,9 @@ class Recaller:
                 self._hits[rid] = self._hits.get(rid, 0) + 1
         if not dry_run and self.audit is not None:
             # the recall log leaves the hot path: it overlaps the model call
-            self._pending.append(_writer().submit(self.audit.recall, run_id, self.agent, result))
+            self._pending.append(
+                shared_writer().submit("recall log", self.audit.recall, run_id, self.agent, result)
+            )
         return result
 
     def _candidates(self, query: str, hits: list[Hit]) -> list[Candidate]:
@@ -299,13 +289,19 @@ class Recaller:
             sig.margin = 1.0 - hit.distance / 2.0 - level  # cosine of unit vectors, minus level
         return decide(sig, lesson=hit.record.category == "reflection", floors=self.floors)
 
-    def flush(self, *, bumps: bool = True) -> None:
-        """Wait for the recall-log writes; with ``bumps``, also write the access-count bumps
-        gathered so far in one table write (a chat session does so every few runs and at
-        its end: each write adds a table fragment, and fragments slow every search)."""
+    def flush(self, *, bumps: bool = True, wait: bool = True) -> None:
+        """With ``bumps``, queue the access-count bumps gathered so far as one table write
+        (a chat session does so every few runs and at its end: each write adds a table
+        fragment, and fragments slow every search). With ``wait``, wait for this Recaller's
+        queued writes (recall log and bumps); a chat run does not, its exit does."""
         hits, self._hits = (self._hits, {}) if bumps else ({}, self._hits)
         if hits:
-            self._pending.append(_writer().submit(self.store.bump_access, hits))
+            self._pending.append(
+                shared_writer().submit("access-count bumps", self.store.bump_access, hits)
+            )
+        if not wait:
+            self._pending = [f for f in self._pending if not f.done()]
+            return
         pending, self._pending = self._pending, []
         for fut in pending:
             fut.result()

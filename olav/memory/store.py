@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,9 @@ from olav.memory.schema import (
     build_schema,
     now,
 )
+from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
+from olav.memory.vcache import CachedQuery, VectorCache
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
 
@@ -183,6 +185,7 @@ class MemoryStore:
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
+        self.vcache = VectorCache(self._columns(False))
         with self.write_lock():
             self._recover_swap()
             self._table = self._open_or_create(allow_destructive)
@@ -314,19 +317,7 @@ class MemoryStore:
 
     def _embed_missing(self, records: list[MemoryRecord], batch: int = 64) -> None:
         """Embed texts and contexts that have no vector yet (in one stream of batches)."""
-        todo: list[tuple[MemoryRecord, str, str]] = []
-        for rec in records:
-            if rec.context is not None and (not rec.context.strip() or rec.context == rec.text):
-                rec.context, rec.context_vector = None, None  # no surroundings of its own
-            if rec.vector is None:
-                todo.append((rec, "vector", rec.text))
-            if rec.context is not None and rec.context_vector is None:
-                todo.append((rec, "context_vector", rec.context))
-        for i in range(0, len(todo), batch):
-            chunk = todo[i : i + batch]
-            vecs = self.embedder.embed_passages([text for _r, _c, text in chunk])
-            for (rec, column, _t), vec in zip(chunk, vecs, strict=True):
-                setattr(rec, column, [float(x) for x in vec])
+        embed_missing(self.embedder, records, batch=batch)
 
     def upsert(self, records: Iterable[MemoryRecord], *, restore: bool = False) -> UpsertResult:
         """Insert or replace rows by id. Keeps ``created_at`` and ``access_count`` of existing
@@ -516,14 +507,21 @@ class MemoryStore:
         wants_vector = mode in ("vector", "hybrid")
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
-        with_context = hybrid and self._has_context()
+        # vector rankings from the in-process snapshot when it is current (olav.memory.vcache)
+        snap = self.vcache.view(self._table) if where is None and wants_vector else None
+        with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and time_aware:
             period = query_period(query)
         qv: np.ndarray | None = query_vector
+        cq = CachedQuery(scopes, categories, include_invalid, now())
 
         def run(column: str, extra: str | None) -> pa.Table:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
+            if column in VECTOR_COLUMNS and snap is not None and qv is not None:
+                timed = period is not None and extra == period.sql("event_at")
+                self.vcache.served += 1
+                return snap.rank(column, qv, n, replace(cq, period=period if timed else None))
             if column in VECTOR_COLUMNS:
                 q = self._table.search(qv, vector_column_name=column).select(
                     [*self._columns(False), "vector", "_distance"]

@@ -18,7 +18,7 @@ from olav.runtime.middleware import (
     ToolGuardMiddleware,
     describe_error,
 )
-from olav.runtime.skills import ORCHESTRATOR, Agent, load_agent
+from olav.runtime.skills import ORCHESTRATOR, Agent, load_agents
 from olav.runtime.tools import ToolContext, build_tools
 
 RULES = """
@@ -68,16 +68,6 @@ def _on_intent(agent: Agent) -> list[tuple[list[str], str, str]]:
         (o.keywords, o.file, (agent.folder / o.file).read_text(encoding="utf-8"))
         for o in agent.spec.on_intent
     ]
-
-
-def load_agents(ws: Workspace) -> dict[str, Agent]:
-    agents = {a.name: a for a in (load_agent(d) for d in ws.agent_dirs())}
-    if ORCHESTRATOR not in agents:
-        raise OlavError(
-            f"the workspace {ws.root} has no {ORCHESTRATOR}/ agent",
-            hint="Run `olav init` to restore it",
-        )
-    return agents
 
 
 class MemoryOff:

@@ -18,9 +18,10 @@ from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
 from olav.learning.trace_learner import start_trace_learning
 from olav.llm.models import translate_model_error
-from olav.memory.capture import CORRECTION, capture, invalidate_ids
+from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.episodes import EVERY_N_TURNS
-from olav.runtime.builder import BuiltAgent, build, load_agents
+from olav.memory.writer import shared_writer
+from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
@@ -93,6 +94,7 @@ class Session:
         self._last_patterns: list[str] = []
         self.turns = 0
         self._background: list[Any] = []
+        self._writer = shared_writer()
         self.learn_from_failures = learn_from_failures
 
     @property
@@ -199,13 +201,16 @@ class Session:
         ]
 
     def _after_run(self, text: str, run_id: str, outcome: str) -> None:
+        """The run's bookkeeping. Only what is cheap happens here; embeddings and writes go
+        to the background writer (olav.memory.writer), in order, and nobody waits for them
+        before the next prompt."""
         for rec in self.built.recallers.values():
-            rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0)
+            rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0, wait=False)
         self._learn(text, run_id, outcome)
-        self._maintain()
         self.turns += 1
         if self.turns % EVERY_N_TURNS == 0:
-            self.write_episode()
+            self._writer.submit("episode", self.write_episode)
+        self._writer.submit("memory maintenance", self._maintain)
 
     @property
     def store(self) -> Any:
@@ -216,40 +221,36 @@ class Session:
         cancelled, narrated and tool_error runs."""
         finished = outcome not in ("failed", "cancelled")
         try:
-            new = capture(
-                self.store,
+            plan = plan_capture(
                 self.run.tool_events,
                 question=text if finished else "",
                 run_id=run_id,
                 declared=self._capture,
             )
-            self._last_patterns = [i for i in new if i.startswith("qp_")]
         except Exception as exc:  # learning must never break the chat
             log.warning("capture failed for run %s: %s", run_id, exc)
+            return
+        # the patterns this run used, new or already stored: a correction invalidates them
+        self._last_patterns = plan.pattern_ids
+        if plan:
+            self._writer.submit(f"capture of run {run_id}", apply_capture, self.store, plan)
         if outcome in LEARNABLE_OUTCOMES and self.learn_from_failures:
             self._background.append(start_trace_learning(self.ws, self.store))
 
     def _maintain(self) -> None:
-        """Compact the memory table in the background once writes (captures, access-count
-        bumps) have left it in many small fragments; each one slows every search."""
-        import threading
-
-        try:
-            if not self.store.needs_maintenance():
-                return
-        except Exception as exc:
-            log.warning("memory stats failed: %s", exc)
+        """Compact the memory table once writes (captures, access-count bumps) have left it
+        in many small fragments; each one slows every search. Then reload the in-process
+        vector snapshot, so that the next request finds it current. Runs on the writer,
+        after the run's own writes."""
+        store = self.store
+        if isinstance(store, MemoryOff):
             return
-
-        def work() -> None:
-            try:
-                self.store.maintain()
-            except Exception as exc:  # another process may hold the lock; try next time
-                log.warning("memory maintenance failed: %s", exc)
-
-        thread = threading.Thread(target=work, name="olav-maintain")
-        thread.start()
-        self._background.append(thread)
+        try:
+            if store.needs_maintenance():
+                store.maintain()
+            store.vcache.refresh(store.table)
+        except Exception as exc:  # another process may hold the lock; try next time
+            log.warning("memory maintenance failed: %s", exc)
 
     def write_episode(self) -> str | None:
         """Store this session's episode (what was asked, done, left open)."""
@@ -268,16 +269,18 @@ class Session:
             return None
 
     def close(self) -> None:
-        """End of the session: write pending access counts, wait for background learning and
-        write the episode."""
-        if self._built is not None:
-            for rec in self._built.recallers.values():
-                rec.flush()
+        """End of the session: write pending access counts, wait for the background writes
+        and learning, and write the episode."""
         self.wait_background()
         self.write_episode()
 
     def wait_background(self, timeout: float = 120.0) -> None:
-        """Wait for background learning started by failed runs (tests, clean exit)."""
+        """Wait for the memory writes of the runs so far (captures, bumps, the recall log)
+        and for background learning started by failed runs (clean exit, tests)."""
+        if self._built is not None:
+            for rec in self._built.recallers.values():
+                rec.flush()
+        self._writer.flush(timeout)
         pending, self._background = self._background, []
         for thread in pending:
             thread.join(timeout)

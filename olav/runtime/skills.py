@@ -136,3 +136,14 @@ def _tool_entries(skill: Path, data: Any) -> Any:
 def capture_choices(agents: list[Agent]) -> dict[tuple[str, str], bool]:
     """``(agent, tool) -> capture`` for every tool whose SKILL.md entry declares it."""
     return {(a.name, tool): choice for a in agents for tool, choice in a.spec.capture.items()}
+
+
+def load_agents(ws: Any) -> dict[str, Agent]:
+    """Every agent of the workspace by name; the workspace must have the orchestrator."""
+    agents = {a.name: a for a in (load_agent(d) for d in ws.agent_dirs())}
+    if ORCHESTRATOR not in agents:
+        raise OlavError(
+            f"the workspace {ws.root} has no {ORCHESTRATOR}/ agent",
+            hint="Run `olav init` to restore it",
+        )
+    return agents

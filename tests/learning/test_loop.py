@@ -53,6 +53,7 @@ def run_script(ws_root: Path, turns: list[dict], agent: str, prompt: str) -> Ses
         ws, agent=agent, model=ScriptedChatModel(turns=turns), learn_from_failures=False
     )
     session.ask(prompt)
+    session.wait_background()  # the captures are written by the background writer
     return session
 
 

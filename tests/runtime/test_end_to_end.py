@@ -137,3 +137,6 @@ def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
             child.expect(pexpect.EOF)
         finally:
             child.close(force=True)
+    # the model was loaded while the prompt waited for the first request
+    loads = [body for path, body in state.requests if path == "/api/generate"]
+    assert loads and loads[0]["model"] == "qwen3:8b" and not loads[0].get("prompt")

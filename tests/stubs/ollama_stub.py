@@ -67,6 +67,8 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self._embed_openai(data)
             elif self.path == "/api/chat":
                 self._chat(data)
+            elif self.path == "/api/generate" and not data.get("prompt"):  # a model load
+                self._send(200, {"model": data.get("model"), "response": "", "done": True})
             else:
                 self._send(404, {"error": "not found"})
 

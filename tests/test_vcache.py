@@ -1,0 +1,174 @@
+"""The in-process vector snapshot (olav.memory.vcache): same answers as LanceDB, and any
+write, from any process, retires it."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from olav.memory.embedders import HashEmbedder
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore
+from olav.memory.timeq import Period
+
+WORDS = [
+    "router",
+    "switch",
+    "backup",
+    "config",
+    "vlan",
+    "bgp",
+    "ospf",
+    "disk",
+    "cpu",
+    "memory",
+    "alert",
+    "deploy",
+    "release",
+    "cert",
+    "dns",
+    "queue",
+    "cache",
+    "index",
+    "路由器",
+    "交换机",
+    "备份",
+    "配置",
+    "告警",
+    "磁盘",
+    "证书",
+    "发布",
+]
+SCOPES = ("global", "netops", "coder")
+CATS = ("fact", "usage_guide", "reflection", "operational_event")
+
+
+def _unit(nrng: np.random.Generator) -> list[float]:
+    vec = nrng.standard_normal(64)
+    return [float(x) for x in vec / np.linalg.norm(vec)]
+
+
+def _rows(n: int) -> list[MemoryRecord]:
+    """Rows with random vectors of their own: no two are equally near a query."""
+    rng = random.Random(7)
+    nrng = np.random.default_rng(7)
+    stamp = datetime(2026, 6, 1, tzinfo=UTC)
+    out = []
+    for i in range(n):
+        text = " ".join(rng.sample(WORDS, 7)) + f" item{i}"
+        out.append(
+            MemoryRecord(
+                id=f"m{i:04d}",
+                text=text,
+                category=CATS[i % len(CATS)],
+                scope=SCOPES[i % len(SCOPES)],
+                origin="user",
+                vector=_unit(nrng),
+                context=f"before {text} after" if i % 3 == 0 else None,
+                context_vector=_unit(nrng) if i % 3 == 0 else None,
+                event_at=stamp - timedelta(days=i % 90),
+                expires_at=stamp - timedelta(days=1) if i % 11 == 0 else None,
+                invalidated_at=stamp if i % 13 == 0 else None,
+            )
+        )
+    return out
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    s = MemoryStore(tmp_path / "memory.lance", HashEmbedder("hash-64"))
+    s.upsert(_rows(240))
+    return s
+
+
+SEARCHES = [
+    {"scopes": ["netops", "global"], "categories": ["fact", "usage_guide"]},
+    {"scopes": None, "categories": None},
+    {"scopes": ["coder"], "categories": None, "include_invalid": True},
+    {
+        "scopes": None,
+        "categories": None,
+        "period": Period(datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)),
+    },
+    {"scopes": None, "categories": ["fact"], "period": Period(months=(4,))},
+]
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> None:
+    nrng = np.random.default_rng(1)
+    queries = [
+        (q, np.asarray(_unit(nrng), dtype=np.float32))
+        for q in ("router backup config", "备份 路由器", "disk alert cpu")
+    ]
+    store.vcache.max_rows = 0  # LanceDB answers every ranking
+    expected = [
+        [
+            (h.record.id, h.distance, h.ranks)
+            for h in store.search(q, mode=mode, k=12, query_vector=qv, **kw)
+        ]
+        for q, qv in queries
+        for kw in SEARCHES
+    ]
+    store.vcache.wait(60)
+    assert store.vcache.served == 0 and store.vcache.snapshot is None
+    store.vcache.max_rows = 20000
+    assert store.vcache.refresh(store.table) is not None
+    got = [
+        [
+            (h.record.id, h.distance, h.ranks)
+            for h in store.search(q, mode=mode, k=12, query_vector=qv, **kw)
+        ]
+        for q, qv in queries
+        for kw in SEARCHES
+    ]
+    assert store.vcache.served > 0
+    assert sum(len(e) for e in expected) > 100
+    for want, have in zip(expected, got, strict=True):
+        assert [i for i, _d, _r in have] == [i for i, _d, _r in want], (want, have)
+        assert [r for _i, _d, r in have] == [r for _i, _d, r in want]
+        for (_i, dw, _r), (_j, dh, _s) in zip(want, have, strict=True):
+            assert dh == pytest.approx(dw, abs=1e-4)
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from olav.memory.embedders import HashEmbedder
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore
+store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
+store.upsert([MemoryRecord(id="fresh", text=sys.argv[2], category="fact", scope="global",
+                           origin="user")])
+"""
+
+
+def test_a_write_from_another_process_retires_the_snapshot(store: MemoryStore) -> None:
+    query = "zebra firmware quarantine"
+    store.vcache.refresh(store.table)
+    before = store.search(query, mode="vector", k=3)
+    assert store.vcache.served == 1 and "fresh" not in [h.record.id for h in before]
+    subprocess.run([sys.executable, "-c", WRITER, str(store.path), query], check=True)
+
+    after = store.search(query, mode="vector", k=3)
+    assert after[0].record.id == "fresh"
+    assert store.vcache.served == 1, "the stale snapshot must not answer"
+    store.vcache.wait(60)  # the second search at the new version started a fresh load
+    again = store.search(query, mode="vector", k=3)
+    assert store.vcache.served == 2 and again[0].record.id == "fresh"
+
+
+def test_a_table_over_the_limit_is_never_copied(store: MemoryStore) -> None:
+    store.vcache.max_rows = 100
+    assert store.vcache.refresh(store.table) is None
+    store.search("router", mode="vector")
+    store.search("router", mode="vector")
+    store.vcache.wait(60)
+    store.search("router", mode="vector")
+    assert store.vcache.served == 0 and store.vcache.snapshot is None
