@@ -14,7 +14,7 @@ import numpy as np
 
 from olav.bench.locomo.cache import VectorCache
 from olav.bench.locomo.data import Conversation, time_filter
-from olav.bench.locomo.recipes import FTS_CONFIGS, OLAV_FTS
+from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
 
 BASELINES = ("bm25", "vector", "langgraph", "olav")
@@ -85,7 +85,7 @@ class Measurer:
     def _sources(self, store: Any, rep: str, conv: Conversation, qv: np.ndarray) -> None:
         """The rankings of one representation that the recipes fuse."""
         kinds = self.corpus.needed[rep]
-        for kind in sorted(kinds, key=lambda k: (k.split("@")[0] != f"fts:{OLAV_FTS}", k)):
+        for kind in sorted(kinds, key=lambda k: (k.split("@")[0] != f"fts:{STORE_FTS}", k)):
             base, _, timed = kind.partition("@")
             if base.startswith("fts:"):
                 cfg = base[4:]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-OLAV_FTS = "icu"  # the FTS config MemoryStore creates: FTS(base_tokenizer="icu")
+STORE_FTS = "icu"  # the FTS config MemoryStore creates: FTS(base_tokenizer="icu")
 
 # A general English stop list plus question words. LanceDB's default English list (on in
 # olav's ICU index) already drops most of them, "what", "when", "how" and "did" included; this
