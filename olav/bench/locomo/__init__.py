@@ -40,7 +40,7 @@ from olav.bench.locomo.data import (
 )
 from olav.bench.locomo.markdown import best_method, markdown_recall, method_names
 from olav.bench.locomo.measure import BASELINES, olav_records
-from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS, RECIPES, STOP_WORDS, Recipe
+from olav.bench.locomo.recipes import FTS_CONFIGS, RECIPES, STOP_WORDS, STORE_FTS, Recipe
 from olav.bench.locomo.run import RecallRun, run_recall
 from olav.bench.locomo.scoring import fuse, recall_at
 
@@ -49,10 +49,10 @@ __all__ = [
     "CATEGORY_NAMES",
     "EXCLUDED_CATEGORY",
     "FTS_CONFIGS",
-    "STORE_FTS",
     "RECIPES",
     "REPRESENTATIONS",
     "STOP_WORDS",
+    "STORE_FTS",
     "Conversation",
     "Question",
     "RecallRun",
