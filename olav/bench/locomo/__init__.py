@@ -40,7 +40,7 @@ from olav.bench.locomo.data import (
 )
 from olav.bench.locomo.markdown import best_method, markdown_recall, method_names
 from olav.bench.locomo.measure import BASELINES, olav_records
-from olav.bench.locomo.recipes import FTS_CONFIGS, OLAV_FTS, RECIPES, STOP_WORDS, Recipe
+from olav.bench.locomo.recipes import FTS_CONFIGS, RECIPES, STOP_WORDS, Recipe
 from olav.bench.locomo.run import RecallRun, run_recall
 from olav.bench.locomo.scoring import fuse, recall_at
 
@@ -49,7 +49,6 @@ __all__ = [
     "CATEGORY_NAMES",
     "EXCLUDED_CATEGORY",
     "FTS_CONFIGS",
-    "OLAV_FTS",
     "RECIPES",
     "REPRESENTATIONS",
     "STOP_WORDS",
