@@ -80,3 +80,21 @@ def olav(runner: CliRunner) -> Iterator[object]:
         return runner.invoke(app, list(args), input=input, catch_exceptions=True)
 
     yield invoke
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """A moto S3 server in its own process on 127.0.0.1 (one per test session)."""
+    from tests.s3server import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: object, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The test S3 server's credentials in AWS_* variables, for this test only."""
+    for key, value in s3_server.env.items():  # type: ignore[attr-defined]
+        monkeypatch.setenv(key, value)
+    return s3_server

@@ -124,12 +124,15 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     except EmbeddingDimMismatchError:
         import lancedb
 
-        db = lancedb.connect(str(ws.memory_path))
+        from olav.memory.remote import memory_location
+
+        loc = memory_location(ws)
+        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
         table = db.open_table("memory")
         if table.count_rows("origin != 'directive'") > 0:
             raise
     store = MemoryStore(
-        ws.memory_path,
+        loc,
         embedder,
         rrf_k=ws.config["memory.rrf_k"],
         ann_threshold=ws.config["memory.ann_threshold"],
