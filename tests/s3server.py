@@ -8,6 +8,7 @@ vanish mid-write, and the data behind it survives for the restart.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -152,10 +153,8 @@ class Relay:
             pass
         finally:
             for sock in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     sock.close()
-                except OSError:
-                    pass
 
     def stop(self) -> None:
         """Kill the relay: refuse new connections and drop the open ones."""
@@ -163,10 +162,8 @@ class Relay:
         if self._listener is not None:
             self._listener.close()
         for sock in self._socks:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
         self._socks.clear()
 

@@ -43,3 +43,62 @@ def test_init_primes_guides_into_the_bucket_and_search_reads_them(
     assert "0 added" in again.stdout
     stats = _olav(root, s3_env, "memory", "stats", "--json")
     assert json.loads(stats.stdout)["rows"] == len(hits) or json.loads(stats.stdout)["rows"] > 0
+
+
+def test_init_memory_uri_writes_the_setting_and_doctor_checks_the_bucket(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    bucket = s3_env.bucket()
+    root = tmp_path / "ws"
+    write_workspace(root, HASH_CONFIG)
+    uri = f"s3://{bucket}/olav/team"
+    done = _olav(
+        root, s3_env, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint
+    )
+    assert done.returncode == 0, done.stderr
+    text = (root / ".olav" / "olav.yaml").read_text()
+    assert uri in text and s3_env.endpoint in text
+    assert s3_env.env["AWS_SECRET_ACCESS_KEY"] not in text  # credentials stay in the env
+    doctor = _olav(root, s3_env, "doctor")
+    assert "team memory" in doctor.stdout and f"bucket {bucket}" in doctor.stdout, doctor.stdout
+    assert "-d table" in doctor.stdout
+
+
+@pytest.mark.parametrize("fault", ["missing bucket", "unreachable", "bad uri"])
+def test_a_broken_team_table_is_a_one_line_error(tmp_path: Path, s3_env: Any, fault: str) -> None:
+    from tests.reliability._support import assert_one_line_error
+
+    uri = {"missing bucket": "s3://no-such-bucket-olav/x", "bad uri": "gs://x/y"}.get(fault, "")
+    root, uri = _workspace(tmp_path, s3_env, uri=uri)
+    if fault == "unreachable":
+        from tests.s3server import free_port
+
+        text = (root / ".olav" / "olav.yaml").read_text()
+        dead = f"http://127.0.0.1:{free_port()}"
+        (root / ".olav" / "olav.yaml").write_text(text.replace(s3_env.endpoint, dead))
+    out = _olav(root, s3_env, "memory", "search", "backup")
+    expect = {
+        "missing bucket": "bucket of s3://no-such-bucket-olav/x does not exist",
+        "unreachable": "cannot reach the object store",
+        "bad uri": "memory.uri: 'gs://x/y' is not supported",
+    }[fault]
+    assert_one_line_error(out, expect)
+    doctor = _olav(root, s3_env, "doctor")
+    assert expect in doctor.stdout
+
+
+def test_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
+    """A second server that checks credentials (its first request, the bucket, is free)."""
+    from tests.reliability._support import assert_one_line_error
+    from tests.s3server import start_server
+
+    server = start_server({"INITIAL_NO_AUTH_ACTION_COUNT": "1"})
+    try:
+        root, _uri = _workspace(tmp_path, server)
+        out = _olav(root, server, "memory", "search", "backup")
+        assert_one_line_error(out, "refused the credentials", "AWS_ACCESS_KEY_ID")
+        assert server.env["AWS_SECRET_ACCESS_KEY"] not in out.stderr + out.stdout
+        doctor = _olav(root, server, "doctor")
+        assert "refused the credentials" in doctor.stdout
+    finally:
+        server.stop()
