@@ -206,7 +206,9 @@ class MemoryStore:
                 storage_options=self.location.storage_options or None,
             )
             if self._remote is not None and TABLE in self._tables():
-                self._table = self._open_or_create(allow_destructive)  # no lease to read
+                # no lease to read; a machine that is creating the table may still be adding
+                # its indexes, and ours then conflict: retry, and find them made
+                self._table = retry_conflicts(lambda: self._open_or_create(allow_destructive))
                 return
             with self.write_lock():
                 self._recover_swap()
