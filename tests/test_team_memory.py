@@ -4,6 +4,7 @@ CLI against a real S3-protocol server on 127.0.0.1 (tests/s3server.py)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,42 @@ def test_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
         assert "refused the credentials" in doctor.stdout
     finally:
         server.stop()
+
+
+def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    from olav.core.config import Workspace
+    from olav.memory.store import MemoryStore
+    from tests.reliability._support import assert_one_line_error
+
+    root, _uri = _workspace(tmp_path, s3_env)
+    assert _olav(root, s3_env, "init", ".").returncode == 0
+    store = MemoryStore.for_workspace(Workspace.open(root))
+    with store.maintenance_lock():  # the first job, on "another machine", is compacting
+        other = _olav(root, s3_env, "memory", "gc")
+        assert_one_line_error(other, "maintenance lease", "is held by", "try again later")
+        # writes go on meanwhile, and the automatic pass after an import steps aside
+        imported = _olav(root, s3_env, "kb", "import-guides")
+        assert imported.returncode == 0, imported.stderr
+    after = _olav(root, s3_env, "memory", "gc")
+    assert after.returncode == 0, after.stderr
+
+
+def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
+    from olav.memory.remote import Lease, MemoryLocation
+
+    loc = MemoryLocation(
+        f"s3://{s3_env.bucket()}/t", {"endpoint": s3_env.endpoint, "allow_http": "true"}
+    )
+    first, second = Lease(loc, "maintenance", 60), Lease(loc, "maintenance", 60)
+    # a holder on another machine that died: its lease expired a second ago
+    dead = json.dumps({"owner": "other-host:1:dead", "expires": time.time() - 1})
+    s3_env.client().put_object(Bucket=first.bucket, Key=first.key, Body=dead.encode())
+    second.owner = "third-host:2:beef"
+    assert first.try_acquire()  # took over the expired one
+    assert not second.try_acquire()  # a live lease is not taken over
+    first.release()
+    assert second.try_acquire()
+    second.release()
+    assert second.holder() is None
