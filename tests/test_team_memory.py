@@ -142,3 +142,42 @@ def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> N
     assert second.try_acquire()
     second.release()
     assert second.holder() is None
+
+
+def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    """export | import into the bucket, then why, list, re-embed, backups and gc there."""
+    local = write_workspace(tmp_path / "local", HASH_CONFIG)
+    assert run_olav("init", ".", cwd=local).returncode == 0
+    assert run_olav("memory", "stats", cwd=local).returncode == 0
+    dump = tmp_path / "memory.jsonl"
+    assert run_olav("kb", "export", str(dump), cwd=local).returncode == 0
+    exported = [json.loads(line)["id"] for line in dump.read_text().splitlines()[1:]]
+
+    team, _uri = _workspace(tmp_path, s3_env, "team")
+    assert _olav(team, s3_env, "init", ".", "--no-prime").returncode == 0
+    moved = _olav(team, s3_env, "kb", "import", str(dump))
+    assert moved.returncode == 0, moved.stderr
+    listed = _olav(team, s3_env, "memory", "list", "--json", "--limit", "1000")
+    assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted(exported)
+    why = _olav(team, s3_env, "memory", "why", "backup the router config", "--json")
+    assert why.returncode == 0, why.stderr
+    assert json.loads(why.stdout)
+
+    # a new embedder: re-embed builds the new table beside the old one and keeps a backup
+    cfg = team / ".olav" / "olav.yaml"
+    cfg.write_text(cfg.read_text().replace("hash-64", "hash-32"))
+    refused = _olav(team, s3_env, "memory", "stats")
+    assert "olav kb re-embed" in refused.stderr
+    redone = _olav(team, s3_env, "kb", "re-embed", "--yes")
+    assert redone.returncode == 0, redone.stderr
+    stats = json.loads(_olav(team, s3_env, "memory", "stats", "--json").stdout)
+    assert stats["dim"] == 32 and stats["rows"] == len(exported)
+    backups = _olav(team, s3_env, "kb", "backups").stdout.split()
+    assert len(backups) == 1 and backups[0].startswith("memory_backup_")
+    dropped = _olav(team, s3_env, "kb", "drop-backup", backups[0], "--yes")
+    assert dropped.returncode == 0, dropped.stderr
+    assert _olav(team, s3_env, "kb", "backups").stdout.strip() == "no backups"
+    gc = _olav(team, s3_env, "memory", "gc")
+    assert gc.returncode == 0, gc.stderr

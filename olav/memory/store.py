@@ -848,8 +848,8 @@ def _swap_remote(db: Any, old: Any, new: Any, backup: str) -> str:
     """Object storage cannot rename a table: keep a copy of the old rows as the backup, then
     overwrite the live table with the new rows in one commit (readers see the old table or
     the new one), and rebuild its indexes."""
-    db.create_table(backup, old.to_arrow())
-    table = db.create_table(TABLE, new.to_arrow(), mode="overwrite")
+    db.create_table(backup, old.to_arrow(), on_bad_vectors="null")  # null = no context
+    table = db.create_table(TABLE, new.to_arrow(), mode="overwrite", on_bad_vectors="null")
     _ensure_fts(table)
     _ensure_scalar(table)
     db.drop_table(REEMBED_TABLE)
