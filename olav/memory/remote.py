@@ -153,7 +153,20 @@ _CAUSES = (
         "Export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     ),
     (
-        ("ConnectionRefused", "Connection refused", "tcp connect error", "Connect", "timed out"),
+        ("may or may not have been applied",),
+        "the object store of {uri} ({endpoint}) went away while a write was committing",
+        "Run it again once the store is back: writes are idempotent, so a write that did "
+        "land is not stored twice",
+    ),
+    (
+        (
+            "ConnectionRefused",
+            "Connection refused",
+            "tcp connect error",
+            "Connect",
+            "timed out",
+            "error sending request",
+        ),
         "cannot reach the object store of {uri} ({endpoint})",
         "Check that it is running and memory.storage_options.endpoint; the table is unchanged",
     ),
