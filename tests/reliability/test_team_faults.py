@@ -37,7 +37,7 @@ def test_store_killed_mid_write_then_restarted(
     monkeypatch.chdir(root)
     MemoryStore.for_workspace(Workspace.open(root))  # creates the table
     rows = [{"format": "olav-memory-export", "version": 2, "embedder": "hash:hash-64", "dim": 64}]
-    rows += [{"id": f"f{i}", "text": f"fact {i} about vlan {i}", "category": "fact"} for i in range(5)]
+    rows += [{"id": f"f{i}", "text": f"fact {i} on vlan {i}", "category": "fact"} for i in range(5)]
     dump = tmp_path / "facts.jsonl"
     dump.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     before = _state(uri, s3_env.endpoint)
