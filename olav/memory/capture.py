@@ -23,6 +23,7 @@ from typing import Any
 from olav.core.redact import redact, redact_text
 from olav.memory.injection import quarantine_if_needed
 from olav.memory.schema import MemoryRecord, expiry_for
+from olav.memory.scopes import scoped_id
 from olav.memory.store import MemoryStore, sql_in, sql_str
 
 WRITE_VERBS = frozenset(
@@ -152,10 +153,12 @@ def capture(
     question: str,
     run_id: str | None,
     declared: Mapping[tuple[str, str], bool] | None = None,
+    scope: str | None = None,
 ) -> list[str]:
     """Store what this run taught: write events and SQL patterns. Returns new ids.
 
-    ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md."""
+    ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md.
+    ``scope`` (an operator's ``user:`` scope on a team table) replaces the agent's scope."""
     records: dict[str, MemoryRecord] = {}
     for ev in events:
         if ev.tool == "db_query":
@@ -172,6 +175,9 @@ def capture(
         records[rec.id] = rec
     if not records:
         return []
+    if scope is not None:
+        for rec in records.values():
+            rec.scope, rec.id = scope, scoped_id(rec.id, scope)
     return store.insert_new(quarantine_if_needed(r) for r in records.values())
 
 

@@ -20,6 +20,7 @@ from olav.learning.trace_learner import start_trace_learning
 from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, capture, invalidate_ids
 from olav.memory.episodes import EVERY_N_TURNS
+from olav.memory.scopes import private_scope
 from olav.runtime.builder import BuiltAgent, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
@@ -222,6 +223,7 @@ class Session:
                 question=text if finished else "",
                 run_id=run_id,
                 declared=self._capture,
+                scope=private_scope(self.ws.config),
             )
             self._last_patterns = [i for i in new if i.startswith("qp_")]
         except Exception as exc:  # learning must never break the chat
