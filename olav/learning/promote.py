@@ -2,8 +2,9 @@
 
 A captured precedent or lesson lands in its operator's ``user:`` scope on a team table.
 ``olav memory promote ID`` writes a curator draft of it in the team's ``team:`` scope; only
-``olav kb drafts confirm`` stores it there, like every other durable team memory. The private
-row stays where it is.
+``olav kb drafts confirm`` stores it there, like every other durable team memory (a lesson,
+precedent or SQL pattern becomes expert_knowledge, which does not expire). The private row
+stays where it is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from olav.core.errors import MemoryStoreError, NotFoundError
-from olav.learning.curator import propose_draft, sanitise_intent
+from olav.learning.curator import CATEGORIES, propose_draft, sanitise_intent
 from olav.memory.scopes import allowed_scope, team_scope
 
 
@@ -35,7 +36,8 @@ def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:
         intent=intent,
         keywords=list(row.tags),
         body=row.text,
-        category=row.category,
+        # a lesson, precedent or SQL pattern a person vouched for is team expertise
+        category=row.category if row.category in CATEGORIES else "expert_knowledge",
         agent="core",
         scope=team,
     )
