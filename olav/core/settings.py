@@ -129,6 +129,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Allow a plain-http endpoint (a MinIO on a private network).",
     ),
     Setting(
+        "memory.refresh_seconds",
+        float,
+        1.0,
+        "A team table (memory.uri): reads reuse the table version they saw for this long "
+        "before checking for other machines' writes (0 = check on every read). Writes "
+        "always start from the latest version.",
+    ),
+    Setting(
         "memory.user",
         str,
         "",
@@ -154,6 +162,7 @@ _MINIMUMS = {
     "memory.rrf_k": 1,
     "memory.half_life_days": 0,
     "memory.ann_threshold": 256,
+    "memory.refresh_seconds": 0,
 }
 SETTINGS = tuple(
     Setting(s.key, s.type, s.default, s.doc, s.choices, _MINIMUMS.get(s.key)) for s in SETTINGS

@@ -65,6 +65,8 @@ class MemoryLocation:
 
     uri: str
     storage_options: dict[str, str] = field(default_factory=dict)
+    # how long a read may reuse the table version it saw (remote tables; see writes)
+    refresh_seconds: float = 0.0
 
     @property
     def remote(self) -> bool:
@@ -131,7 +133,7 @@ def memory_location(ws: Any) -> MemoryLocation:
         options["region"] = region
     if cfg["memory.storage_options.allow_http"]:
         options["allow_http"] = "true"
-    return MemoryLocation(uri, options)
+    return MemoryLocation(uri, options, float(cfg["memory.refresh_seconds"]))
 
 
 # -- errors --------------------------------------------------------------------------------

@@ -202,9 +202,11 @@ class MemoryStore:
         with remote_errors(self.location):
             self._db = lancedb.connect(
                 self.location.uri,
-                read_consistency_interval=timedelta(0),
+                read_consistency_interval=timedelta(seconds=self.location.refresh_seconds),
                 storage_options=self.location.storage_options or None,
             )
+            if self._remote is not None:
+                self._remote.on_taken = self._latest
             if self._remote is not None and TABLE in self._tables():
                 # no lease to read; a machine that is creating the table may still be adding
                 # its indexes, and ours then conflict: retry, and find them made
@@ -241,6 +243,11 @@ class MemoryStore:
         if self._remote is not None:
             return self._remote.maintenance()
         return file_guard(self._lock)
+
+    def _latest(self) -> None:
+        table = getattr(self, "_table", None)
+        if table is not None and self.location.refresh_seconds > 0:
+            table.checkout_latest()
 
     def _tables(self) -> list[str]:
         return list(self._db.list_tables().tables)

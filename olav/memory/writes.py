@@ -83,6 +83,9 @@ class RemoteGuards:
     def __init__(self, loc: MemoryLocation, timeout: float) -> None:
         self.loc, self.timeout = loc, timeout
         self._depth = {WRITE_LEASE: 0, MAINTENANCE_LEASE: 0}
+        # run once a lease is taken: the store moves to the latest table version, since
+        # reads may reuse an older one for loc.refresh_seconds
+        self.on_taken: Callable[[], Any] | None = None
 
     @contextmanager
     def _held(self, name: str, ttl: float, timeout: float) -> Iterator[None]:
@@ -96,6 +99,8 @@ class RemoteGuards:
         with Lease(self.loc, name, ttl).held(timeout), remote_errors(self.loc):
             self._depth[name] = 1
             try:
+                if self.on_taken is not None:
+                    self.on_taken()
                 yield
             finally:
                 self._depth[name] = 0

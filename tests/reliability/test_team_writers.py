@@ -48,6 +48,7 @@ for i in range(rounds):
 (sync / f"{me}.done").write_text("1")
 while len(list(sync.glob("*.done"))) < 3:  # wait for the other machines to finish writing
     time.sleep(0.05)
+store = MemoryStore.for_workspace(Workspace.open())  # a fresh handle: the latest version
 seen = {}
 for other in "ABC":
     hits = store.search(f"lesson{other}x0", mode="fts", k=3, categories=["reflection"])
