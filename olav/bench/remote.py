@@ -51,7 +51,7 @@ from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 from olav.memory import writes
 
-loc = MemoryLocation(sys.argv[1], json.loads(sys.argv[2]))
+loc = MemoryLocation(sys.argv[1], json.loads(sys.argv[2]), 1.0)
 me, n, start = sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 store = MemoryStore(loc, HashEmbedder("hash-64"))
 while time.time() < start:
@@ -103,6 +103,7 @@ def local_s3() -> Iterator[MemoryLocation]:
         loc = MemoryLocation(
             "s3://olav-bench/perf",
             {"endpoint": endpoint, "allow_http": "true", "region": "us-east-1"},
+            refresh_seconds=1.0,  # the memory.refresh_seconds default
         )
         from olav.memory.remote import s3_client
 
@@ -167,7 +168,7 @@ def measure_writers(loc: MemoryLocation, counts: tuple[int, ...] = WRITERS) -> l
     """``n`` processes each upsert WRITES_EACH rows into one fresh remote table at once."""
     out = []
     for n in counts:
-        table = MemoryLocation(f"{loc.uri}/writers{n}", loc.storage_options)
+        table = MemoryLocation(f"{loc.uri}/writers{n}", loc.storage_options, loc.refresh_seconds)
         from olav.memory.embedders import HashEmbedder
         from olav.memory.store import MemoryStore
 
