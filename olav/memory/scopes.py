@@ -20,13 +20,21 @@ TEAM_PREFIX = "team:"
 _NAME = re.compile(r"[^a-z0-9_.-]+")
 
 
+def _setting(config: Any, key: str) -> str:
+    """A scope setting; a partial mapping (tests, benchmarks) counts as unset."""
+    try:
+        return str(config[key] or "")
+    except KeyError:
+        return ""
+
+
 def _name(raw: str) -> str:
     return _NAME.sub("-", raw.strip().lower()).strip("-")
 
 
 def user_name(config: Any) -> str:
     """``memory.user``, else the login name (lower case; other characters become ``-``)."""
-    raw = str(config["memory.user"] or "")
+    raw = _setting(config, "memory.user")
     if not raw.strip():
         try:
             raw = getpass.getuser()
@@ -40,12 +48,12 @@ def user_scope(config: Any) -> str:
 
 
 def team_scope(config: Any) -> str | None:
-    team = _name(str(config["memory.team"] or ""))
+    team = _name(_setting(config, "memory.team"))
     return TEAM_PREFIX + team if team else None
 
 
 def shared_table(config: Any) -> bool:
-    return bool(str(config["memory.uri"] or "").strip())
+    return bool(_setting(config, "memory.uri").strip())
 
 
 def personal_scopes(config: Any) -> tuple[str, ...]:
