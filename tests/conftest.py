@@ -95,3 +95,21 @@ def session_for(hash_ws: Path) -> SessionFor:
         return Session(scripted_ws(hash_ws, turns), model=model, **kw), model
 
     return make
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """A moto S3 server in its own process on 127.0.0.1 (one per test session)."""
+    from tests.s3server import start_server
+
+    server = start_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server: object, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The test S3 server's credentials in AWS_* variables, for this test only."""
+    for key, value in s3_server.env.items():  # type: ignore[attr-defined]
+        monkeypatch.setenv(key, value)
+    return s3_server

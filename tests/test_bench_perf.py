@@ -120,7 +120,13 @@ def test_the_command_prints_tables_or_json(
     res = olav("bench", "perf", "--sizes", "60,120", "--queries", "4", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout) == report
-    assert seen == {"sizes": [60, 120], "queries": 4, "guides": 200, "captures": 30}
+    assert seen == {
+        "sizes": [60, 120],
+        "queries": 4,
+        "guides": 200,
+        "captures": 30,
+        "remote": False,
+    }
     res = olav("bench", "perf", "--sizes", "120", "--guides", "0")
     assert res.exit_code == 0, res.output
     assert "AutoRecall" in res.stdout and "reply path" in res.stdout

@@ -114,6 +114,35 @@ def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
     )
 
 
+def check_team_table(loc: Any) -> list[Check]:
+    """A memory table on object storage: the endpoint answers, the credentials are accepted,
+    the bucket exists (each a one-line failure with its fix). The dimension is checked when
+    the store opens."""
+    import os
+
+    from olav.memory.remote import s3_client, translate
+
+    where = loc.storage_options.get("endpoint", "AWS S3")
+    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+        return [
+            Check(
+                "team memory",
+                "fail",
+                f"no credentials for {loc.uri}",
+                "Export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (never put them in olav.yaml)",
+            )
+        ]
+    bucket, key = loc.bucket_key()
+    try:
+        s3_client(loc).list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except Exception as exc:
+        err = translate(exc, loc)
+        if err is None:
+            return [Check("team memory", "fail", f"{where}: {type(exc).__name__}", str(exc)[:200])]
+        return [Check("team memory", "fail", err.message, err.hint or "")]
+    return [Check("team memory", "ok", f"{loc.uri} reachable at {where}, bucket {bucket}")]
+
+
 def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
     from olav.core.config import Workspace, find_root
 
@@ -127,7 +156,19 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
         checks.append(Check("workspace/config", "fail", exc.message, exc.hint or ""))
         return checks
 
-    if ws.memory_path.is_dir():
+    try:
+        from olav.memory.remote import memory_location
+
+        loc = memory_location(ws)
+    except OlavError as exc:
+        checks.append(Check("memory.uri", "fail", exc.message, exc.hint or ""))
+        return checks
+    if loc.remote:
+        remote = check_team_table(loc)
+        checks += remote
+        if remote[-1].status == "fail":
+            return checks
+    elif ws.memory_path.is_dir():
         checks.append(check_leftovers(ws.memory_path, repair=repair))
     store: Any = None
     try:
@@ -139,7 +180,10 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
         from olav.memory.store import MemoryStore
 
         store = MemoryStore.for_workspace(ws, embedder)
-        checks.append(Check("memory", "ok", f"{store.count()} rows in {ws.memory_path.name}"))
+        where = loc.uri if loc.remote else ws.memory_path.name
+        checks.append(
+            Check("memory", "ok", f"{store.count()} rows in {where}, {embedder.dim}-d table")
+        )
     except OlavError as exc:
         checks.append(Check("embedder/memory", "fail", exc.message, exc.hint or ""))
     if store is not None:

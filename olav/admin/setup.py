@@ -92,7 +92,47 @@ def sync_template(root: Path, report: InitReport) -> None:
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
 
-def init_workspace(root: Path, *, prime: bool = True) -> InitReport:
+def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
+    """Write ``memory.*`` keys (``uri``, ``storage_options.endpoint`` ...) into olav.yaml,
+    keeping its comments when the key's line is there, as ``olav init`` writes it."""
+    import re
+
+    import yaml
+
+    text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
+    for key, value in values.items():
+        line = f"  {key}: {json.dumps(value)}"
+        pattern = re.compile(rf"^  {re.escape(key)}: .*$", re.M)
+        if len(pattern.findall(text)) == 1 and re.search(r"^memory:\s*$", text, re.M):
+            text = pattern.sub(line.replace("\\", "\\\\"), text)
+            continue
+        data = yaml.safe_load(text) or {}
+        section = data.setdefault("memory", {})
+        head, _, rest = key.partition(".")
+        if rest:
+            section.setdefault(head, {})[rest] = value
+        else:
+            section[key] = value
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    config_path.write_text(text, encoding="utf-8")
+
+
+def memory_uri_settings(uri: str, endpoint: str = "") -> dict[str, Any]:
+    """The olav.yaml keys for ``olav init --memory-uri URI [--memory-endpoint URL]``."""
+    from olav.memory.remote import parse_uri
+
+    values: dict[str, Any] = {"uri": parse_uri(uri, "--memory-uri")}
+    if endpoint:
+        values["storage_options.endpoint"] = endpoint
+        values["storage_options.allow_http"] = endpoint.startswith("http://")
+    return values
+
+
+def init_workspace(
+    root: Path, *, prime: bool = True, memory: dict[str, Any] | None = None
+) -> InitReport:
+    """Create or refresh the workspace at ``root``; ``memory`` sets memory.* keys first
+    (see :func:`memory_uri_settings`)."""
     root = root.expanduser().resolve()
     created = not (root / OLAV_DIR).is_dir()
     report = InitReport(root=root, created=created)
@@ -100,6 +140,8 @@ def init_workspace(root: Path, *, prime: bool = True) -> InitReport:
     config_path = root / OLAV_DIR / CONFIG_NAME
     if not config_path.exists():
         config_path.write_text(render_default_config(), encoding="utf-8")
+    if memory:
+        set_memory_settings(config_path, memory)
     ws = Workspace.open(root)
     for folder in (ws.databases, ws.logs, ws.exports):
         folder.mkdir(parents=True, exist_ok=True)
@@ -129,12 +171,15 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     except EmbeddingDimMismatchError:
         import lancedb
 
-        db = lancedb.connect(str(ws.memory_path))
+        from olav.memory.remote import memory_location
+
+        loc = memory_location(ws)
+        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
         table = db.open_table("memory")
         if table.count_rows("origin != 'directive'") > 0:
             raise
     store = MemoryStore(
-        ws.memory_path,
+        loc,
         embedder,
         rrf_k=ws.config["memory.rrf_k"],
         ann_threshold=ws.config["memory.ann_threshold"],

@@ -592,6 +592,7 @@ def run_perf(
     cli_runs: int = 5,
     rss_recalls: int = 20,
     tier: str = "small",
+    remote: bool = False,
 ) -> dict[str, Any]:
     """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
     of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
@@ -673,6 +674,13 @@ def run_perf(
             report["cli"] = measure_cli(tmp, cli_runs)
             report["cold"] = measure_cold(tmp / "ws", cli_runs, SEARCH_QUERY)
             report["first_prompt"] = measure_first_prompt(tmp / "ws", cli_runs)
+        if remote:  # olav.bench.remote: the same table on a local S3 server
+            from olav.bench.remote import PerfKit, run_remote
+
+            say("the team table on a local S3 server, next to the local folder")
+            kit = PerfKit(build_table, measure_capture, write_guides, AGENT)
+            queried = (qtexts[WARMUP:], qvecs[WARMUP:])
+            report["remote"] = run_remote(kit, e5, word_vecs, config, queried)
         if rss_recalls and largest is not None:
             say(f"peak RSS of a process recalling from {sizes[-1]:,} memories")
             report["rss"] = {
@@ -902,4 +910,8 @@ def markdown_perf(report: dict[str, Any]) -> str:
             ],
         ),
     ]
+    if "remote" in report:
+        from olav.bench.remote import markdown_remote
+
+        out += ["", *markdown_remote(report["remote"])]
     return "\n".join(out) + "\n"

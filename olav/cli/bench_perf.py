@@ -125,6 +125,11 @@ def register(app: typer.Typer) -> None:
         guides: int = typer.Option(200, "--guides", min=0, help="Guides to import (0: skip)."),
         captures: int = typer.Option(30, "--captures", min=0, help="Capture events per size."),
         as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
+        remote: bool = typer.Option(
+            False,
+            "--remote",
+            help="Also measure the team table on a local S3 server (needs the dev extras).",
+        ),
     ) -> None:
         """Latency of recall (vector, FTS, hybrid, AutoRecall) against numpy brute force,
         L1 capture cost, guide import rate, cold start-up of the CLI and peak RSS.
@@ -144,6 +149,7 @@ def register(app: typer.Typer) -> None:
                 guides,
                 progress,
                 captures=captures,
+                remote=remote,
             )
         if as_json:
             print_json(report)

@@ -13,12 +13,24 @@ from olav.cli.common import console
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the workspace."),
     no_prime: bool = typer.Option(False, "--no-prime", help="Do not load guides into memory."),
+    memory_uri: str = typer.Option(
+        "",
+        "--memory-uri",
+        help="Keep memory in a table the team shares, e.g. s3://team-bucket/olav/netops "
+        "(credentials from AWS_* variables; sets memory.uri).",
+    ),
+    memory_endpoint: str = typer.Option(
+        "",
+        "--memory-endpoint",
+        help="S3-compatible endpoint for --memory-uri, e.g. http://minio:9000.",
+    ),
 ) -> None:
     """Create a workspace (or refresh one): config, agents, memory and the audit database."""
-    from olav.admin.setup import init_workspace
+    from olav.admin.setup import init_workspace, memory_uri_settings
 
+    memory = memory_uri_settings(memory_uri, memory_endpoint) if memory_uri else None
     with console.status("Creating the workspace and priming guides into memory…"):
-        report = init_workspace(directory, prime=not no_prime)
+        report = init_workspace(directory, prime=not no_prime, memory=memory)
     verb = "Created" if report.created else "Refreshed"
     console.print(f"[green]✓[/] {verb} workspace [bold]{report.root}[/]")
     if report.copied:

@@ -187,6 +187,7 @@ def reembed_cmd(
 ) -> None:
     """Rebuild memory with the configured embedder; the old table is kept as a backup."""
     from olav.memory.embedders import make_embedder
+    from olav.memory.remote import memory_location
     from olav.memory.store import reembed
 
     ws = open_workspace()
@@ -198,7 +199,9 @@ def reembed_cmd(
     with progress_bar("Re-embedding", None) as bar:
         task = bar.add_task("Re-embedding", total=None)
         rows, backup = reembed(
-            ws.memory_path, embedder, progress=lambda d, t: bar.update(task, completed=d, total=t)
+            memory_location(ws),
+            embedder,
+            progress=lambda d, t: bar.update(task, completed=d, total=t),
         )
     console.print(f"[green]✓[/] re-embedded {rows} rows with {embedder.name}")
     console.print(f"  the previous table is kept as [bold]{backup}[/]; delete it with")
@@ -208,8 +211,9 @@ def reembed_cmd(
 @app.command("backups")
 def backups_cmd() -> None:
     """List memory tables kept by `olav kb re-embed`."""
-    ws = open_workspace()
-    names = sorted(p.stem for p in ws.memory_path.glob("memory_backup_*.lance"))
+    from olav.memory.store import MemoryStore
+
+    names = MemoryStore.for_workspace(open_workspace()).backups()
     if not names:
         console.print("no backups")
     for name in names:
@@ -222,12 +226,13 @@ def drop_backup_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
     """Delete a backup table kept by `olav kb re-embed`."""
+    from olav.memory.remote import memory_location
     from olav.memory.store import drop_backup
 
     ws = open_workspace()
     if not yes:
         typer.confirm(f"Delete backup {name} for good?", abort=True)
-    drop_backup(ws.memory_path, name)
+    drop_backup(memory_location(ws), name)
     console.print(f"[green]✓[/] deleted {name}")
 
 

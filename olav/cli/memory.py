@@ -32,9 +32,19 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Search memory the way recall does (hybrid by default), with every score shown."""
-    store = open_store()
-    scopes = [agent, "global"] if agent else None
-    hits = store.search(query, mode=mode, scopes=scopes, categories=category or None, k=k)
+    from olav.memory.scopes import hide_others, personal_scopes
+
+    ws = open_workspace()
+    store = open_store(ws)
+    scopes = [agent, "global", *personal_scopes(ws.config)] if agent else None
+    hits = store.search(
+        query,
+        mode=mode,
+        scopes=scopes,
+        categories=category or None,
+        k=k,
+        where=hide_others(ws.config),
+    )
     if as_json:
         print_json([h.to_json() for h in hits])
         return
@@ -66,6 +76,19 @@ def search(
         )
 
 
+@app.command("promote")
+def promote_cmd(memory_id: str = typer.Argument(..., help="The private memory to share.")) -> None:
+    """Propose one of your private memories to the team (memory.team): a draft that
+    `olav kb drafts confirm` stores in the team scope."""
+    from olav.learning.promote import promote
+
+    ws = open_workspace()
+    draft, _preview = promote(ws, open_store(ws), memory_id)
+    console.print(f"[green]✓[/] draft [bold]{draft}[/] written; nothing is shared yet.")
+    console.print(f"  review it: olav kb drafts show {draft}")
+    console.print(f"  share it:  olav kb drafts confirm {draft}")
+
+
 @app.command("list")
 def list_cmd(
     category: str | None = typer.Option(None, "--category", "-c"),
@@ -74,10 +97,12 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List memory rows, newest first."""
+    from olav.memory.scopes import hide_others
     from olav.memory.store import sql_str
 
-    store = open_store()
-    parts = []
+    ws = open_workspace()
+    store = open_store(ws)
+    parts = [p for p in [hide_others(ws.config)] if p]
     if category:
         parts.append(f"category = {sql_str(category)}")
     if scope:

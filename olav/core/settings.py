@@ -108,6 +108,46 @@ SETTINGS: tuple[Setting, ...] = (
         10000,
         "Rows after which an ANN (IVF_HNSW_SQ) vector index is built.",
     ),
+    Setting(
+        "memory.uri",
+        str,
+        "",
+        "Where the memory table lives. Empty: memory.lance under paths.databases; or "
+        "s3://bucket/prefix for a table the team shares (credentials from AWS_* variables).",
+    ),
+    Setting(
+        "memory.storage_options.endpoint",
+        str,
+        "",
+        "S3-compatible endpoint URL (MinIO, Ceph, R2); empty for AWS S3.",
+    ),
+    Setting("memory.storage_options.region", str, "", "Bucket region; empty: AWS_REGION."),
+    Setting(
+        "memory.storage_options.allow_http",
+        bool,
+        False,
+        "Allow a plain-http endpoint (a MinIO on a private network).",
+    ),
+    Setting(
+        "memory.refresh_seconds",
+        float,
+        1.0,
+        "A team table (memory.uri): reads reuse the table version they saw for this long "
+        "before checking for other machines' writes (0 = check on every read). Writes "
+        "always start from the latest version.",
+    ),
+    Setting(
+        "memory.user",
+        str,
+        "",
+        "Your name in user:<name> scopes (private captures and lessons); empty: the login name.",
+    ),
+    Setting(
+        "memory.team",
+        str,
+        "",
+        "The team whose team:<name> memories recall reads; empty: no team scope.",
+    ),
     Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),
     Setting("paths.logs", str, ".olav/logs", "Log folder."),
     Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),
@@ -122,6 +162,7 @@ _MINIMUMS = {
     "memory.rrf_k": 1,
     "memory.half_life_days": 0,
     "memory.ann_threshold": 256,
+    "memory.refresh_seconds": 0,
 }
 SETTINGS = tuple(
     Setting(s.key, s.type, s.default, s.doc, s.choices, _MINIMUMS.get(s.key)) for s in SETTINGS

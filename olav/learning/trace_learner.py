@@ -21,6 +21,7 @@ from olav.core.log import get_logger
 from olav.llm.answers import ask_model, extract_json
 from olav.memory.calibration import dedup_distance
 from olav.memory.lessons import add_reflection
+from olav.memory.scopes import private_scope
 
 log = get_logger("trace_learner")
 _LOCK = threading.Lock()
@@ -82,7 +83,11 @@ def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
     for line in lines:
         if isinstance(line, str) and 10 <= len(line.strip()) <= 400:
             added, mid = add_reflection(
-                store, line, source="trace_learner", dedup_distance=threshold
+                store,
+                line,
+                source="trace_learner",
+                dedup_distance=threshold,
+                scope=private_scope(ws.config) or "global",
             )
             lessons.append(Lesson(line.strip(), added, mid))
     return lessons

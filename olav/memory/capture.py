@@ -23,6 +23,7 @@ from typing import Any
 from olav.core.redact import redact, redact_text
 from olav.memory.injection import quarantine_if_needed
 from olav.memory.schema import MemoryRecord, expiry_for
+from olav.memory.scopes import scoped_id
 from olav.memory.store import MemoryStore, sql_in, sql_str
 
 WRITE_VERBS = frozenset(
@@ -167,8 +168,10 @@ def plan_capture(
     question: str,
     run_id: str | None,
     declared: Mapping[tuple[str, str], bool] | None = None,
+    scope: str | None = None,
 ) -> CapturePlan:
-    """The records this run's events produce, and the SQL whose patterns must go."""
+    """The records this run's events produce, and the SQL whose patterns must go.
+    ``scope`` (an operator's ``user:`` scope on a team table) replaces the agent's scope."""
     records: dict[str, MemoryRecord] = {}
     failed_sql: list[str] = []
     for ev in events:
@@ -184,6 +187,9 @@ def plan_capture(
             continue
         rec = event_record(ev, run_id)
         records[rec.id] = rec
+    if scope is not None:
+        for rec in records.values():
+            rec.scope, rec.id = scope, scoped_id(rec.id, scope)
     return CapturePlan([quarantine_if_needed(r) for r in records.values()], failed_sql)
 
 
@@ -202,12 +208,13 @@ def capture(
     question: str,
     run_id: str | None,
     declared: Mapping[tuple[str, str], bool] | None = None,
+    scope: str | None = None,
 ) -> list[str]:
     """Store what this run taught, now: write events and SQL patterns. Returns new ids.
 
     ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md.
     A chat session plans on its own thread and writes on the background writer instead."""
-    plan = plan_capture(events, question=question, run_id=run_id, declared=declared)
+    plan = plan_capture(events, question=question, run_id=run_id, declared=declared, scope=scope)
     return apply_capture(store, plan)
 
 

@@ -95,12 +95,12 @@ class GcReport:
 def gc(store: MemoryStore, *, retention: timedelta = timedelta(days=7)) -> GcReport:
     """Purge expired rows, compact and optimise, and drop table versions older than
     ``retention`` (they only matter for time travel)."""
-    before = store.count()
-    purged = store.delete(
-        where=f"expires_at IS NOT NULL AND expires_at <= {sql_ts(datetime.now(UTC))}"
-    )
-    store.maintain(force_optimize=True, full=True)  # compacts; rebuilds a stuck ANN index
-    with store.write_lock():
+    with store.maintenance_lock():  # on a team table: LeaseHeldError if another machine is
+        before = store.count()
+        purged = store.delete(
+            where=f"expires_at IS NOT NULL AND expires_at <= {sql_ts(datetime.now(UTC))}"
+        )
+        store.maintain(force_optimize=True, full=True)  # compacts; rebuilds a stuck ANN index
         store.table.optimize(cleanup_older_than=retention)
     return GcReport(purged, before, store.count(), True)
 

@@ -156,9 +156,12 @@ class Recaller:
         audit: Any = None,
         bump_access: bool = True,
         half_life_days: float = 30.0,
+        extra_scopes: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.agent = agent
+        # the operator's user: scope and the team's (olav.memory.scopes); never another's
+        self.extra_scopes = extra_scopes
         self.tier = tier
         self.token_budget = token_budget
         # no floors: every candidate counts as relevant ("off", uncalibrated embedders);
@@ -178,6 +181,7 @@ class Recaller:
     ) -> Recaller:
         """A Recaller with the workspace's memory settings and calibrated floors."""
         from olav.memory.calibration import relevance_floors
+        from olav.memory.scopes import personal_scopes
 
         floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
@@ -190,6 +194,7 @@ class Recaller:
             background=background,
             half_life_days=config["memory.half_life_days"],
             audit=audit,
+            extra_scopes=personal_scopes(config),
         )
 
     @property
@@ -198,7 +203,8 @@ class Recaller:
 
     @property
     def scopes(self) -> list[str]:
-        return [self.agent, "global"] if self.agent != "global" else ["global"]
+        own = [self.agent, "global"] if self.agent != "global" else ["global"]
+        return own + [s for s in self.extra_scopes if s not in own]
 
     def recall(
         self,

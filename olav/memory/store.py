@@ -1,7 +1,8 @@
 """MemoryStore: the library API over the one LanceDB ``memory`` table.
 
 Writers are serialised across processes with a file lock next to the database, because two
-processes running ``merge_insert`` on the same ids leave duplicates. Readers open the table with
+processes running ``merge_insert`` on the same ids leave duplicates; a table on object storage
+(``memory.uri``) uses leases in the bucket instead (olav.memory.writes). Readers open the table with
 a zero read-consistency interval, so they see other processes' writes. Scope, category, expiry
 and invalidation are always LanceDB pre-filters, never post-filters.
 """
@@ -25,6 +26,7 @@ from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFou
 from olav.core.log import quiet_native_libraries
 from olav.memory.embedders import Embedder
 from olav.memory.fusion import rrf
+from olav.memory.remote import MemoryLocation, location, memory_location, remote_errors
 from olav.memory.schema import (
     CATEGORIES,
     META_DIM,
@@ -38,6 +40,7 @@ from olav.memory.schema import (
 from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
 from olav.memory.vcache import CachedQuery, VectorCache
+from olav.memory.writes import RemoteGuards, file_guard, retry_conflicts
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
 
@@ -163,7 +166,7 @@ class MemoryStore:
 
     def __init__(
         self,
-        path: Path,
+        path: Path | MemoryLocation,
         embedder: Embedder,
         *,
         rrf_k: int = 20,
@@ -175,20 +178,35 @@ class MemoryStore:
         import lancedb
         from filelock import FileLock
 
-        self.path = Path(path)
+        self.location = location(path)
+        self.path = self.location.path  # the folder, for a local table
         self.embedder = embedder
         self.rrf_k = rrf_k
         self.ann_threshold = ann_threshold
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
-        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._remote = RemoteGuards(self.location, lock_timeout) if self.location.remote else None
+        if self._remote is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
         self.vcache = VectorCache(self._columns(False))
-        with self.write_lock():
-            self._recover_swap()
-            self._table = self._open_or_create(allow_destructive)
+        with remote_errors(self.location):
+            self._db = lancedb.connect(
+                self.location.uri,
+                read_consistency_interval=timedelta(seconds=self.location.refresh_seconds),
+                storage_options=self.location.storage_options or None,
+            )
+            if self._remote is not None:
+                self._remote.on_taken = self._latest
+            if self._remote is not None and TABLE in self._tables():
+                # no lease to read; a machine that is creating the table may still be adding
+                # its indexes, and ours then conflict: retry, and find them made
+                self._table = retry_conflicts(lambda: self._open_or_create(allow_destructive))
+                return
+            with self.write_lock():
+                self._recover_swap()
+                self._table = self._open_or_create(allow_destructive)
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -198,7 +216,7 @@ class MemoryStore:
         from olav.memory.embedders import make_embedder
 
         return cls(
-            ws.memory_path,
+            memory_location(ws),
             embedder or make_embedder(ws.config),
             rrf_k=ws.config["memory.rrf_k"],
             ann_threshold=ws.config["memory.ann_threshold"],
@@ -206,25 +224,22 @@ class MemoryStore:
         )
 
     def write_lock(self) -> Any:
-        from filelock import Timeout
+        """Serialises writers: the file lock, or the write lease of a remote table."""
+        if self._remote is not None:
+            return self._remote.write()
+        return file_guard(self._lock)
 
-        lock = self._lock
+    def maintenance_lock(self) -> Any:
+        """Maintenance from one place at a time: the maintenance lease of a remote table
+        (LeaseHeldError at once when another machine holds it), else the file lock."""
+        if self._remote is not None:
+            return self._remote.maintenance()
+        return file_guard(self._lock)
 
-        class _Guard:
-            def __enter__(self) -> None:
-                try:
-                    lock.acquire()
-                except Timeout:
-                    raise MemoryStoreError(
-                        f"another olav process has held the memory write lock ({lock.lock_file}) "
-                        "for too long",
-                        hint="Wait for it to finish, or stop the stuck process",
-                    ) from None
-
-            def __exit__(self, *exc: object) -> None:
-                lock.release()
-
-        return _Guard()
+    def _latest(self) -> None:
+        table = getattr(self, "_table", None)
+        if table is not None and self.location.refresh_seconds > 0:
+            table.checkout_latest()
 
     def _tables(self) -> list[str]:
         return list(self._db.list_tables().tables)
@@ -232,7 +247,7 @@ class MemoryStore:
     def _recover_swap(self) -> None:
         """Finish a re-embed swap that was interrupted between its two renames."""
         tables = self._tables()
-        if TABLE not in tables and REEMBED_TABLE in tables:
+        if TABLE not in tables and REEMBED_TABLE in tables and self._remote is None:
             os.rename(self.path / f"{REEMBED_TABLE}.lance", self.path / f"{TABLE}.lance")
 
     def _open_or_create(self, allow_destructive: bool) -> Any:
@@ -351,11 +366,13 @@ class MemoryStore:
                     result.added.append(rec.id)
                 rec.event_at = rec.event_at or rec.created_at
             data = pa.Table.from_pylist([r.to_row() for r in batch], schema=self.schema)
-            (
-                self._table.merge_insert("id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(data, on_bad_vectors="null")  # null = no context
+            retry_conflicts(
+                lambda: (
+                    self._table.merge_insert("id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(data, on_bad_vectors="null")
+                )  # null = no context
             )
         return result
 
@@ -378,10 +395,8 @@ class MemoryStore:
                 rec.updated_at = rec.updated_at or rec.created_at
                 rec.event_at = rec.event_at or rec.created_at
             if fresh:
-                self._table.add(
-                    pa.Table.from_pylist([r.to_row() for r in fresh], schema=self.schema),
-                    on_bad_vectors="null",
-                )
+                data = pa.Table.from_pylist([r.to_row() for r in fresh], schema=self.schema)
+                retry_conflicts(lambda: self._table.add(data, on_bad_vectors="null"))
         return [r.id for r in fresh]
 
     def update(self, memory_id: str, **changes: Any) -> MemoryRecord:
@@ -408,7 +423,7 @@ class MemoryStore:
         pred = sql_in("id", ids) if ids is not None else str(where)
         with self.write_lock():
             before = self._table.count_rows()
-            self._table.delete(pred)
+            retry_conflicts(lambda: self._table.delete(pred))
             return int(before - self._table.count_rows())
 
     def bump_access(self, ids: Sequence[str] | dict[str, int]) -> None:
@@ -423,9 +438,9 @@ class MemoryStore:
             return
         with self.write_lock():
             for n, group in sorted(by_n.items()):
-                self._table.update(
-                    where=sql_in("id", group), values_sql={"access_count": f"access_count + {n}"}
-                )
+                values = {"access_count": f"access_count + {n}"}
+                pred = sql_in("id", group)
+                retry_conflicts(lambda: self._table.update(where=pred, values_sql=values))  # noqa: B023
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -668,7 +683,15 @@ class MemoryStore:
         the threshold. When compaction is stuck behind the ANN index segments, rebuild the
         vector indexes (always with ``full``, otherwise only below REBUILD_ROWS rows)."""
         done: dict[str, Any] = {"optimized": False, "ann_built": False, "rebuilt": False}
-        with self.write_lock():
+        if self._remote is not None and not self._remote.maintaining():
+            from olav.memory.remote import LeaseHeldError
+
+            try:
+                with self.maintenance_lock():
+                    return self.maintain(force_optimize=force_optimize, full=full)
+            except LeaseHeldError:  # another machine is maintaining the table right now
+                return {**done, "skipped": "lease held"}
+        with self.maintenance_lock():
             _ensure_fts(self._table)
             _ensure_scalar(self._table)
             state = self.index_state()
@@ -727,7 +750,7 @@ class MemoryStore:
 
 
 def reembed(
-    path: Path,
+    path: Path | MemoryLocation,
     embedder: Embedder,
     *,
     progress: Callable[[int, int], None] | None = None,
@@ -742,9 +765,14 @@ def reembed(
     import lancedb
     from filelock import FileLock
 
-    path = Path(path)
-    with FileLock(str(lock_path(path)), timeout=120):
-        return _reembed_locked(path, lancedb.connect(str(path)), embedder, progress, batch)
+    loc = location(path)
+    if loc.remote:  # writers wait for the write lease, held here for up to an hour
+        guards = RemoteGuards(loc, timeout=120)
+        with guards.maintenance(), guards.write(ttl=3600):
+            db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
+            return _reembed_locked(loc.path, db, embedder, progress, batch)
+    with FileLock(str(lock_path(loc.path)), timeout=120):
+        return _reembed_locked(loc.path, lancedb.connect(loc.uri), embedder, progress, batch)
 
 
 def _reembed_locked(
@@ -755,7 +783,8 @@ def _reembed_locked(
     batch: int,
 ) -> tuple[int, str]:
     tables = list(db.list_tables().tables)
-    if TABLE not in tables and REEMBED_TABLE in tables:  # a swap cut between its renames
+    remote = "://" in str(db.uri)
+    if TABLE not in tables and REEMBED_TABLE in tables and not remote:  # a cut swap
         os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
         tables = list(db.list_tables().tables)
     if TABLE not in tables:
@@ -792,6 +821,8 @@ def _reembed_locked(
     if new.count_rows() != total:
         raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
     backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    if remote:
+        return total, _swap_remote(db, old, new, backup)
     n = 1
     while (path / f"{backup}.lance").exists():  # two re-embeds within one second
         n += 1
@@ -799,6 +830,18 @@ def _reembed_locked(
     os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
     os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
     return total, backup
+
+
+def _swap_remote(db: Any, old: Any, new: Any, backup: str) -> str:
+    """Object storage cannot rename a table: keep a copy of the old rows as the backup, then
+    overwrite the live table with the new rows in one commit (readers see the old table or
+    the new one), and rebuild its indexes."""
+    db.create_table(backup, old.to_arrow(), on_bad_vectors="null")  # null = no context
+    table = db.create_table(TABLE, new.to_arrow(), mode="overwrite", on_bad_vectors="null")
+    _ensure_fts(table)
+    _ensure_scalar(table)
+    db.drop_table(REEMBED_TABLE)
+    return backup
 
 
 def _ensure_fts(table: Any) -> None:
@@ -830,10 +873,19 @@ def _scalar_config(kind: str) -> Any:
     return BTree() if kind == "btree" else Bitmap()
 
 
-def drop_backup(path: Path, name: str) -> None:
+def drop_backup(path: Path | MemoryLocation, name: str) -> None:
     if not name.startswith(BACKUP_PREFIX) or "/" in name:
         raise MemoryStoreError(f"{name!r} is not a memory backup")
-    target = Path(path) / f"{name}.lance"
+    loc = location(path)
+    if loc.remote:
+        import lancedb
+
+        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
+        if name not in db.list_tables().tables:
+            raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
+        db.drop_table(name)
+        return
+    target = loc.path / f"{name}.lance"
     if not target.is_dir():
         raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
     shutil.rmtree(target)

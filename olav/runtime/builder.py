@@ -109,7 +109,7 @@ def open_memory(ws: Workspace, run: RunContext) -> Any:
         raise  # configuration errors carry their fix; running on would hide them
     except Exception as exc:  # memory must never take the agent down
         reason = describe_error(exc)
-        log.warning("memory table %s could not be opened: %s", ws.memory_path, exc)
+        log.warning("memory table could not be opened: %s", reason)
         if run.audit:
             detail = {"stage": "open", "error": type(exc).__name__, "message": reason}
             run.audit.event(run.run_id, "memory_unavailable", detail)

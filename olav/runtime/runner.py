@@ -20,6 +20,7 @@ from olav.learning.trace_learner import start_trace_learning
 from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.episodes import EVERY_N_TURNS
+from olav.memory.scopes import private_scope
 from olav.memory.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.middleware import RunContext, message_text
@@ -226,6 +227,7 @@ class Session:
                 question=text if finished else "",
                 run_id=run_id,
                 declared=self._capture,
+                scope=private_scope(self.ws.config),
             )
         except Exception as exc:  # learning must never break the chat
             log.warning("capture failed for run %s: %s", run_id, exc)

@@ -16,8 +16,9 @@ from olav.memory.schema import CATEGORIES, now
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec
 
-SCOPES = ("global", "agentA", "agentB", "team:x")
-VISIBLE = ("agentA", "global")
+SCOPES = ("global", "agentA", "agentB", "team:x", "team:y", "user:alice", "user:bob")
+# what agentA's recall reads for operator alice of team x (see test_recall_reads_...)
+VISIBLE = ("agentA", "global", "user:alice", "team:x")
 VOCAB = (
     "router",
     "backup",
@@ -79,7 +80,7 @@ def _records(rows: list[tuple[str, str, str, str]]) -> list:
         max_size=3,
     ),
 )
-def test_agent_a_never_sees_agent_b_or_team_rows(
+def test_agent_a_never_sees_agent_b_another_user_or_another_team(
     rows: list[tuple[str, str, str, str]], queries: list[tuple[str, int, list[str] | None]]
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,3 +167,15 @@ def test_whitespace_scope_cannot_be_written(tmp_path: Path) -> None:
     with pytest.raises(MemoryStoreError, match="scope"):
         store.upsert([rec("bad", "blank scope", scope="   ")])
     assert store.count() == 0
+
+
+def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
+    from olav.core.config import Config
+    from olav.memory.recall import Recaller
+    from olav.memory.scopes import personal_scopes
+
+    cfg = Config.load(None, environ={"OLAV_MEMORY_USER": "Alice", "OLAV_MEMORY_TEAM": "x"})
+    with tempfile.TemporaryDirectory() as tmp:
+        store = hash_store(Path(tmp) / "m.lance")
+        recaller = Recaller(store, agent="agentA", extra_scopes=personal_scopes(cfg))
+        assert sorted(recaller.scopes) == sorted(VISIBLE)

@@ -26,7 +26,12 @@ class RecallArgs(ToolArgs):
 def recall_memory(
     ctx: ToolContext, query: str, category: str | None = None, scope: str | None = None
 ) -> str:
-    scopes = [scope] if scope else [ctx.agent, "global"]
+    from olav.memory.scopes import allowed_scope, personal_scopes
+
+    if scope and ctx.config and not allowed_scope(ctx.config, scope):
+        return tool_error(f"scope {scope} is another operator's private memory")
+    mine = personal_scopes(ctx.config) if ctx.config else ()
+    scopes = [scope] if scope else [ctx.agent, "global", *mine]
     try:
         hits = ctx.store.search(
             query, scopes=scopes, categories=[category] if category else None, k=5
@@ -60,9 +65,13 @@ class LessonArgs(ToolArgs):
 def record_reflection(ctx: ToolContext, lesson: str) -> str:
     from olav.memory.calibration import dedup_distance
     from olav.memory.lessons import add_reflection
+    from olav.memory.scopes import private_scope
 
     threshold = dedup_distance(ctx.config, ctx.store.embedder.name) if ctx.config else 0.20
-    added, rid = add_reflection(ctx.store, lesson, source="reflector", dedup_distance=threshold)
+    scope = private_scope(ctx.config) or "global"
+    added, rid = add_reflection(
+        ctx.store, lesson, source="reflector", dedup_distance=threshold, scope=scope
+    )
     return f"Recorded lesson {rid}" if added else f"Skipped: a near-identical lesson exists ({rid})"
 
 

@@ -1,0 +1,183 @@
+"""The memory table on S3-compatible object storage (`memory.uri`), end to end through the
+CLI against a real S3-protocol server on 127.0.0.1 (tests/s3server.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import HASH_CONFIG
+from tests.helpers import run_olav
+from tests.s3server import team_config, write_workspace
+
+
+def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> tuple[Path, str]:
+    uri = uri or f"s3://{server.bucket()}/olav/netops"
+    root = write_workspace(tmp_path / name, team_config(server.endpoint, uri, HASH_CONFIG))
+    return root, uri
+
+
+def _olav(root: Path, server: Any, *args: str) -> Any:
+    return run_olav(*args, cwd=root, env=server.env)
+
+
+def test_init_primes_guides_into_the_bucket_and_search_reads_them(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    root, uri = _workspace(tmp_path, s3_env)
+    done = _olav(root, s3_env, "init", ".")
+    assert done.returncode == 0, done.stderr
+    assert not (root / ".olav" / "databases" / "memory.lance").exists()  # nothing local
+    bucket, prefix = uri[5:].split("/", 1)
+    keys = [o["Key"] for o in s3_env.client().list_objects_v2(Bucket=bucket)["Contents"]]
+    assert any(k.startswith(f"{prefix}/memory.lance/") for k in keys)
+    found = _olav(root, s3_env, "memory", "search", "backup router config", "--json")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert hits and all(h["category"] for h in hits)
+    again = _olav(root, s3_env, "kb", "import-guides")
+    assert again.returncode == 0, again.stderr
+    assert "0 added" in again.stdout
+    stats = _olav(root, s3_env, "memory", "stats", "--json")
+    assert json.loads(stats.stdout)["rows"] == len(hits) or json.loads(stats.stdout)["rows"] > 0
+
+
+def test_init_memory_uri_writes_the_setting_and_doctor_checks_the_bucket(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    bucket = s3_env.bucket()
+    root = tmp_path / "ws"
+    write_workspace(root, HASH_CONFIG)
+    uri = f"s3://{bucket}/olav/team"
+    done = _olav(
+        root, s3_env, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint
+    )
+    assert done.returncode == 0, done.stderr
+    text = (root / ".olav" / "olav.yaml").read_text()
+    assert uri in text and s3_env.endpoint in text
+    assert s3_env.env["AWS_SECRET_ACCESS_KEY"] not in text  # credentials stay in the env
+    doctor = _olav(root, s3_env, "doctor")
+    assert "team memory" in doctor.stdout and f"bucket {bucket}" in doctor.stdout, doctor.stdout
+    assert "-d table" in doctor.stdout
+
+
+@pytest.mark.parametrize("fault", ["missing bucket", "unreachable", "bad uri"])
+def test_a_broken_team_table_is_a_one_line_error(tmp_path: Path, s3_env: Any, fault: str) -> None:
+    from tests.reliability._support import assert_one_line_error
+
+    uri = {"missing bucket": "s3://no-such-bucket-olav/x", "bad uri": "gs://x/y"}.get(fault, "")
+    root, uri = _workspace(tmp_path, s3_env, uri=uri)
+    if fault == "unreachable":
+        from tests.s3server import free_port
+
+        text = (root / ".olav" / "olav.yaml").read_text()
+        dead = f"http://127.0.0.1:{free_port()}"
+        (root / ".olav" / "olav.yaml").write_text(text.replace(s3_env.endpoint, dead))
+    out = _olav(root, s3_env, "memory", "search", "backup")
+    expect = {
+        "missing bucket": "bucket of s3://no-such-bucket-olav/x does not exist",
+        "unreachable": "cannot reach the object store",
+        "bad uri": "memory.uri: 'gs://x/y' is not supported",
+    }[fault]
+    assert_one_line_error(out, expect)
+    doctor = _olav(root, s3_env, "doctor")
+    assert expect in doctor.stdout
+
+
+def test_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
+    """A second server that checks credentials (its first request, the bucket, is free)."""
+    from tests.reliability._support import assert_one_line_error
+    from tests.s3server import start_server
+
+    server = start_server({"INITIAL_NO_AUTH_ACTION_COUNT": "1"})
+    try:
+        root, _uri = _workspace(tmp_path, server)
+        out = _olav(root, server, "memory", "search", "backup")
+        assert_one_line_error(out, "refused the credentials", "AWS_ACCESS_KEY_ID")
+        assert server.env["AWS_SECRET_ACCESS_KEY"] not in out.stderr + out.stdout
+        doctor = _olav(root, server, "doctor")
+        assert "refused the credentials" in doctor.stdout
+    finally:
+        server.stop()
+
+
+def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    from olav.core.config import Workspace
+    from olav.memory.store import MemoryStore
+    from tests.reliability._support import assert_one_line_error
+
+    root, _uri = _workspace(tmp_path, s3_env)
+    assert _olav(root, s3_env, "init", ".").returncode == 0
+    store = MemoryStore.for_workspace(Workspace.open(root))
+    with store.maintenance_lock():  # the first job, on "another machine", is compacting
+        other = _olav(root, s3_env, "memory", "gc")
+        assert_one_line_error(other, "maintenance lease", "is held by", "try again later")
+        # writes go on meanwhile, and the automatic pass after an import steps aside
+        imported = _olav(root, s3_env, "kb", "import-guides")
+        assert imported.returncode == 0, imported.stderr
+    after = _olav(root, s3_env, "memory", "gc")
+    assert after.returncode == 0, after.stderr
+
+
+def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
+    from olav.memory.remote import Lease, MemoryLocation
+
+    loc = MemoryLocation(
+        f"s3://{s3_env.bucket()}/t", {"endpoint": s3_env.endpoint, "allow_http": "true"}
+    )
+    first, second = Lease(loc, "maintenance", 60), Lease(loc, "maintenance", 60)
+    # a holder on another machine that died: its lease expired a second ago
+    dead = json.dumps({"owner": "other-host:1:dead", "expires": time.time() - 1})
+    s3_env.client().put_object(Bucket=first.bucket, Key=first.key, Body=dead.encode())
+    second.owner = "third-host:2:beef"
+    assert first.try_acquire()  # took over the expired one
+    assert not second.try_acquire()  # a live lease is not taken over
+    first.release()
+    assert second.try_acquire()
+    second.release()
+    assert second.holder() is None
+
+
+def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    """export | import into the bucket, then why, list, re-embed, backups and gc there."""
+    local = write_workspace(tmp_path / "local", HASH_CONFIG)
+    assert run_olav("init", ".", cwd=local).returncode == 0
+    assert run_olav("memory", "stats", cwd=local).returncode == 0
+    dump = tmp_path / "memory.jsonl"
+    assert run_olav("kb", "export", str(dump), cwd=local).returncode == 0
+    exported = [json.loads(line)["id"] for line in dump.read_text().splitlines()[1:]]
+
+    team, _uri = _workspace(tmp_path, s3_env, "team")
+    assert _olav(team, s3_env, "init", ".", "--no-prime").returncode == 0
+    moved = _olav(team, s3_env, "kb", "import", str(dump))
+    assert moved.returncode == 0, moved.stderr
+    listed = _olav(team, s3_env, "memory", "list", "--json", "--limit", "1000")
+    assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted(exported)
+    why = _olav(team, s3_env, "memory", "why", "backup the router config", "--json")
+    assert why.returncode == 0, why.stderr
+    assert json.loads(why.stdout)
+
+    # a new embedder: re-embed builds the new table beside the old one and keeps a backup
+    cfg = team / ".olav" / "olav.yaml"
+    cfg.write_text(cfg.read_text().replace("hash-64", "hash-32"))
+    refused = _olav(team, s3_env, "memory", "stats")
+    assert "olav kb re-embed" in refused.stderr
+    redone = _olav(team, s3_env, "kb", "re-embed", "--yes")
+    assert redone.returncode == 0, redone.stderr
+    stats = json.loads(_olav(team, s3_env, "memory", "stats", "--json").stdout)
+    assert stats["dim"] == 32 and stats["rows"] == len(exported)
+    backups = _olav(team, s3_env, "kb", "backups").stdout.split()
+    assert len(backups) == 1 and backups[0].startswith("memory_backup_")
+    dropped = _olav(team, s3_env, "kb", "drop-backup", backups[0], "--yes")
+    assert dropped.returncode == 0, dropped.stderr
+    assert _olav(team, s3_env, "kb", "backups").stdout.strip() == "no backups"
+    gc = _olav(team, s3_env, "memory", "gc")
+    assert gc.returncode == 0, gc.stderr

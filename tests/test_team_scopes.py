@@ -1,0 +1,65 @@
+"""Two operators, one team table: alice's private lesson never reaches bob's recall or
+search; once she promotes it and a person confirms the draft, the whole team recalls it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import HASH_CONFIG
+from tests.helpers import run_olav
+from tests.s3server import team_config, write_workspace
+
+LESSON = "before upgrading zorblax firmware drain the bgp sessions"
+
+
+def _operator(tmp_path: Path, server: Any, uri: str, user: str) -> Path:
+    text = team_config(server.endpoint, uri, HASH_CONFIG) + f"  user: {user}\n  team: netops\n"
+    return write_workspace(tmp_path / user, text)
+
+
+def _recalled(root: Path, server: Any) -> list[str]:
+    out = run_olav("memory", "why", LESSON, "--json", cwd=root, env=server.env)
+    assert out.returncode == 0, out.stderr
+    return [c["id"] for c in json.loads(out.stdout)["candidates"]]
+
+
+def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s3_env: Any) -> None:
+    from olav.core.config import Workspace
+    from olav.memory.lessons import add_reflection
+    from olav.memory.scopes import private_scope
+    from olav.memory.store import MemoryStore
+
+    uri = f"s3://{s3_env.bucket()}/olav/netops"
+    alice = _operator(tmp_path, s3_env, uri, "alice")
+    bob = _operator(tmp_path, s3_env, uri, "bob")
+    assert run_olav("init", ".", cwd=alice, env=s3_env.env).returncode == 0
+    assert run_olav("init", ".", "--no-prime", cwd=bob, env=s3_env.env).returncode == 0
+    ws = Workspace.open(alice)
+    added, rid = add_reflection(
+        MemoryStore.for_workspace(ws), LESSON, dedup_distance=0.0, scope=private_scope(ws.config)
+    )
+    assert added and private_scope(ws.config) == "user:alice"
+
+    assert rid in _recalled(alice, s3_env)
+    assert rid not in _recalled(bob, s3_env)
+    found = run_olav("memory", "search", LESSON, "--json", "-k", "50", cwd=bob, env=s3_env.env)
+    assert all(h["scope"] != "user:alice" for h in json.loads(found.stdout))
+
+    asked = run_olav("memory", "promote", rid, cwd=alice, env=s3_env.env)
+    assert asked.returncode == 0, asked.stderr
+    assert not [i for i in _recalled(bob, s3_env) if i != rid and "team" in i]  # a draft only
+    draft = f"team_{rid}"
+    done = run_olav("kb", "drafts", "confirm", draft, cwd=alice, env=s3_env.env)
+    assert done.returncode == 0, done.stderr
+    shared = [
+        h
+        for h in json.loads(
+            run_olav("memory", "search", LESSON, "--json", cwd=bob, env=s3_env.env).stdout
+        )
+        if h["scope"] == "team:netops"
+    ]
+    assert shared and LESSON in shared[0]["text"]
+    assert shared[0]["id"] in _recalled(bob, s3_env)
+    assert rid not in _recalled(bob, s3_env)  # the private row itself stays private
