@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import HASH_CONFIG
-from tests.helpers import run_olav
+from tests.helpers import HASH_CONFIG, run_olav
 from tests.s3server import team_config, write_workspace
 
 

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import HASH_CONFIG
-from tests.helpers import run_olav
+from tests.helpers import HASH_CONFIG, run_olav
 from tests.s3server import team_config, write_workspace
 
 LESSON = "before upgrading zorblax firmware drain the bgp sessions"

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import HASH_CONFIG
+from tests.helpers import HASH_CONFIG
 from tests.s3server import Relay, team_config, write_workspace
 
 COMMIT = rb"PUT /[^ ]*memory\.lance/_versions/"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import HASH_CONFIG
+from tests.helpers import HASH_CONFIG
 from tests.s3server import team_config, write_workspace
 
 ROUNDS = 6
