@@ -87,7 +87,9 @@ def test_the_rule(signals: Signals, lesson: bool, relevant: bool, reason: str) -
 
 def test_floors_from_the_settings() -> None:
     e5 = "e5:multilingual-e5-small"
-    assert relevance_floors({"memory.relevance": "auto"}, e5) == FLOORS
+    assert relevance_floors({"memory.relevance": "auto"}, e5) == Floors(
+        0.03, 0.0, -0.02, 0.03, 0.02, 0.005
+    )
     assert relevance_floors({"memory.relevance": "off"}, e5) is None
     # nobody calibrated these: the nearest memories are sent, and doctor says so
     assert relevance_floors({"memory.relevance": "auto"}, "ollama:bge-m3") is None

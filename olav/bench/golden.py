@@ -507,7 +507,7 @@ def _pct(value: float | None) -> str:
 
 
 def floors_label(f: dict[str, Any]) -> str:
-    """``0.03 (0.0 with words, -0.04 with specific words) · lessons ... · spread 0.005``."""
+    """``0.03 (0.0 with words, -0.02 with specific words) · lessons ... · spread 0.005``."""
     spread = "none" if f["spread"] is None or math.isinf(f["spread"]) else f["spread"]
     return (
         f"{f['directive']} ({f['directive_words']} with words, {f['specific']} with "

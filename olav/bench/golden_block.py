@@ -123,9 +123,11 @@ def slack(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _score(metrics: dict[str, Any]) -> tuple[float, float]:
+def _score(metrics: dict[str, Any]) -> tuple[int, float, float]:
     s = slack(metrics)
-    return (min(s.values()), sum(s.values())) if s else (0.0, 0.0)
+    if not s:
+        return (0, 0.0, 0.0)
+    return (sum(v >= 0 for v in s.values()), min(s.values()), sum(s.values()))
 
 
 def measure(
@@ -166,7 +168,9 @@ def calibrate(
     grid: dict[str, tuple[float, ...]] | None = None,
 ) -> Floors:
     """The floors that best meet the targets on the calibration half at the small tier.
-    Best means the largest worst slack, then the largest total slack. The search is
+    Best means the most targets met, then the largest worst slack, then the largest total
+    slack: a target that can be met is never traded for a few points of one that cannot
+    (the worst slack alone once gave up the stray-lesson target for lessons kept). The search is
     coordinate-wise: each floor in turn takes the best of its grid values (``GRID`` unless
     given), the others held, and the round is repeated; a tie keeps the current value."""
     cal = [r for r in rows if r.query.split == "cal"]
