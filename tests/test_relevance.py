@@ -88,7 +88,7 @@ def test_the_rule(signals: Signals, lesson: bool, relevant: bool, reason: str) -
 def test_floors_from_the_settings() -> None:
     e5 = "e5:multilingual-e5-small"
     assert relevance_floors({"memory.relevance": "auto"}, e5) == Floors(
-        0.03, 0.0, -0.02, 0.03, 0.02, 0.005
+        0.03, 0.0, 0.0, 0.04, 0.03, 0.005
     )
     assert relevance_floors({"memory.relevance": "off"}, e5) is None
     # nobody calibrated these: the nearest memories are sent, and doctor says so
@@ -132,6 +132,26 @@ def test_another_embedder_embeds_the_background_once_and_caches_it(tmp_path: Pat
     assert Counting.calls == n and np.allclose(first.vectors, again.vectors, atol=1e-3)
     level = again.level(again.vectors[:2])
     assert level.shape == (2,) and np.all(level <= 1.0 + 1e-3)
+
+
+def test_the_level_is_measured_among_requests_in_the_requests_language() -> None:
+    # twelve English and twelve Chinese generic requests; a memory near the Chinese ones
+    rng = np.random.default_rng(7)
+    en, zh = rng.normal(size=(12, 8)), rng.normal(size=(12, 8)) + 3.0
+    vectors = np.vstack([en, zh])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    bg = relevance.Background(vectors, ["en"] * 12 + ["zh"] * 12)
+    memory = vectors[12:].mean(axis=0, keepdims=True)
+    memory /= np.linalg.norm(memory)
+    whole, english, chinese = bg.level(memory), bg.level(memory, "en"), bg.level(memory, "zh")
+    # a Chinese request is held to how near the memory comes to Chinese requests
+    assert chinese[0] > english[0] and chinese[0] >= whole[0] - 1e-6
+    sims = (vectors[:12] @ memory.T).ravel()
+    assert english[0] == pytest.approx(np.sort(sims)[-relevance.LEVEL_K :].mean(), abs=1e-5)
+    # without languages (an old cache) every request is measured against the whole set
+    unlabelled = relevance.Background(vectors)
+    assert unlabelled.level(memory, "zh")[0] == pytest.approx(whole[0], abs=1e-6)
+    assert relevance.language("重启 nginx") == "mixed" and relevance.language("重启服务") == "zh"
 
 
 def _why(olav: Any, query: str, agent: str = "core") -> dict[str, Any]:

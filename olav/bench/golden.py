@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import re
 import statistics
 import tempfile
 import time
@@ -58,7 +57,7 @@ from olav.bench.golden_block import (
 )
 from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
-from olav.memory.relevance import Floors
+from olav.memory.relevance import Floors, language
 
 DATA = Path(__file__).parent / "data" / "golden"
 AGENT = "ops"
@@ -67,8 +66,6 @@ KS = (1, 3, 5)
 DEDUP_GRID = tuple(round(0.02 + 0.01 * i, 2) for i in range(39))
 DEDUP_MARGIN = 0.01  # the suggested dedup distance stays this far below every distinct pair
 PRECEDENTS = ("operational_event", "query_pattern")
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]{2,}")
 
 Progress = Callable[[str], None]
 
@@ -112,13 +109,6 @@ class GoldenSet:
     queries: list[GoldenQuery]
     duplicates: list[tuple[str, str]]
     distinct: list[tuple[str, str]]
-
-
-def language(text: str) -> str:
-    """``zh`` (Chinese only), ``mixed`` (Chinese and Latin words) or ``en``."""
-    if not _CJK.search(text):
-        return "en"
-    return "mixed" if _LATIN.search(text) else "zh"
 
 
 def _yaml(path: Path) -> dict[str, Any]:
@@ -507,7 +497,7 @@ def _pct(value: float | None) -> str:
 
 
 def floors_label(f: dict[str, Any]) -> str:
-    """``0.03 (0.0 with words, -0.02 with specific words) · lessons ... · spread 0.005``."""
+    """``0.03 (0.0 with words, 0.0 with specific words) · lessons ... · spread 0.005``."""
     spread = "none" if f["spread"] is None or math.isinf(f["spread"]) else f["spread"]
     return (
         f"{f['directive']} ({f['directive_words']} with words, {f['specific']} with "

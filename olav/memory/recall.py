@@ -27,6 +27,7 @@ from olav.memory.relevance import (
     decide,
     keyword_hits,
     keywords_of,
+    language,
     specific_keywords,
 )
 from olav.memory.store import Hit, MemoryStore
@@ -250,7 +251,7 @@ class Recaller:
         """Every hit with its relevance signals, in the order the block would take them."""
         idents = set(SNAKE.findall(query))
         words = QueryWords.of(query)
-        levels = self._levels(hits)
+        levels = self._levels(hits, language(query))
         cands = []
         for h in hits:
             weight = decay_weight(h.record, half_life_days=self.half_life_days)
@@ -269,14 +270,15 @@ class Recaller:
         cands.sort(key=_order)
         return cands
 
-    def _levels(self, hits: list[Hit]) -> dict[str, float]:
-        """Background level of every hit that came with its vector (one matrix product)."""
+    def _levels(self, hits: list[Hit], lang: str) -> dict[str, float]:
+        """Background level, among generic requests in the request's language ``lang``, of
+        every hit that came with its vector (one matrix product)."""
         with_vec = [(h, h.vector) for h in hits if h.vector is not None and h.distance is not None]
         if self.background is None or not with_vec:
             return {}
         import numpy as np
 
-        levels = self.background.level(np.vstack([v for _, v in with_vec]))
+        levels = self.background.level(np.vstack([v for _, v in with_vec]), lang)
         return {h.record.id: float(v) for (h, _), v in zip(with_vec, levels, strict=True)}
 
     def _signals(self, words: QueryWords, hit: Hit, level: float | None) -> Signals:

@@ -39,7 +39,16 @@ from olav.core.fsutil import atomic_write_bytes
 DATA = Path(__file__).parent / "data"
 BACKGROUND = DATA / "background.txt"
 LEVEL_K = 10  # the background level of a memory: mean of its K nearest generic requests
+# the generic requests a memory's level is measured against, by the language of the request:
+# e5 puts any two Chinese texts nearer than a Chinese and an English one, so a Chinese
+# request is compared with how near the memory comes to other Chinese requests
+LEVEL_LANGUAGES: dict[str, tuple[str, ...]] = {
+    "en": ("en",),
+    "zh": ("zh", "mixed"),
+    "mixed": ("zh", "mixed"),
+}
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]{2,}")
 _SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _TOKEN = re.compile(r"[\w-]+")
 
@@ -204,20 +213,41 @@ def background_texts() -> list[str]:
 
 
 @functools.cache
+def background_languages() -> list[str]:
+    return [language(text) for text in background_texts()]
+
+
+@functools.cache
 def background_words() -> frozenset[str]:
     """Latin words of the generic requests, lower-cased."""
     return frozenset(re.findall(r"[a-z]+", " ".join(background_texts()).lower()))
 
 
+def language(text: str) -> str:
+    """``zh`` (Chinese only), ``mixed`` (Chinese and Latin words) or ``en``."""
+    if not _CJK.search(text):
+        return "en"
+    return "mixed" if _LATIN.search(text) else "zh"
+
+
 class Background:
-    """The generic requests embedded with one embedder."""
+    """The generic requests embedded with one embedder, and the language of each."""
 
-    def __init__(self, vectors: np.ndarray) -> None:
+    def __init__(self, vectors: np.ndarray, languages: list[str] | None = None) -> None:
         self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._by_lang: dict[str, np.ndarray] = {}
+        if languages is not None and len(languages) == len(self.vectors):
+            langs = np.array(languages)
+            for lang, group in LEVEL_LANGUAGES.items():
+                rows = self.vectors[np.isin(langs, group)]
+                if len(rows) >= LEVEL_K:
+                    self._by_lang[lang] = np.ascontiguousarray(rows)
 
-    def level(self, vectors: np.ndarray) -> np.ndarray:
-        """Per row: the mean of its LEVEL_K highest similarities to the background."""
-        sims = np.atleast_2d(vectors) @ self.vectors.T
+    def level(self, vectors: np.ndarray, lang: str | None = None) -> np.ndarray:
+        """Per row: the mean of its LEVEL_K highest similarities to the background, or to
+        the part of it in the request's language ``lang`` (``LEVEL_LANGUAGES``)."""
+        bg = self._by_lang.get(lang, self.vectors) if lang else self.vectors
+        sims = np.atleast_2d(vectors) @ bg.T
         k = min(LEVEL_K, sims.shape[1])
         return np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
 
@@ -247,7 +277,7 @@ def _read(path: Path, key: str) -> Background | None:
         with np.load(path) as data:
             if str(data["key"]) != key:
                 return None
-            return Background(data["vectors"].astype(np.float32))
+            return Background(data["vectors"].astype(np.float32), background_languages())
     except (OSError, KeyError, ValueError):
         return None
 
@@ -274,7 +304,7 @@ def load_background(embedder: Any, cache_dir: Path | None = None) -> Background:
         bg = next((b for p in paths if p.is_file() and (b := _read(p, key))), None)
         if bg is None:
             vectors = np.vstack([embedder.embed_query(t) for t in texts])
-            bg = Background(vectors)
+            bg = Background(vectors, background_languages())
             if cache_dir is not None:
                 save_background(cache_dir / f"background-{key}.npz", key, vectors)
         _LOADED[key] = bg
