@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import HASH_CONFIG, run_olav
+from tests.reliability._support import assert_one_line_error
 from tests.s3server import team_config, write_workspace
 
 LESSON = "before upgrading zorblax firmware drain the bgp sessions"
@@ -45,6 +46,13 @@ def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s
     assert rid not in _recalled(bob, s3_env)
     found = run_olav("memory", "search", LESSON, "--json", "-k", "50", cwd=bob, env=s3_env.env)
     assert all(h["scope"] != "user:alice" for h in json.loads(found.stdout))
+    # knowing the id does not help: show and promote answer as for a missing row
+    for command in (("memory", "show", rid), ("memory", "promote", rid)):
+        peek = run_olav(*command, cwd=bob, env=s3_env.env)
+        assert_one_line_error(peek, f"no memory with id {rid!r}")
+        assert LESSON not in peek.stdout + peek.stderr
+    mine = run_olav("memory", "show", rid, "--json", cwd=alice, env=s3_env.env)
+    assert json.loads(mine.stdout)["scope"] == "user:alice"
 
     asked = run_olav("memory", "promote", rid, cwd=alice, env=s3_env.env)
     assert asked.returncode == 0, asked.stderr
