@@ -124,23 +124,69 @@ def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
     assert after.returncode == 0, after.stderr
 
 
-def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
-    from olav.memory.remote import Lease, MemoryLocation
+def _lease_location(server: Any) -> Any:
+    from olav.memory.remote import MemoryLocation
 
-    loc = MemoryLocation(
-        f"s3://{s3_env.bucket()}/t", {"endpoint": s3_env.endpoint, "allow_http": "true"}
+    return MemoryLocation(
+        f"s3://{server.bucket()}/t", {"endpoint": server.endpoint, "allow_http": "true"}
     )
+
+
+def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
+    from olav.memory.remote import Lease
+
+    loc = _lease_location(s3_env)
     first, second = Lease(loc, "maintenance", 60), Lease(loc, "maintenance", 60)
-    # a holder on another machine that died: its lease expired a second ago
-    dead = json.dumps({"owner": "other-host:1:dead", "expires": time.time() - 1})
+    # a holder on another machine that died: its lease ran out (a time to live of 0 s)
+    dead = json.dumps({"owner": "other-host:1:dead", "ttl": 0})
     s3_env.client().put_object(Bucket=first.bucket, Key=first.key, Body=dead.encode())
     second.owner = "third-host:2:beef"
     assert first.try_acquire()  # took over the expired one
-    assert not second.try_acquire()  # a live lease is not taken over
+    # as another machine would try (in this process, the registry of leases refuses first)
+    assert not second._try_put()  # a live lease is not taken over
     first.release()
     assert second.try_acquire()
     second.release()
     assert second.holder() is None
+
+
+SKEW = 600.0  # ten minutes
+
+
+@pytest.mark.parametrize(
+    ("holder_skew", "taker_skew"),
+    [(SKEW, 0.0), (-SKEW, 0.0), (0.0, SKEW), (0.0, -SKEW), (SKEW, -SKEW), (-SKEW, SKEW)],
+    ids=["holder-fast", "holder-slow", "taker-fast", "taker-slow", "apart+-", "apart-+"],
+)
+def test_a_skewed_clock_neither_steals_a_live_lease_nor_holds_one_forever(
+    s3_env: Any, holder_skew: float, taker_skew: float
+) -> None:
+    """Two machines whose clocks are ten minutes apart (injected clocks): expiry is counted
+    on the object store's clock, so a live lease runs its 60 s for both, and a lease that
+    ran out on the store is free at once, however far ahead the holder's clock was."""
+    from olav.memory.remote import Lease, LeaseHeldError
+
+    loc = _lease_location(s3_env)
+
+    def lease(ttl: float, skew: float, owner: str) -> Lease:
+        made = Lease(loc, "write", ttl, clock=lambda: time.time() + skew)
+        made.owner = owner
+        return made
+
+    holder = lease(60, holder_skew, "holder-host:1:aaaa")
+    taker = lease(60, taker_skew, "taker-host:2:bbbb")
+    assert holder._try_put()  # on "another machine"
+    held = taker.holder()
+    assert held is not None and held.owner == holder.owner
+    assert 58 <= held.left <= 60, held  # neither ten minutes more nor ten minutes less
+    assert not taker._try_put()  # not stolen early
+    with pytest.raises(LeaseHeldError, match=r"held by holder-host:1:aaaa for (58|59|60)s more"):
+        taker.acquire(0)
+
+    # the holder died, and its lease has run out on the store's clock (a 0 s lease)
+    assert lease(0, holder_skew, holder.owner)._try_put()  # its own lease: rewritten
+    assert taker._try_put()  # taken over at once, not ten minutes later
+    assert taker.holder().owner == taker.owner  # type: ignore[union-attr]
 
 
 def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(

@@ -23,9 +23,10 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -223,17 +224,51 @@ def _code(exc: Exception) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-class Lease:
-    """A lock object ``<prefix>/_olav_leases/<name>.json`` with an expiry, taken with a
-    conditional PUT (If-None-Match), and taken over once expired with If-Match on its ETag,
-    so exactly one process wins either way. Expiry uses the holder's clock. Not re-entrant:
-    :class:`olav.memory.writes.RemoteGuards` counts nested uses."""
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease, its ETag, and how long it still runs on the object store's clock."""
 
-    def __init__(self, loc: MemoryLocation, name: str, ttl: float, client: Any = None) -> None:
+    owner: str
+    etag: str
+    left: float
+
+
+def _store_now(response: dict[str, Any]) -> float | None:
+    """The object store's clock at a response: its Date header (None when it sent none)."""
+    header = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not header:
+        return None
+    try:
+        return parsedate_to_datetime(str(header)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class Lease:
+    """A lock object ``<prefix>/_olav_leases/<name>.json`` with a time to live, taken with a
+    conditional PUT (If-None-Match), and taken over once expired with If-Match on its ETag,
+    so exactly one process wins either way.
+
+    Expiry is measured on the object store's clock, never a machine's: the lease runs out
+    ``ttl`` seconds after the object's Last-Modified time, compared with the Date of the
+    response that read it. A machine whose clock is minutes off neither takes a live lease
+    early nor holds one forever. (``expires``, on the holder's clock, is written only for
+    people reading the object.) Not re-entrant: :class:`olav.memory.writes.RemoteGuards`
+    counts nested uses."""
+
+    def __init__(
+        self,
+        loc: MemoryLocation,
+        name: str,
+        ttl: float,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.loc, self.name, self.ttl = loc, name, ttl
         self.bucket, self.key = loc.bucket_key(LEASE_DIR, f"{name}.json")
         self.owner = process_owner()
         self._client = client
+        self.clock = clock  # this machine's clock: only a fallback for a store without Date
 
     @property
     def client(self) -> Any:
@@ -242,17 +277,30 @@ class Lease:
         return self._client
 
     def _body(self) -> bytes:
-        return json.dumps({"owner": self.owner, "expires": time.time() + self.ttl}).encode()
+        data = {"owner": self.owner, "ttl": self.ttl, "expires": self.clock() + self.ttl}
+        return json.dumps(data).encode()
 
-    def holder(self) -> tuple[dict[str, Any], str] | None:
-        """The current lease (owner, expires) and its ETag, or None when free."""
+    def holder(self) -> Holder | None:
+        """The current lease, or None when free."""
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except Exception as exc:
             if _code(exc) in ("NoSuchKey", "404"):
                 return None
             raise
-        return json.loads(got["Body"].read() or b"{}"), str(got["ETag"])
+        try:
+            data = json.loads(got["Body"].read() or b"{}")
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        ttl = data.get("ttl")
+        # a lease written without its ttl (an older olav) has its name's
+        ttl = float(ttl) if isinstance(ttl, int | float) else self.ttl
+        now = _store_now(got)
+        if now is None:
+            now = self.clock()
+        written = got["LastModified"].timestamp()
+        return Holder(str(data.get("owner", "?")), str(got["ETag"]), written + ttl - now)
 
     def try_acquire(self) -> bool:
         with _THREADS:
@@ -275,12 +323,12 @@ class Lease:
         held = self.holder()
         if held is None:
             return False  # freed meanwhile: the next try takes it
-        mine = held[0].get("owner") == self.owner  # left behind by this process
-        if not mine and held[0].get("expires", 0) > time.time():
+        mine = held.owner == self.owner  # left behind by this process
+        if not mine and held.left > 0:
             return False
         try:  # expired: take it over, unless another process took it first
             self.client.put_object(
-                Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=held[1]
+                Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=held.etag
             )
             return True
         except Exception as exc:
@@ -301,8 +349,8 @@ class Lease:
 
     def held_error(self) -> LeaseHeldError:
         held = self.holder()
-        who = held[0].get("owner", "?") if held else "another process"
-        left = max(0.0, held[0].get("expires", 0) - time.time()) if held else 0.0
+        who = held.owner if held else "another process"
+        left = max(0.0, held.left) if held else 0.0
         return LeaseHeldError(
             f"the {self.name} lease on {self.loc.uri} is held by {who} for {left:.0f}s more",
             hint="Another machine is doing this now; try again later",
@@ -313,7 +361,7 @@ class Lease:
         try:
             with remote_errors(self.loc):
                 held = self.holder()
-                if held is not None and held[0].get("owner") == self.owner:
+                if held is not None and held.owner == self.owner:
                     self.client.delete_object(Bucket=self.bucket, Key=self.key)
         finally:
             with _THREADS:
