@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import HASH_CONFIG, run_olav
-from tests.s3server import team_config, write_workspace
+from tests.s3server import olav_here, team_config, write_workspace
 
 
 def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> tuple[Path, str]:
@@ -28,20 +28,20 @@ def test_init_primes_guides_into_the_bucket_and_search_reads_them(
     tmp_path: Path, s3_env: Any
 ) -> None:
     root, uri = _workspace(tmp_path, s3_env)
-    done = _olav(root, s3_env, "init", ".")
+    done = olav_here(root, "init", ".")
     assert done.returncode == 0, done.stderr
     assert not (root / ".olav" / "databases" / "memory.lance").exists()  # nothing local
     bucket, prefix = uri[5:].split("/", 1)
     keys = [o["Key"] for o in s3_env.client().list_objects_v2(Bucket=bucket)["Contents"]]
     assert any(k.startswith(f"{prefix}/memory.lance/") for k in keys)
-    found = _olav(root, s3_env, "memory", "search", "backup router config", "--json")
+    found = olav_here(root, "memory", "search", "backup router config", "--json")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits and all(h["category"] for h in hits)
-    again = _olav(root, s3_env, "kb", "import-guides")
+    again = olav_here(root, "kb", "import-guides")
     assert again.returncode == 0, again.stderr
     assert "0 added" in again.stdout
-    stats = _olav(root, s3_env, "memory", "stats", "--json")
+    stats = olav_here(root, "memory", "stats", "--json")
     assert json.loads(stats.stdout)["rows"] == len(hits) or json.loads(stats.stdout)["rows"] > 0
 
 
@@ -52,14 +52,12 @@ def test_init_memory_uri_writes_the_setting_and_doctor_checks_the_bucket(
     root = tmp_path / "ws"
     write_workspace(root, HASH_CONFIG)
     uri = f"s3://{bucket}/olav/team"
-    done = _olav(
-        root, s3_env, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint
-    )
+    done = olav_here(root, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint)
     assert done.returncode == 0, done.stderr
     text = (root / ".olav" / "olav.yaml").read_text()
     assert uri in text and s3_env.endpoint in text
     assert s3_env.env["AWS_SECRET_ACCESS_KEY"] not in text  # credentials stay in the env
-    doctor = _olav(root, s3_env, "doctor")
+    doctor = olav_here(root, "doctor")
     assert "team memory" in doctor.stdout and f"bucket {bucket}" in doctor.stdout, doctor.stdout
     assert "-d table" in doctor.stdout
 
@@ -83,7 +81,7 @@ def test_a_broken_team_table_is_a_one_line_error(tmp_path: Path, s3_env: Any, fa
         "bad uri": "memory.uri: 'gs://x/y' is not supported",
     }[fault]
     assert_one_line_error(out, expect)
-    doctor = _olav(root, s3_env, "doctor")
+    doctor = olav_here(root, "doctor")
     assert expect in doctor.stdout
 
 
@@ -112,15 +110,15 @@ def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
     from tests.reliability._support import assert_one_line_error
 
     root, _uri = _workspace(tmp_path, s3_env)
-    assert _olav(root, s3_env, "init", ".").returncode == 0
+    assert olav_here(root, "init", ".").returncode == 0
     store = MemoryStore.for_workspace(Workspace.open(root))
     with store.maintenance_lock():  # the first job, on "another machine", is compacting
         other = _olav(root, s3_env, "memory", "gc")
         assert_one_line_error(other, "maintenance lease", "is held by", "try again later")
         # writes go on meanwhile, and the automatic pass after an import steps aside
-        imported = _olav(root, s3_env, "kb", "import-guides")
+        imported = olav_here(root, "kb", "import-guides")
         assert imported.returncode == 0, imported.stderr
-    after = _olav(root, s3_env, "memory", "gc")
+    after = olav_here(root, "memory", "gc")
     assert after.returncode == 0, after.stderr
 
 
@@ -194,35 +192,35 @@ def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
 ) -> None:
     """export | import into the bucket, then why, list, re-embed, backups and gc there."""
     local = write_workspace(tmp_path / "local", HASH_CONFIG)
-    assert run_olav("init", ".", cwd=local).returncode == 0
-    assert run_olav("memory", "stats", cwd=local).returncode == 0
+    assert olav_here(local, "init", ".").returncode == 0
+    assert olav_here(local, "memory", "stats").returncode == 0
     dump = tmp_path / "memory.jsonl"
-    assert run_olav("kb", "export", str(dump), cwd=local).returncode == 0
+    assert olav_here(local, "kb", "export", str(dump)).returncode == 0
     exported = [json.loads(line)["id"] for line in dump.read_text().splitlines()[1:]]
 
     team, _uri = _workspace(tmp_path, s3_env, "team")
-    assert _olav(team, s3_env, "init", ".", "--no-prime").returncode == 0
-    moved = _olav(team, s3_env, "kb", "import", str(dump))
+    assert olav_here(team, "init", ".", "--no-prime").returncode == 0
+    moved = olav_here(team, "kb", "import", str(dump))
     assert moved.returncode == 0, moved.stderr
-    listed = _olav(team, s3_env, "memory", "list", "--json", "--limit", "1000")
+    listed = olav_here(team, "memory", "list", "--json", "--limit", "1000")
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted(exported)
-    why = _olav(team, s3_env, "memory", "why", "backup the router config", "--json")
+    why = olav_here(team, "memory", "why", "backup the router config", "--json")
     assert why.returncode == 0, why.stderr
     assert json.loads(why.stdout)
 
     # a new embedder: re-embed builds the new table beside the old one and keeps a backup
     cfg = team / ".olav" / "olav.yaml"
     cfg.write_text(cfg.read_text().replace("hash-64", "hash-32"))
-    refused = _olav(team, s3_env, "memory", "stats")
+    refused = _olav(team, s3_env, "memory", "stats")  # what the user sees
     assert "olav kb re-embed" in refused.stderr
-    redone = _olav(team, s3_env, "kb", "re-embed", "--yes")
+    redone = olav_here(team, "kb", "re-embed", "--yes")
     assert redone.returncode == 0, redone.stderr
-    stats = json.loads(_olav(team, s3_env, "memory", "stats", "--json").stdout)
+    stats = json.loads(olav_here(team, "memory", "stats", "--json").stdout)
     assert stats["dim"] == 32 and stats["rows"] == len(exported)
-    backups = _olav(team, s3_env, "kb", "backups").stdout.split()
+    backups = olav_here(team, "kb", "backups").stdout.split()
     assert len(backups) == 1 and backups[0].startswith("memory_backup_")
-    dropped = _olav(team, s3_env, "kb", "drop-backup", backups[0], "--yes")
+    dropped = olav_here(team, "kb", "drop-backup", backups[0], "--yes")
     assert dropped.returncode == 0, dropped.stderr
-    assert _olav(team, s3_env, "kb", "backups").stdout.strip() == "no backups"
-    gc = _olav(team, s3_env, "memory", "gc")
+    assert olav_here(team, "kb", "backups").stdout.strip() == "no backups"
+    gc = olav_here(team, "memory", "gc")
     assert gc.returncode == 0, gc.stderr
