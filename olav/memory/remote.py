@@ -38,6 +38,9 @@ WRITE_LEASE = "write"
 MAINTENANCE_LEASE = "maintenance"
 WRITE_TTL = 60.0  # a crashed writer blocks the others this long at most
 MAINTENANCE_TTL = 3600.0
+# the longest pause between two tries for a held lease: a write holds it for about 0.1-0.3 s,
+# so a longer pause leaves the lease idle while writers sleep (two requests per try)
+WAIT_CAP = 0.25
 
 
 # this process's leases in use: a lease in the bucket that names this process but is not in
@@ -344,8 +347,8 @@ class Lease:
             while not self.try_acquire():
                 if time.monotonic() >= deadline:
                     raise self.held_error()
-                time.sleep(min(delay * random.uniform(0.5, 1.5), 1.0))
-                delay = min(delay * 2, 1.0)
+                time.sleep(min(delay * random.uniform(0.5, 1.5), WAIT_CAP))
+                delay = min(delay * 2, WAIT_CAP)
 
     def held_error(self) -> LeaseHeldError:
         held = self.holder()
