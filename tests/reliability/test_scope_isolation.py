@@ -210,7 +210,8 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
     from olav.core.config import Workspace
     from olav.mcp.service import MemoryService
     from olav.memory.store import MemoryStore
-    from tests.helpers import HASH_CONFIG, write_config
+    from olav.runtime.tools.memory import recall_memory
+    from tests.helpers import HASH_CONFIG, tool_context, write_config
 
     settings_text, hidden = OPERATORS[operator]
     # promote names the missing team first; either way the row is not revealed
@@ -268,5 +269,12 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
                 with pytest.raises(OlavError, match="no memory with id"):
                     svc.get(r.id)
         assert not {h["id"] for h in svc.search(query or "x", k=50)["hits"]} & secret
+        # the chat's recall_memory tool, with and without an explicit scope
+        ctx = tool_context(root)
+        ctx.config = ws.config
+        said = recall_memory(ctx, query or "x")
+        assert not [i for i in secret if f" {i}]" in said], said
+        for scope in hidden:
+            assert "another operator" in recall_memory(ctx, query or "x", scope=scope)
 
     check()
