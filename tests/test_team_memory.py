@@ -224,3 +224,18 @@ def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
     assert olav_here(team, "kb", "backups").stdout.strip() == "no backups"
     gc = olav_here(team, "memory", "gc")
     assert gc.returncode == 0, gc.stderr
+
+
+@pytest.mark.parametrize(
+    ("ttl", "left"), [(1e12, 3600.0), (-5, 0.0), ("soon", 60.0), (True, 60.0), (None, 60.0)]
+)
+def test_a_lease_with_a_wild_time_to_live_still_ends(s3_env: Any, ttl: Any, left: float) -> None:
+    """A corrupt or foreign lease object blocks writers for an hour at most; one without a
+    usable ttl counts with its name's (60 s for the write lease)."""
+    from olav.memory.remote import Lease
+
+    lease = Lease(_lease_location(s3_env), "write", 60)
+    body = json.dumps({"owner": "odd-host:1:x", "ttl": ttl}).encode()
+    s3_env.client().put_object(Bucket=lease.bucket, Key=lease.key, Body=body)
+    held = lease.holder()
+    assert held is not None and left - 2 <= held.left <= left, held

@@ -16,6 +16,7 @@ nightly jobs do not compact at once.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -236,6 +237,14 @@ class Holder:
     left: float
 
 
+def _ttl(raw: Any, default: float) -> float:
+    """A lease's time to live as its object says, within [0, MAINTENANCE_TTL]; a lease written
+    without one (an older olav) has its name's, ``default``."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        return default
+    return min(max(float(raw), 0.0), MAINTENANCE_TTL)
+
+
 def _store_now(response: dict[str, Any]) -> float | None:
     """The object store's clock at a response: its Date header (None when it sent none)."""
     header = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
@@ -296,9 +305,7 @@ class Lease:
         except ValueError:
             data = {}
         data = data if isinstance(data, dict) else {}
-        ttl = data.get("ttl")
-        # a lease written without its ttl (an older olav) has its name's
-        ttl = float(ttl) if isinstance(ttl, int | float) else self.ttl
+        ttl = _ttl(data.get("ttl"), self.ttl)
         now = _store_now(got)
         if now is None:
             now = self.clock()
