@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import HASH_CONFIG, run_olav
-from tests.s3server import team_config, write_workspace
+from tests.s3server import olav_here, team_config, write_workspace
 
 
 def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> tuple[Path, str]:
@@ -28,20 +28,20 @@ def test_init_primes_guides_into_the_bucket_and_search_reads_them(
     tmp_path: Path, s3_env: Any
 ) -> None:
     root, uri = _workspace(tmp_path, s3_env)
-    done = _olav(root, s3_env, "init", ".")
+    done = olav_here(root, "init", ".")
     assert done.returncode == 0, done.stderr
     assert not (root / ".olav" / "databases" / "memory.lance").exists()  # nothing local
     bucket, prefix = uri[5:].split("/", 1)
     keys = [o["Key"] for o in s3_env.client().list_objects_v2(Bucket=bucket)["Contents"]]
     assert any(k.startswith(f"{prefix}/memory.lance/") for k in keys)
-    found = _olav(root, s3_env, "memory", "search", "backup router config", "--json")
+    found = olav_here(root, "memory", "search", "backup router config", "--json")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits and all(h["category"] for h in hits)
-    again = _olav(root, s3_env, "kb", "import-guides")
+    again = olav_here(root, "kb", "import-guides")
     assert again.returncode == 0, again.stderr
     assert "0 added" in again.stdout
-    stats = _olav(root, s3_env, "memory", "stats", "--json")
+    stats = olav_here(root, "memory", "stats", "--json")
     assert json.loads(stats.stdout)["rows"] == len(hits) or json.loads(stats.stdout)["rows"] > 0
 
 
@@ -52,14 +52,12 @@ def test_init_memory_uri_writes_the_setting_and_doctor_checks_the_bucket(
     root = tmp_path / "ws"
     write_workspace(root, HASH_CONFIG)
     uri = f"s3://{bucket}/olav/team"
-    done = _olav(
-        root, s3_env, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint
-    )
+    done = olav_here(root, "init", ".", "--memory-uri", uri, "--memory-endpoint", s3_env.endpoint)
     assert done.returncode == 0, done.stderr
     text = (root / ".olav" / "olav.yaml").read_text()
     assert uri in text and s3_env.endpoint in text
     assert s3_env.env["AWS_SECRET_ACCESS_KEY"] not in text  # credentials stay in the env
-    doctor = _olav(root, s3_env, "doctor")
+    doctor = olav_here(root, "doctor")
     assert "team memory" in doctor.stdout and f"bucket {bucket}" in doctor.stdout, doctor.stdout
     assert "-d table" in doctor.stdout
 
@@ -83,11 +81,13 @@ def test_a_broken_team_table_is_a_one_line_error(tmp_path: Path, s3_env: Any, fa
         "bad uri": "memory.uri: 'gs://x/y' is not supported",
     }[fault]
     assert_one_line_error(out, expect)
-    doctor = _olav(root, s3_env, "doctor")
+    doctor = olav_here(root, "doctor")
     assert expect in doctor.stdout
 
 
-def test_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
+def test_refused_credentials_are_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A second server that checks credentials (its first request, the bucket, is free)."""
     from tests.reliability._support import assert_one_line_error
     from tests.s3server import start_server
@@ -98,7 +98,9 @@ def test_refused_credentials_are_a_one_line_error(tmp_path: Path) -> None:
         out = _olav(root, server, "memory", "search", "backup")
         assert_one_line_error(out, "refused the credentials", "AWS_ACCESS_KEY_ID")
         assert server.env["AWS_SECRET_ACCESS_KEY"] not in out.stderr + out.stdout
-        doctor = _olav(root, server, "doctor")
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        doctor = olav_here(root, "doctor")
         assert "refused the credentials" in doctor.stdout
     finally:
         server.stop()
@@ -112,35 +114,81 @@ def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
     from tests.reliability._support import assert_one_line_error
 
     root, _uri = _workspace(tmp_path, s3_env)
-    assert _olav(root, s3_env, "init", ".").returncode == 0
+    assert olav_here(root, "init", ".").returncode == 0
     store = MemoryStore.for_workspace(Workspace.open(root))
     with store.maintenance_lock():  # the first job, on "another machine", is compacting
         other = _olav(root, s3_env, "memory", "gc")
         assert_one_line_error(other, "maintenance lease", "is held by", "try again later")
         # writes go on meanwhile, and the automatic pass after an import steps aside
-        imported = _olav(root, s3_env, "kb", "import-guides")
+        imported = olav_here(root, "kb", "import-guides")
         assert imported.returncode == 0, imported.stderr
-    after = _olav(root, s3_env, "memory", "gc")
+    after = olav_here(root, "memory", "gc")
     assert after.returncode == 0, after.stderr
 
 
-def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
-    from olav.memory.remote import Lease, MemoryLocation
+def _lease_location(server: Any) -> Any:
+    from olav.memory.remote import MemoryLocation
 
-    loc = MemoryLocation(
-        f"s3://{s3_env.bucket()}/t", {"endpoint": s3_env.endpoint, "allow_http": "true"}
+    return MemoryLocation(
+        f"s3://{server.bucket()}/t", {"endpoint": server.endpoint, "allow_http": "true"}
     )
+
+
+def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
+    from olav.memory.remote import Lease
+
+    loc = _lease_location(s3_env)
     first, second = Lease(loc, "maintenance", 60), Lease(loc, "maintenance", 60)
-    # a holder on another machine that died: its lease expired a second ago
-    dead = json.dumps({"owner": "other-host:1:dead", "expires": time.time() - 1})
+    # a holder on another machine that died: its lease ran out (a time to live of 0 s)
+    dead = json.dumps({"owner": "other-host:1:dead", "ttl": 0})
     s3_env.client().put_object(Bucket=first.bucket, Key=first.key, Body=dead.encode())
     second.owner = "third-host:2:beef"
     assert first.try_acquire()  # took over the expired one
-    assert not second.try_acquire()  # a live lease is not taken over
+    # as another machine would try (in this process, the registry of leases refuses first)
+    assert not second._try_put()  # a live lease is not taken over
     first.release()
     assert second.try_acquire()
     second.release()
     assert second.holder() is None
+
+
+SKEW = 600.0  # ten minutes
+
+
+@pytest.mark.parametrize(
+    ("holder_skew", "taker_skew"),
+    [(SKEW, 0.0), (-SKEW, 0.0), (0.0, SKEW), (0.0, -SKEW), (SKEW, -SKEW), (-SKEW, SKEW)],
+    ids=["holder-fast", "holder-slow", "taker-fast", "taker-slow", "apart+-", "apart-+"],
+)
+def test_a_skewed_clock_neither_steals_a_live_lease_nor_holds_one_forever(
+    s3_env: Any, holder_skew: float, taker_skew: float
+) -> None:
+    """Two machines whose clocks are ten minutes apart (injected clocks): expiry is counted
+    on the object store's clock, so a live lease runs its 60 s for both, and a lease that
+    ran out on the store is free at once, however far ahead the holder's clock was."""
+    from olav.memory.remote import Lease, LeaseHeldError
+
+    loc = _lease_location(s3_env)
+
+    def lease(ttl: float, skew: float, owner: str) -> Lease:
+        made = Lease(loc, "write", ttl, clock=lambda: time.time() + skew)
+        made.owner = owner
+        return made
+
+    holder = lease(60, holder_skew, "holder-host:1:aaaa")
+    taker = lease(60, taker_skew, "taker-host:2:bbbb")
+    assert holder._try_put()  # on "another machine"
+    held = taker.holder()
+    assert held is not None and held.owner == holder.owner
+    assert 58 <= held.left <= 60, held  # neither ten minutes more nor ten minutes less
+    assert not taker._try_put()  # not stolen early
+    with pytest.raises(LeaseHeldError, match=r"held by holder-host:1:aaaa for (58|59|60)s more"):
+        taker.acquire(0)
+
+    # the holder died, and its lease has run out on the store's clock (a 0 s lease)
+    assert lease(0, holder_skew, holder.owner)._try_put()  # its own lease: rewritten
+    assert taker._try_put()  # taken over at once, not ten minutes later
+    assert taker.holder().owner == taker.owner  # type: ignore[union-attr]
 
 
 def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
@@ -148,35 +196,50 @@ def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
 ) -> None:
     """export | import into the bucket, then why, list, re-embed, backups and gc there."""
     local = write_workspace(tmp_path / "local", HASH_CONFIG)
-    assert run_olav("init", ".", cwd=local).returncode == 0
-    assert run_olav("memory", "stats", cwd=local).returncode == 0
+    assert olav_here(local, "init", ".").returncode == 0
+    assert olav_here(local, "memory", "stats").returncode == 0
     dump = tmp_path / "memory.jsonl"
-    assert run_olav("kb", "export", str(dump), cwd=local).returncode == 0
+    assert olav_here(local, "kb", "export", str(dump)).returncode == 0
     exported = [json.loads(line)["id"] for line in dump.read_text().splitlines()[1:]]
 
     team, _uri = _workspace(tmp_path, s3_env, "team")
-    assert _olav(team, s3_env, "init", ".", "--no-prime").returncode == 0
-    moved = _olav(team, s3_env, "kb", "import", str(dump))
+    assert olav_here(team, "init", ".", "--no-prime").returncode == 0
+    moved = olav_here(team, "kb", "import", str(dump))
     assert moved.returncode == 0, moved.stderr
-    listed = _olav(team, s3_env, "memory", "list", "--json", "--limit", "1000")
+    listed = olav_here(team, "memory", "list", "--json", "--limit", "1000")
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == sorted(exported)
-    why = _olav(team, s3_env, "memory", "why", "backup the router config", "--json")
+    why = olav_here(team, "memory", "why", "backup the router config", "--json")
     assert why.returncode == 0, why.stderr
     assert json.loads(why.stdout)
 
     # a new embedder: re-embed builds the new table beside the old one and keeps a backup
     cfg = team / ".olav" / "olav.yaml"
     cfg.write_text(cfg.read_text().replace("hash-64", "hash-32"))
-    refused = _olav(team, s3_env, "memory", "stats")
+    refused = _olav(team, s3_env, "memory", "stats")  # what the user sees
     assert "olav kb re-embed" in refused.stderr
-    redone = _olav(team, s3_env, "kb", "re-embed", "--yes")
+    redone = olav_here(team, "kb", "re-embed", "--yes")
     assert redone.returncode == 0, redone.stderr
-    stats = json.loads(_olav(team, s3_env, "memory", "stats", "--json").stdout)
+    stats = json.loads(olav_here(team, "memory", "stats", "--json").stdout)
     assert stats["dim"] == 32 and stats["rows"] == len(exported)
-    backups = _olav(team, s3_env, "kb", "backups").stdout.split()
+    backups = olav_here(team, "kb", "backups").stdout.split()
     assert len(backups) == 1 and backups[0].startswith("memory_backup_")
-    dropped = _olav(team, s3_env, "kb", "drop-backup", backups[0], "--yes")
+    dropped = olav_here(team, "kb", "drop-backup", backups[0], "--yes")
     assert dropped.returncode == 0, dropped.stderr
-    assert _olav(team, s3_env, "kb", "backups").stdout.strip() == "no backups"
-    gc = _olav(team, s3_env, "memory", "gc")
+    assert olav_here(team, "kb", "backups").stdout.strip() == "no backups"
+    gc = olav_here(team, "memory", "gc")
     assert gc.returncode == 0, gc.stderr
+
+
+@pytest.mark.parametrize(
+    ("ttl", "left"), [(1e12, 3600.0), (-5, 0.0), ("soon", 60.0), (True, 60.0), (None, 60.0)]
+)
+def test_a_lease_with_a_wild_time_to_live_still_ends(s3_env: Any, ttl: Any, left: float) -> None:
+    """A corrupt or foreign lease object blocks writers for an hour at most; one without a
+    usable ttl counts with its name's (60 s for the write lease)."""
+    from olav.memory.remote import Lease
+
+    lease = Lease(_lease_location(s3_env), "write", 60)
+    body = json.dumps({"owner": "odd-host:1:x", "ttl": ttl}).encode()
+    s3_env.client().put_object(Bucket=lease.bucket, Key=lease.key, Body=body)
+    held = lease.holder()
+    assert held is not None and left - 2 <= held.left <= left, held

@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import HASH_CONFIG, run_olav
-from tests.s3server import team_config, write_workspace
+from tests.reliability._support import assert_one_line_error
+from tests.s3server import olav_here, team_config, write_workspace
 
 LESSON = "before upgrading zorblax firmware drain the bgp sessions"
 
@@ -19,13 +22,14 @@ def _operator(tmp_path: Path, server: Any, uri: str, user: str) -> Path:
 
 
 def _recalled(root: Path, server: Any) -> list[str]:
-    out = run_olav("memory", "why", LESSON, "--json", cwd=root, env=server.env)
+    out = olav_here(root, "memory", "why", LESSON, "--json")
     assert out.returncode == 0, out.stderr
     return [c["id"] for c in json.loads(out.stdout)["candidates"]]
 
 
 def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s3_env: Any) -> None:
     from olav.core.config import Workspace
+    from olav.core.errors import NotFoundError
     from olav.memory.lessons import add_reflection
     from olav.memory.scopes import private_scope
     from olav.memory.store import MemoryStore
@@ -33,8 +37,8 @@ def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s
     uri = f"s3://{s3_env.bucket()}/olav/netops"
     alice = _operator(tmp_path, s3_env, uri, "alice")
     bob = _operator(tmp_path, s3_env, uri, "bob")
-    assert run_olav("init", ".", cwd=alice, env=s3_env.env).returncode == 0
-    assert run_olav("init", ".", "--no-prime", cwd=bob, env=s3_env.env).returncode == 0
+    assert olav_here(alice, "init", ".").returncode == 0
+    assert olav_here(bob, "init", ".", "--no-prime").returncode == 0
     ws = Workspace.open(alice)
     added, rid = add_reflection(
         MemoryStore.for_workspace(ws), LESSON, dedup_distance=0.0, scope=private_scope(ws.config)
@@ -43,20 +47,26 @@ def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s
 
     assert rid in _recalled(alice, s3_env)
     assert rid not in _recalled(bob, s3_env)
-    found = run_olav("memory", "search", LESSON, "--json", "-k", "50", cwd=bob, env=s3_env.env)
+    found = olav_here(bob, "memory", "search", LESSON, "--json", "-k", "50")
     assert all(h["scope"] != "user:alice" for h in json.loads(found.stdout))
+    # knowing the id does not help: show and promote answer as for a missing row
+    peek = run_olav("memory", "show", rid, cwd=bob, env=s3_env.env)  # what bob sees
+    assert_one_line_error(peek, f"no memory with id {rid!r}")
+    assert LESSON not in peek.stdout + peek.stderr
+    with pytest.raises(NotFoundError, match=f"no memory with id {rid!r}"):
+        olav_here(bob, "memory", "promote", rid)
+    mine = olav_here(alice, "memory", "show", rid, "--json")
+    assert json.loads(mine.stdout)["scope"] == "user:alice"
 
-    asked = run_olav("memory", "promote", rid, cwd=alice, env=s3_env.env)
+    asked = olav_here(alice, "memory", "promote", rid)
     assert asked.returncode == 0, asked.stderr
     assert not [i for i in _recalled(bob, s3_env) if i != rid and "team" in i]  # a draft only
     draft = f"team_{rid}"
-    done = run_olav("kb", "drafts", "confirm", draft, cwd=alice, env=s3_env.env)
+    done = olav_here(alice, "kb", "drafts", "confirm", draft)
     assert done.returncode == 0, done.stderr
     shared = [
         h
-        for h in json.loads(
-            run_olav("memory", "search", LESSON, "--json", cwd=bob, env=s3_env.env).stdout
-        )
+        for h in json.loads(olav_here(bob, "memory", "search", LESSON, "--json").stdout)
         if h["scope"] == "team:netops"
     ]
     assert shared and LESSON in shared[0]["text"]

@@ -129,9 +129,11 @@ def show(
     memory_id: str = typer.Argument(..., metavar="ID"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Show one memory row in full."""
-    store = open_store()
-    rec = store.get(memory_id)
+    """Show one memory row in full (never another operator's private one)."""
+    from olav.memory.scopes import read_by_id
+
+    ws = open_workspace()
+    rec = read_by_id(open_store(ws), ws.config, memory_id)
     if rec is None:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     data = rec.to_json()

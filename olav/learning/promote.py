@@ -13,7 +13,7 @@ from typing import Any
 
 from olav.core.errors import MemoryStoreError, NotFoundError
 from olav.learning.curator import CATEGORIES, propose_draft, sanitise_intent
-from olav.memory.scopes import allowed_scope, team_scope
+from olav.memory.scopes import read_by_id, team_scope
 
 
 def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:
@@ -25,8 +25,8 @@ def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:
             "no team is configured, so there is no team scope to promote to",
             hint="Set memory.team in .olav/olav.yaml (for example netops)",
         )
-    row = store.get(memory_id)
-    if row is None or not allowed_scope(ws.config, row.scope):
+    row = read_by_id(store, ws.config, memory_id)
+    if row is None:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     if row.scope == team:
         raise MemoryStoreError(f"memory {memory_id} is already in {team}")

@@ -16,6 +16,7 @@ nightly jobs do not compact at once.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -23,9 +24,10 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,9 @@ WRITE_LEASE = "write"
 MAINTENANCE_LEASE = "maintenance"
 WRITE_TTL = 60.0  # a crashed writer blocks the others this long at most
 MAINTENANCE_TTL = 3600.0
+# the longest pause between two tries for a held lease: a write holds it for about 0.1-0.3 s,
+# so a longer pause leaves the lease idle while writers sleep (two requests per try)
+WAIT_CAP = 0.25
 
 
 # this process's leases in use: a lease in the bucket that names this process but is not in
@@ -223,17 +228,59 @@ def _code(exc: Exception) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-class Lease:
-    """A lock object ``<prefix>/_olav_leases/<name>.json`` with an expiry, taken with a
-    conditional PUT (If-None-Match), and taken over once expired with If-Match on its ETag,
-    so exactly one process wins either way. Expiry uses the holder's clock. Not re-entrant:
-    :class:`olav.memory.writes.RemoteGuards` counts nested uses."""
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease, its ETag, and how long it still runs on the object store's clock."""
 
-    def __init__(self, loc: MemoryLocation, name: str, ttl: float, client: Any = None) -> None:
+    owner: str
+    etag: str
+    left: float
+
+
+def _ttl(raw: Any, default: float) -> float:
+    """A lease's time to live as its object says, within [0, MAINTENANCE_TTL]; a lease written
+    without one (an older olav) has its name's, ``default``."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        return default
+    return min(max(float(raw), 0.0), MAINTENANCE_TTL)
+
+
+def _store_now(response: dict[str, Any]) -> float | None:
+    """The object store's clock at a response: its Date header (None when it sent none)."""
+    header = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not header:
+        return None
+    try:
+        return parsedate_to_datetime(str(header)).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+class Lease:
+    """A lock object ``<prefix>/_olav_leases/<name>.json`` with a time to live, taken with a
+    conditional PUT (If-None-Match), and taken over once expired with If-Match on its ETag,
+    so exactly one process wins either way.
+
+    Expiry is measured on the object store's clock, never a machine's: the lease runs out
+    ``ttl`` seconds after the object's Last-Modified time, compared with the Date of the
+    response that read it. A machine whose clock is minutes off neither takes a live lease
+    early nor holds one forever. (``expires``, on the holder's clock, is written only for
+    people reading the object.) Not re-entrant: :class:`olav.memory.writes.RemoteGuards`
+    counts nested uses."""
+
+    def __init__(
+        self,
+        loc: MemoryLocation,
+        name: str,
+        ttl: float,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.loc, self.name, self.ttl = loc, name, ttl
         self.bucket, self.key = loc.bucket_key(LEASE_DIR, f"{name}.json")
         self.owner = process_owner()
         self._client = client
+        self.clock = clock  # this machine's clock: only a fallback for a store without Date
 
     @property
     def client(self) -> Any:
@@ -242,17 +289,28 @@ class Lease:
         return self._client
 
     def _body(self) -> bytes:
-        return json.dumps({"owner": self.owner, "expires": time.time() + self.ttl}).encode()
+        data = {"owner": self.owner, "ttl": self.ttl, "expires": self.clock() + self.ttl}
+        return json.dumps(data).encode()
 
-    def holder(self) -> tuple[dict[str, Any], str] | None:
-        """The current lease (owner, expires) and its ETag, or None when free."""
+    def holder(self) -> Holder | None:
+        """The current lease, or None when free."""
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except Exception as exc:
             if _code(exc) in ("NoSuchKey", "404"):
                 return None
             raise
-        return json.loads(got["Body"].read() or b"{}"), str(got["ETag"])
+        try:
+            data = json.loads(got["Body"].read() or b"{}")
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        ttl = _ttl(data.get("ttl"), self.ttl)
+        now = _store_now(got)
+        if now is None:
+            now = self.clock()
+        written = got["LastModified"].timestamp()
+        return Holder(str(data.get("owner", "?")), str(got["ETag"]), written + ttl - now)
 
     def try_acquire(self) -> bool:
         with _THREADS:
@@ -275,12 +333,12 @@ class Lease:
         held = self.holder()
         if held is None:
             return False  # freed meanwhile: the next try takes it
-        mine = held[0].get("owner") == self.owner  # left behind by this process
-        if not mine and held[0].get("expires", 0) > time.time():
+        mine = held.owner == self.owner  # left behind by this process
+        if not mine and held.left > 0:
             return False
         try:  # expired: take it over, unless another process took it first
             self.client.put_object(
-                Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=held[1]
+                Bucket=self.bucket, Key=self.key, Body=self._body(), IfMatch=held.etag
             )
             return True
         except Exception as exc:
@@ -296,13 +354,13 @@ class Lease:
             while not self.try_acquire():
                 if time.monotonic() >= deadline:
                     raise self.held_error()
-                time.sleep(min(delay * random.uniform(0.5, 1.5), 1.0))
-                delay = min(delay * 2, 1.0)
+                time.sleep(min(delay * random.uniform(0.5, 1.5), WAIT_CAP))
+                delay = min(delay * 2, WAIT_CAP)
 
     def held_error(self) -> LeaseHeldError:
         held = self.holder()
-        who = held[0].get("owner", "?") if held else "another process"
-        left = max(0.0, held[0].get("expires", 0) - time.time()) if held else 0.0
+        who = held.owner if held else "another process"
+        left = max(0.0, held.left) if held else 0.0
         return LeaseHeldError(
             f"the {self.name} lease on {self.loc.uri} is held by {who} for {left:.0f}s more",
             hint="Another machine is doing this now; try again later",
@@ -313,7 +371,7 @@ class Lease:
         try:
             with remote_errors(self.loc):
                 held = self.holder()
-                if held is not None and held[0].get("owner") == self.owner:
+                if held is not None and held.owner == self.owner:
                     self.client.delete_object(Bucket=self.bucket, Key=self.key)
         finally:
             with _THREADS:

@@ -4,8 +4,13 @@ On a team table (``memory.uri``), what the learning loop writes (captured preced
 lessons) lands in the operator's ``user:`` scope first; promoting a row to the team scope is a
 draft a person confirms (``olav memory promote``). Recall reads the agent's scope, ``global``,
 the operator's own ``user:`` scope and the team's scope, as a LanceDB pre-filter, so another
-operator's private rows never reach it. A local workspace has one operator, and its writes keep
-the scopes they always had.
+operator's private rows never reach it. Every other read path (show by id, listings, searches,
+promote, the MCP tools) applies the same rule, :func:`readable`, so an id alone never reveals
+another operator's row. A local workspace has one operator, and its writes keep the scopes they
+always had.
+
+This is a visibility rule, not access control: anyone who may read the bucket prefix can open
+the table with LanceDB directly. Keep what must stay secret in another bucket or prefix.
 """
 
 from __future__ import annotations
@@ -78,15 +83,48 @@ def scoped_id(memory_id: str, scope: str) -> str:
     return f"{memory_id}_{hashlib.sha256(scope.encode()).hexdigest()[:8]}"
 
 
-def hide_others(config: Any) -> str | None:
-    """On a team table, the predicate that hides other operators' ``user:`` rows from
-    listings and searches (a pre-filter); None on a local table."""
-    if not shared_table(config):
-        return None
+def readable(config: Any, scope: str) -> bool:
+    """Whether this operator may read a row of ``scope`` by its id or in a listing: the same
+    rule recall applies, for every agent. Another operator's ``user:`` scope never; another
+    team's ``team:`` scope not when a team is configured (memory.team); everything else
+    (``global``, agent names, the operator's own scopes) yes."""
+    if scope.startswith(USER_PREFIX):
+        return scope == user_scope(config)
+    team = team_scope(config)
+    if scope.startswith(TEAM_PREFIX) and team is not None:
+        return scope == team
+    return True
+
+
+def readable_where(config: Any) -> str:
+    """:func:`readable` as a LanceDB pre-filter over the ``scope`` column."""
     mine = user_scope(config).replace("'", "''")
-    return f"(scope NOT LIKE '{USER_PREFIX}%' OR scope = '{mine}')"
+    parts = [f"scope NOT LIKE '{USER_PREFIX}%'", f"scope = '{mine}'"]
+    team = team_scope(config)
+    if team is None:
+        return f"({' OR '.join(parts)})"
+    theirs = team.replace("'", "''")
+    return (
+        f"((scope NOT LIKE '{USER_PREFIX}%' AND scope NOT LIKE '{TEAM_PREFIX}%')"
+        f" OR scope = '{mine}' OR scope = '{theirs}')"
+    )
+
+
+def hide_others(config: Any) -> str | None:
+    """The predicate that hides what this operator may not read (:func:`readable`) from
+    listings and searches, as a pre-filter."""
+    return readable_where(config)
 
 
 def allowed_scope(config: Any, scope: str) -> bool:
-    """Whether an explicitly requested scope may be read: anything but another operator's."""
-    return not scope.startswith(USER_PREFIX) or scope == user_scope(config)
+    """Whether an explicitly requested scope may be read (:func:`readable`)."""
+    return readable(config, scope)
+
+
+def read_by_id(store: Any, config: Any, memory_id: str) -> Any:
+    """The row ``memory_id`` if this operator may read it, else None: a row of another
+    operator's (or team's) scope is reported as missing, so its existence is not revealed."""
+    row = store.get(memory_id)
+    if row is None or not readable(config, row.scope):
+        return None
+    return row

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from olav.core.errors import MemoryStoreError
+from olav.core.errors import MemoryStoreError, OlavError
 from olav.memory.schema import CATEGORIES, now
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec
@@ -179,3 +179,102 @@ def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
         store = hash_store(Path(tmp) / "m.lance")
         recaller = Recaller(store, agent="agentA", extra_scopes=personal_scopes(cfg))
         assert sorted(recaller.scopes) == sorted(VISIBLE)
+
+
+# -- every read path, through the CLI ---------------------------------------------------------
+
+# the operator of the workspace below, and what they may never read (another operator's
+# private scope, another team's scope); written independently of olav.memory.scopes
+OPERATORS = {
+    "alice of team x": ("  user: alice\n  team: x\n", {"user:bob", "team:y"}),
+    "bob, no team": ("  user: bob\n", {"user:alice"}),
+}
+read_rows_st = st.lists(
+    st.tuples(st.sampled_from(SCOPES), st.sampled_from(CATEGORIES), query_st), max_size=12
+)
+
+
+@pytest.mark.parametrize("operator", sorted(OPERATORS))
+def test_no_read_path_shows_a_row_the_operator_may_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator: str
+) -> None:
+    """show, list, search, why, promote and the MCP get/search tools, for random tables: a row
+    of a hidden scope is "no memory with id ..." by id and absent from every listing, while
+    every other row stays readable."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from olav.admin.setup import init_workspace
+    from olav.cli.app import app
+    from olav.core.config import Workspace
+    from olav.mcp.service import MemoryService
+    from olav.memory.store import MemoryStore
+    from olav.runtime.tools.memory import recall_memory
+    from tests.helpers import HASH_CONFIG, tool_context, write_config
+
+    settings_text, hidden = OPERATORS[operator]
+    # promote names the missing team first; either way the row is not revealed
+    refusal = "no memory with id '{id}'" if "team:" in settings_text else "no team is configured"
+    root = tmp_path / "ws"
+    write_config(root, HASH_CONFIG + "memory:\n" + settings_text)
+    init_workspace(root)
+    monkeypatch.chdir(root)
+    runner = CliRunner()
+
+    def cli(*args: str) -> tuple[int, str]:
+        out = runner.invoke(app, list(args), catch_exceptions=True)
+        error = out.exception.one_line() if isinstance(out.exception, OlavError) else ""
+        return out.exit_code, out.output + error
+
+    @settings(max_examples=12, deadline=None, database=None)
+    @given(rows=read_rows_st, query=query_st)
+    def check(rows: list[tuple[str, str, str]], query: str) -> None:
+        ws = Workspace.open(root)
+        store = MemoryStore.for_workspace(ws)
+        store.delete(where="id LIKE 'iso_%'")
+        records = [
+            rec(f"iso_{i:02d}", f"{text} row{i}", category=cat, scope=scope)
+            for i, (scope, cat, text) in enumerate(rows)
+        ]
+        if records:
+            store.upsert(records)
+        secret = {r.id for r in records if r.scope in hidden}
+        for r in records:
+            code, out = cli("memory", "show", r.id, "--json")
+            if r.id in secret:
+                assert code != 0 and f"no memory with id {r.id!r}" in out, (r.scope, out)
+                assert r.text not in out
+                code, out = cli("memory", "promote", r.id)
+                assert code != 0 and refusal.format(id=r.id) in out, (r.scope, out)
+                assert r.text not in out
+            else:
+                assert code == 0, out
+                assert json.loads(out)["scope"] == r.scope
+        code, out = cli("memory", "list", "--json", "--limit", "1000")
+        listed = {row["id"] for row in json.loads(out)}
+        assert {r.id for r in records} - secret <= listed and not listed & secret
+        for mode in SEARCH_MODES:
+            code, out = cli(
+                "memory", "search", "--json", "-k", "50", "--mode", mode, "--", query or "x"
+            )
+            assert code == 0, out
+            assert not {h["id"] for h in json.loads(out)} & secret, mode
+        code, out = cli("memory", "why", "--json", "--", query or "x")
+        assert code == 0, out
+        assert not {c["id"] for c in json.loads(out)["candidates"]} & secret
+        svc = MemoryService.open(ws)
+        for r in records:
+            if r.id in secret:
+                with pytest.raises(OlavError, match="no memory with id"):
+                    svc.get(r.id)
+        assert not {h["id"] for h in svc.search(query or "x", k=50)["hits"]} & secret
+        # the chat's recall_memory tool, with and without an explicit scope
+        ctx = tool_context(root)
+        ctx.config = ws.config
+        said = recall_memory(ctx, query or "x")
+        assert not [i for i in secret if f" {i}]" in said], said
+        for scope in hidden:
+            assert "another operator" in recall_memory(ctx, query or "x", scope=scope)
+
+    check()

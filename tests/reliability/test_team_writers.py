@@ -17,10 +17,10 @@ import pytest
 from tests.helpers import HASH_CONFIG
 from tests.s3server import team_config, write_workspace
 
-ROUNDS = 6
+ROUNDS = 3
 
 WORKER = """
-import json, sys, time
+import json, sys
 from pathlib import Path
 from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
@@ -30,7 +30,9 @@ from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 from olav.memory import writes
 
-me, rounds, sync = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+me, rounds = sys.argv[1], int(sys.argv[2])
+print("ready", flush=True)
+sys.stdin.readline()  # the three machines start writing together
 init_workspace(Path.cwd())
 store = MemoryStore.for_workspace(Workspace.open())
 wrote = []
@@ -45,9 +47,8 @@ for i in range(rounds):
     store.upsert([MemoryRecord(id=f"own_{me}_{i}", text=f"fact{me}x{i} about bgp",
                                category="fact", scope="global")])
     wrote += [f"shared_{i}", f"own_{me}_{i}"]
-(sync / f"{me}.done").write_text("1")
-while len(list(sync.glob("*.done"))) < 3:  # wait for the other machines to finish writing
-    time.sleep(0.05)
+print("written", flush=True)
+sys.stdin.readline()  # the test says go once every machine has written
 store = MemoryStore.for_workspace(Workspace.open())  # a fresh handle: the latest version
 seen = {}
 for other in "ABC":
@@ -62,27 +63,43 @@ print(json.dumps({"wrote": sorted(set(wrote)), "seen": seen, "retries": writes.s
 @pytest.mark.timeout(600)
 def test_three_machines_write_one_team_table(tmp_path: Path, s3_env: Any) -> None:
     uri = f"s3://{s3_env.bucket()}/olav/team"
-    sync = tmp_path / "sync"
-    sync.mkdir()
-    procs = []
+    procs, logs = [], []
     for me in "ABC":
+        logs.append((tmp_path / f"{me}.err").open("w"))
         root = write_workspace(tmp_path / me, team_config(s3_env.endpoint, uri, HASH_CONFIG))
         env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-c", WORKER, me, str(ROUNDS), str(sync)],
+                [sys.executable, "-c", WORKER, me, str(ROUNDS)],
                 cwd=root,
                 env={**env, **s3_env.env},
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=logs[-1],
                 text=True,
             )
         )
+
+    def barrier(expect: str) -> None:
+        """Every machine has said ``expect``; then each is told to go on, at once."""
+        for me, proc in zip("ABC", procs, strict=True):
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.strip() == expect, (tmp_path / f"{me}.err").read_text()[-3000:]
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+
+    barrier("ready")  # imported: all three write at once
+    barrier("written")  # no one reads the others' writes before they are all written
     results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=500)
-        assert proc.returncode == 0, err[-3000:]
+    for me, proc in zip("ABC", procs, strict=True):
+        out, _ = proc.communicate(timeout=500)
+        assert proc.returncode == 0, (tmp_path / f"{me}.err").read_text()[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
+    for log in logs:
+        log.close()
 
     from olav.core.config import Workspace
     from olav.memory.store import MemoryStore
