@@ -57,6 +57,12 @@ def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s
         olav_here(bob, "memory", "promote", rid)
     mine = olav_here(alice, "memory", "show", rid, "--json")
     assert json.loads(mine.stdout)["scope"] == "user:alice"
+    # an export holds what its operator may read: alice's private lesson, not bob's copy
+    for who, has in ((alice, True), (bob, False)):
+        dump = tmp_path / f"{who.name}.jsonl"
+        assert olav_here(who, "kb", "export", str(dump)).returncode == 0
+        ids = {json.loads(line)["id"] for line in dump.read_text().splitlines()[1:]}
+        assert (rid in ids) is has
 
     asked = olav_here(alice, "memory", "promote", rid)
     assert asked.returncode == 0, asked.stderr

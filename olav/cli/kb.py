@@ -63,11 +63,13 @@ def import_guides_cmd(
 
 @app.command("export")
 def export_cmd(file: Path = typer.Argument(..., help="Destination .jsonl file.")) -> None:
-    """Write every memory row, vectors included, to a JSONL file."""
+    """Write every memory row you may read, vectors included, to a JSONL file (on a team
+    table, not another operator's private rows)."""
+    from olav.memory.scopes import readable_where
     from olav.memory.transfer import export_jsonl
 
-    store = open_store()
-    n = export_jsonl(store, file)
+    ws = open_workspace()
+    n = export_jsonl(open_store(ws), file, where=readable_where(ws.config))
     console.print(f"[green]✓[/] exported {n} rows to {file}")
 
 

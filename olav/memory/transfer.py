@@ -61,9 +61,10 @@ class ExportRow(BaseModel):
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-def export_jsonl(store: MemoryStore, path: Path) -> int:
-    """Write a header line, then one row per line. Returns the number of rows."""
-    rows = sorted(store.list_rows(with_vector=True), key=lambda r: r.id)
+def export_jsonl(store: MemoryStore, path: Path, *, where: str | None = None) -> int:
+    """Write a header line, then one row per line (those ``where`` selects, or all).
+    Returns the number of rows."""
+    rows = sorted(store.list_rows(where, with_vector=True), key=lambda r: r.id)
     with atomic_open(path) as fh:  # a crash never leaves a half-written export
         header = {
             "format": FORMAT,
