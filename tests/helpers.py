@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -76,6 +77,30 @@ def audit_rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
         return con.execute(sql).fetchall()
     finally:
         con.close()
+
+
+# `olav cron serve` with a seconds field (argv[1], e.g. "*/2"): "* * * * *" then fires every
+# few seconds, so a test of the daemon does not wait for minute boundaries. The command itself
+# is this plus opening the workspace in the cwd (its CLI path is tested in-process).
+CRON_SERVE = (
+    "import sys; from olav.core.config import Workspace; from olav.cron.scheduler import serve; "
+    "serve(Workspace.open(), seconds=sys.argv[1])"
+)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it returns something true (returned), or fail the test after
+    ``timeout`` seconds naming ``what``: for state another process writes, which sends no
+    signal to wait on."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def run_olav(
