@@ -29,7 +29,7 @@ CHAT = f"""
 import json, sys
 from olav.core.config import Workspace
 from olav.llm.models import ScriptedChatModel
-from olav.runtime.runner import Session
+from olav.compose import agent_session
 from tests.helpers import clean_env
 ws = Workspace.open()
 done = []
@@ -37,7 +37,7 @@ for i in range({CHAT_RUNS}):
     turns = [{{"tool_calls": [{{"name": "format_and_export", "args": {{
                 "data": f"report {{i}}", "format": "md", "filename": f"r{{i}}.md"}}}}]}},
              {{"content": f"saved {{i}}"}}]
-    session = Session(ws, model=ScriptedChatModel(turns=turns), learn_from_failures=False)
+    session = agent_session(ws, model=ScriptedChatModel(turns=turns), learn_from_failures=False)
     result = session.ask(f"save report {{i}}")
     done.append(result.run_id)
 print(json.dumps(done))
