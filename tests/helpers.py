@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import yaml
 
 from olav.memory.embedders import HashEmbedder
@@ -117,6 +118,28 @@ def run_olav(
         input=input,
         timeout=300,
     )
+
+
+class DelegatingEmbedder:
+    """An embedder that passes everything to ``inner`` (the test hash embedder unless given):
+    a test subclasses it to change one method (count, gate or break it)."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner if inner is not None else HashEmbedder("hash-64")
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)  # type: ignore[no-any-return]
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_passages(texts)  # type: ignore[no-any-return]
 
 
 def hash_store(path: Path, dim: int = 64, **kw: object) -> MemoryStore:
