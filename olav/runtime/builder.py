@@ -16,10 +16,10 @@ from olav.runtime.middleware import (
     CompressionMiddleware,
     RunContext,
     StaticContextMiddleware,
-    ToolGuardMiddleware,
     describe_error,
 )
 from olav.runtime.skills import ORCHESTRATOR, Agent, load_agents
+from olav.runtime.toolguard import ToolGuardMiddleware
 from olav.runtime.tools import ToolContext, ToolSpec, build_tools
 
 RULES = """
