@@ -89,10 +89,12 @@ CRON_SERVE = (
 )
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something true (returned), or fail the test after
-    ``timeout`` seconds naming ``what``: for state another process writes, which sends no
-    signal to wait on."""
+def wait_until(
+    condition: Callable[[], Any], timeout: float, what: str, *, every: float = 0.2
+) -> Any:
+    """Poll ``condition`` every ``every`` seconds until it returns something true (returned),
+    or fail the test after ``timeout`` seconds naming ``what``: for state another process
+    writes, which sends no signal to wait on."""
     import pytest
 
     deadline = time.monotonic() + timeout
@@ -100,7 +102,7 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
         value = condition()
         if value:
             return value
-        time.sleep(0.2)
+        time.sleep(every)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
