@@ -85,6 +85,7 @@ def olav(runner: CliRunner) -> Iterator[OlavCli]:
 def session_for(hash_ws: Path) -> SessionFor:
     """session_for(turns, **kw) -> (Session, ScriptedChatModel) over the hash workspace.
     Background trace learning is off unless a test asks for it (learn_from_failures=True)."""
+    from olav.compose import agent_session
     from olav.llm.models import ScriptedChatModel
     from olav.runtime.runner import Session
     from tests.helpers import scripted_ws
@@ -92,7 +93,7 @@ def session_for(hash_ws: Path) -> SessionFor:
     def make(turns: list[dict[str, Any]], **kw: Any) -> tuple[Session, ScriptedChatModel]:
         kw.setdefault("learn_from_failures", False)
         model = ScriptedChatModel(turns=turns)
-        return Session(scripted_ws(hash_ws, turns), model=model, **kw), model
+        return agent_session(scripted_ws(hash_ws, turns), model=model, **kw), model
 
     return make
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import yaml
 
 from olav.memory.embedders import HashEmbedder
@@ -78,6 +80,32 @@ def audit_rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
+# `olav cron serve` with a seconds field (argv[1], e.g. "*/2"): "* * * * *" then fires every
+# few seconds, so a test of the daemon does not wait for minute boundaries. The command itself
+# is this plus opening the workspace in the cwd (its CLI path is tested in-process).
+CRON_SERVE = (
+    "import sys; from olav.core.config import Workspace; from olav.cron.scheduler import serve; "
+    "serve(Workspace.open(), seconds=sys.argv[1])"
+)
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout: float, what: str, *, every: float = 0.2
+) -> Any:
+    """Poll ``condition`` every ``every`` seconds until it returns something true (returned),
+    or fail the test after ``timeout`` seconds naming ``what``: for state another process
+    writes, which sends no signal to wait on."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
 def run_olav(
     *args: str, cwd: Path, env: dict[str, str] | None = None, input: str | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -92,6 +120,28 @@ def run_olav(
         input=input,
         timeout=300,
     )
+
+
+class DelegatingEmbedder:
+    """An embedder that passes everything to ``inner`` (the test hash embedder unless given):
+    a test subclasses it to change one method (count, gate or break it)."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner if inner is not None else HashEmbedder("hash-64")
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)  # type: ignore[no-any-return]
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_passages(texts)  # type: ignore[no-any-return]
 
 
 def hash_store(path: Path, dim: int = 64, **kw: object) -> MemoryStore:

@@ -111,8 +111,8 @@ def test_calibrate_with_the_embedder_down_is_one_line(tmp_path: Path) -> None:
 
 def test_the_grid_follows_the_embedders_scale() -> None:
     """An embedder whose margins spread twice as wide gets floors twice as far apart."""
-    from olav.bench.golden import GoldenQuery, split_of
     from olav.bench.golden_block import GRID, Recalled, calibrate
+    from olav.bench.golden_set import GoldenQuery, split_of
     from olav.memory.recall import Candidate
     from olav.memory.relevance import Signals
     from olav.memory.schema import MemoryRecord

@@ -16,11 +16,11 @@ import pexpect
 import pytest
 
 from olav.audit.recorder import AuditRecorder
+from olav.compose import LEARNING_TOOLS, agent_session
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
-from olav.runtime.runner import Session
 from tests.helpers import OlavCli, clean_env, scripted_ws
 
 PROPOSE = {
@@ -134,7 +134,7 @@ def test_yes_at_the_prompt_stores_the_draft(hash_ws: Path) -> None:
 def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) -> None:
     """`olav ask`, cron and benchmarks have nobody to ask: refused, never auto-approved."""
     model = ScriptedChatModel(turns=SCRIPT)
-    session = Session(scripted_ws(hash_ws, SCRIPT), model=model, approver=None)
+    session = agent_session(scripted_ws(hash_ws, SCRIPT), model=model, approver=None)
     session.ask("remember that R1's loopback is 10.255.1.1")
     session.ask("yes, store it")
     refusal = str(model.calls[3][-1].content)
@@ -168,7 +168,7 @@ def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
     propose_draft(
         hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
     )
-    [tool] = build_tools(["commit_to_memory"], tool_context(hash_ws))
+    [tool] = build_tools(["commit_to_memory"], tool_context(hash_ws), LEARNING_TOOLS)
     out = tool.invoke({"from_draft": True, "intent": "r1_loopback", "confirmed_by": "chat"})
     assert out.startswith("Error: a person must confirm the draft")
     assert not stored(hash_ws)

@@ -7,16 +7,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.helpers import clean_env, run_olav
+from tests.helpers import CRON_SERVE, clean_env, run_olav, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 _MAIN = "from olav.cli.app import main; main()"
@@ -63,16 +61,6 @@ def _fires(expr: str, n: int, after: datetime = MONDAY) -> list[datetime]:
         out.append(nxt)
         after = nxt
     return out
-
-
-def _wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def _list_json(olav: Any) -> dict[str, Any]:
@@ -133,6 +121,18 @@ def test_day_of_month_or_day_of_week_like_cron() -> None:
     assert any(f.day == 13 and f.weekday() != 4 for f in fires)
     assert all(f.day == 13 or f.weekday() == 4 for f in fires)
     assert sum(f.weekday() == 4 for f in fires) >= 5
+
+
+def test_the_seconds_field_is_crons_zero_unless_a_finer_one_is_asked_for() -> None:
+    from olav.cron.expression import build_trigger
+
+    after = MONDAY + timedelta(seconds=1)
+    cron = build_trigger("* * * * *", UTC)
+    assert cron.get_next_fire_time(None, after) == MONDAY + timedelta(minutes=1)
+    fine = build_trigger("* * * * *", UTC, seconds="*/2")
+    assert fine.get_next_fire_time(None, after) == MONDAY + timedelta(seconds=2)
+    both = build_trigger("0 4 1 * 1", UTC, seconds="*/2")  # cron's OR of the two day fields
+    assert both.get_next_fire_time(None, after) == datetime(2026, 12, 1, 4, 0, 0, tzinfo=UTC)
 
 
 def test_next_fire_is_strictly_after_and_pure() -> None:
@@ -368,6 +368,7 @@ def test_daemon_reconciles_with_the_jobs_file(hash_ws: Path) -> None:
             assert sorted(daemon.reconcile()) == ["+mine", "+reflect"]
             nxt = daemon.scheduled()["mine"]
             assert nxt is not None and nxt.weekday() == 6 and nxt.hour == 4
+            assert (nxt.minute, nxt.second) == (0, 0)  # cron's: the start of the minute
             assert daemon.reconcile() == []  # unchanged file: nothing to do
             enable_job(ws, "mine", schedule="0 4 * * 1-5")
             assert daemon.reconcile() == ["~mine"]
@@ -433,14 +434,14 @@ def test_serve_daemon_runs_enabled_jobs(hash_ws: Path, olav: Any, tmp_path: Path
     log_file = hash_ws / ".olav" / "logs" / "cron.log"
     with (tmp_path / "serve.err").open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _MAIN, "cron", "serve", "--once-for", "90"],
+            [sys.executable, "-c", CRON_SERVE, "*/2"],
             cwd=hash_ws,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
         try:
-            _wait_for(
+            wait_until(
                 lambda: (
                     proc.poll() is not None
                     or (pid_file.exists() and pid_file.read_text().strip() == str(proc.pid))
@@ -467,9 +468,9 @@ def test_serve_daemon_runs_enabled_jobs(hash_ws: Path, olav: Any, tmp_path: Path
                 last: dict[str, Any] | None = _job(_list_json(olav), "tick")["last_result"]
                 return last
 
-            last = _wait_for(ran, 80, "the daemon to run the per-minute job")
+            last = wait_until(ran, 30, "the daemon to run the per-minute job")
             assert last["status"] == "ok" and last["message"] == "ok job ran in ws"
-            _wait_for(
+            wait_until(
                 lambda: "event=run.finish job=tick source=daemon status=ok" in log_file.read_text(),
                 10,
                 "the run to be logged",

@@ -1,8 +1,9 @@
 """Every runnable command shown in the README and docs/ is run, so the docs cannot rot.
 
-``console`` blocks hold commands prefixed by ``$ ``; they run in order in a fresh workspace
-made with the bundled embedder. ``bash`` blocks are illustrative (they need a model server or
-reinstall the project) and are only checked to name real make targets / olav commands.
+``console`` blocks hold commands prefixed by ``$ ``; they run in order, in this process, in a
+fresh workspace made with the bundled embedder. ``bash`` blocks are illustrative (they need a
+model server or reinstall the project) and are only checked to name real make targets / olav
+commands.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import clean_env
+from tests.helpers import OlavCli
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -46,17 +46,11 @@ def test_make_targets_named_in_docs_exist() -> None:
 
 
 @pytest.mark.slow
-def test_console_commands_run(e5_ws: Path, tmp_path: Path) -> None:
-    env = clean_env()
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    shim = bindir / "olav"
-    shim.write_text(
-        f"#!/bin/sh\nexec {sys.executable} -c 'from olav.cli.app import main; main()' \"$@\"\n"
-    )
-    shim.chmod(0o755)
-    env["PATH"] = f"{bindir}:{env['PATH']}"
-    cwd = e5_ws
+def test_console_commands_run(e5_ws: Path, olav: OlavCli) -> None:
+    """Every ``$ olav ...`` line, in order, through the CLI app in this process: one start-up
+    (lancedb, the embedder) for all of them instead of one per command. The entry point as a
+    separate process (start-up, one-line errors, no heavy import for --help) is
+    tests/test_cli.py's subject."""
     ran = 0
     for doc, body in blocks("console"):
         for line in body.splitlines():
@@ -66,11 +60,12 @@ def test_console_commands_run(e5_ws: Path, tmp_path: Path) -> None:
             args = shlex.split(cmd)
             if args[0] == "cd":
                 continue  # the workspace is already the cwd
+            assert args[0] == "olav", f"{doc.name}: `{cmd}` is not an olav command"
             if args[:2] == ["olav", "init"]:
-                args = ["olav", "init", str(cwd)]
-            res = subprocess.run(
-                args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+                args = ["olav", "init", str(e5_ws)]
+            res = olav(*args[1:])
+            assert res.exit_code == 0, (
+                f"{doc.name}: `{cmd}` failed:\n{res.output}\n{res.exception!r}"
             )
-            assert res.returncode == 0, f"{doc.name}: `{cmd}` failed:\n{res.stdout}\n{res.stderr}"
             ran += 1
     assert ran >= 6

@@ -11,14 +11,10 @@ from typing import Any
 
 import pytest
 
-from olav.bench.golden import (
-    LANGS,
-    language,
-    load_golden,
-    markdown_golden,
-    run_golden,
-    split_of,
-)
+from olav.bench.golden import run_golden
+from olav.bench.golden_block import LANGS
+from olav.bench.golden_set import language, load_golden, split_of
+from olav.bench.golden_tables import markdown_golden
 from olav.core.errors import OlavError
 from olav.core.settings import SETTINGS
 from olav.memory import calibration
@@ -74,7 +70,7 @@ def test_language_detection() -> None:
 def test_a_broken_reference_is_a_one_line_error(tmp_path: Any) -> None:
     import shutil
 
-    from olav.bench.golden import DATA
+    from olav.bench.golden_set import DATA
 
     shutil.copytree(DATA, tmp_path / "g")
     queries = tmp_path / "g" / "queries.yaml"
@@ -153,8 +149,8 @@ def test_relevance_off_fills_the_block_with_noise(report: dict[str, Any]) -> Non
 
 
 def test_calibrate_on_made_up_candidates() -> None:
-    from olav.bench.golden import GoldenQuery
     from olav.bench.golden_block import Recalled, calibrate, measure
+    from olav.bench.golden_set import GoldenQuery
     from olav.memory.recall import Candidate
     from olav.memory.relevance import Floors, Signals
     from olav.memory.schema import MemoryRecord

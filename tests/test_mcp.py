@@ -32,7 +32,7 @@ from olav.mcp.server import Category, Outcome, RememberCategory
 from olav.mcp.service import REMEMBER_CATEGORIES, ToolCall, check_outcome, draft_intent
 from olav.memory.schema import CATEGORIES, MemoryRecord
 from olav.memory.store import MemoryStore
-from tests.helpers import clean_env
+from tests.helpers import clean_env, wait_until
 
 OLAV = [sys.executable, "-c", "from olav.cli.app import main; main()"]
 CLIENT = types.Implementation(name="olav-test", version="1.0")
@@ -93,17 +93,6 @@ def events(root: Path, kind: str) -> list[dict[str, Any]]:
         "SELECT detail FROM events WHERE kind = ? ORDER BY created_at", [kind]
     )
     return [json.loads(r[0]) for r in rows]
-
-
-def wait_for(probe: Callable[[], Any], what: str, deadline: float = 30.0) -> Any:
-    """Poll ``probe`` until it returns something truthy (the server audits after replying)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class HttpServer:
@@ -349,7 +338,10 @@ def test_http_accepted_elicitation_stores(http_server: HttpServer, mode: str) ->
             rows = events(http_server.root, "mcp_call")
             return [e["status"] for e in rows if e["tool"] == "confirm"][-2:]
 
-        wait_for(lambda: rounds() == ["input_required", "ok"], "the two confirm rounds")
+        # the server audits after replying
+        wait_until(
+            lambda: rounds() == ["input_required", "ok"], 30, "the two confirm rounds", every=0.05
+        )
 
 
 @pytest.mark.parametrize(
@@ -497,7 +489,9 @@ def test_http_every_call_is_audited(http_server: HttpServer) -> None:
     def rows() -> list[dict[str, Any]]:
         return [e for e in events(http_server.root, "mcp_call") if e["client"] == "audit-probe"]
 
-    recall, get, read = wait_for(lambda: len(rows()) == 3 and rows(), "three mcp_call rows")
+    recall, get, read = wait_until(
+        lambda: len(rows()) == 3 and rows(), 30, "three mcp_call rows", every=0.05
+    )
     assert (recall["tool"], recall["status"], recall["error"]) == ("recall", "ok", None)
     assert get["tool"] == "get" and get["status"] == "error" and "no memory with id" in get["error"]
     assert (read["method"], read["tool"], read["status"]) == (

@@ -19,25 +19,15 @@ from olav.core.config import Workspace
 from olav.memory.embedders import E5Embedder, HashEmbedder
 from olav.memory.store import MemoryStore
 from olav.memory.textvectors import load_vectors, save_vectors, text_key, vectors_file
+from tests.helpers import DelegatingEmbedder
 
 
-class Counting:
+class Counting(DelegatingEmbedder):
     """An embedder that counts the passages it embeds."""
 
     def __init__(self, inner: E5Embedder | HashEmbedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.passages: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         self.passages.extend(texts)

@@ -29,23 +29,18 @@ the largest that keeps every distinct pair apart).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from olav.bench.golden_block import (
     GRID,
     LANGS,
     TARGETS,
-    TIERS,
     Recalled,
     block_misses,
     calibrate,
@@ -55,146 +50,17 @@ from olav.bench.golden_block import (
     report_blocks,
     scaled,
 )
+from olav.bench.golden_set import DATA, GoldenSet, load_golden
 from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
-from olav.memory.relevance import Floors, language
+from olav.memory.relevance import Floors
 
-DATA = Path(__file__).parent / "data" / "golden"
 AGENT = "ops"
 TIER = "small"
 KS = (1, 3, 5)
 DEDUP_GRID = tuple(round(0.02 + 0.01 * i, 2) for i in range(39))
 DEDUP_MARGIN = 0.01  # the suggested dedup distance stays this far below every distinct pair
-PRECEDENTS = ("operational_event", "query_pattern")
-
 Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class GoldenQuery:
-    text: str
-    expect: tuple[str, ...] = ()
-    lesson: str | None = None
-    negative: bool = False
-    id: str = ""
-    accept: tuple[str, ...] = ()  # also acceptable in the block (beyond expect and lesson)
-    nomatch: bool = False  # in-domain, but no stored memory is needed
-
-    @property
-    def lang(self) -> str:
-        return language(self.text)
-
-    @property
-    def split(self) -> str:
-        """``cal`` or ``test``: fixed by the id, so adding queries never moves old ones."""
-        return split_of(self.id or self.text)
-
-    @property
-    def acceptable(self) -> frozenset[str]:
-        """Every memory that may appear in this query's block."""
-        return frozenset((*self.expect, *self.accept, *([self.lesson] if self.lesson else [])))
-
-
-def split_of(key: str) -> str:
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return "cal" if digest[0] % 2 == 0 else "test"
-
-
-@dataclass(frozen=True)
-class GoldenSet:
-    root: Path
-    guide_files: list[Path]
-    reflections: dict[str, str]
-    precedents: dict[str, tuple[str, str]]  # id -> (category, text)
-    queries: list[GoldenQuery]
-    duplicates: list[tuple[str, str]]
-    distinct: list[tuple[str, str]]
-
-
-def _yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise OlavError(f"{path} does not exist", hint="Point --data at a golden set folder")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        raise OlavError(f"{path} is not valid YAML", hint="Check its indentation") from None
-    if not isinstance(data, dict):
-        raise OlavError(f"{path} must be a YAML mapping", hint="See the files in data/golden")
-    return data
-
-
-def _pairs(data: dict[str, Any], key: str, path: Path) -> list[tuple[str, str]]:
-    out = []
-    for item in data.get(key) or []:
-        ok = isinstance(item, list) and len(item) == 2
-        if not (ok and all(isinstance(s, str) for s in item)):
-            raise OlavError(f"{path}: every entry of {key} must be two lessons", hint=repr(item))
-        out.append((item[0], item[1]))
-    return out
-
-
-def _query(q: dict[str, Any], reflections: dict[str, str]) -> GoldenQuery:
-    query = GoldenQuery(
-        text=str(q["q"]),
-        expect=tuple(q.get("expect") or ()),
-        lesson=q.get("lesson"),
-        negative=bool(q.get("negative")),
-        id=str(q.get("id") or ""),
-        accept=tuple(q.get("accept") or ()),
-        nomatch=bool(q.get("nomatch")),
-    )
-    kinds = [bool(query.expect or query.lesson), query.negative, query.nomatch]
-    if sum(kinds) != 1 or (query.negative and query.accept):
-        raise OlavError(
-            f"query {query.text!r} must be exactly one of: expects a memory, negative, nomatch",
-            hint="Give it expect/lesson, or negative: true (no accept), or nomatch: true",
-        )
-    if query.lesson is not None and query.lesson not in reflections:
-        raise OlavError(f"query {query.text!r} names an unknown lesson {query.lesson!r}")
-    return query
-
-
-def load_golden(root: Path = DATA) -> GoldenSet:
-    """Read and cross-check a golden set; a broken reference is an :class:`OlavError`."""
-    root = Path(root)
-    guides = sorted((root / "guides").glob("*.guide.yaml"))
-    mem = _yaml(root / "memories.yaml")
-    reflections = {str(r["id"]): str(r["text"]).strip() for r in mem.get("reflections") or []}
-    precedents: dict[str, tuple[str, str]] = {}
-    for p in mem.get("precedents") or []:
-        if p.get("category") not in PRECEDENTS:
-            raise OlavError(
-                f"precedent {p.get('id')!r} has category {p.get('category')!r}",
-                hint="Use " + " or ".join(PRECEDENTS),
-            )
-        precedents[str(p["id"])] = (str(p["category"]), str(p["text"]).strip())
-    queries = [_query(q, reflections) for q in _yaml(root / "queries.yaml").get("queries") or []]
-    ids = [q.id for q in queries if q.id]
-    if len(ids) != len(set(ids)):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise OlavError(f"query id {dup!r} is used twice", hint="Give every query its own id")
-    dedup = _yaml(root / "dedup_pairs.yaml")
-    gs = GoldenSet(
-        root=root,
-        guide_files=guides,
-        reflections=reflections,
-        precedents=precedents,
-        queries=queries,
-        duplicates=_pairs(dedup, "duplicates", root / "dedup_pairs.yaml"),
-        distinct=_pairs(dedup, "distinct", root / "dedup_pairs.yaml"),
-    )
-    parts = {
-        "guides": gs.guide_files,
-        "reflections": gs.reflections,
-        "queries with a lesson": [q for q in queries if q.lesson],
-        "negative queries": [q for q in queries if q.negative],
-        "duplicate pairs": gs.duplicates,
-        "distinct pairs": gs.distinct,
-    }
-    for name, items in parts.items():
-        if not items:
-            raise OlavError(f"the golden set under {root} has no {name}")
-    return gs
 
 
 def _load_store(gs: GoldenSet, store: Any) -> int:
@@ -485,170 +351,3 @@ def _counts(gs: GoldenSet, guides: int) -> dict[str, Any]:
         "duplicate_pairs": len(gs.duplicates),
         "distinct_pairs": len(gs.distinct),
     }
-
-
-# -- tables: one set of rows, written as Markdown here and as rich tables by the CLI ----------
-
-Rows = tuple[list[str], list[list[str]]]  # header, rows
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def floors_label(f: dict[str, Any]) -> str:
-    """``0.03 (0.0 with words, 0.0 with specific words) · lessons ... · spread 0.005``."""
-    spread = "none" if f["spread"] is None or math.isinf(f["spread"]) else f["spread"]
-    return (
-        f"{f['directive']} ({f['directive_words']} with words, {f['specific']} with "
-        f"specific words) · lessons {f['lesson']} ({f['lesson_words']} with a full-text "
-        f"match) · spread {spread}"
-    )
-
-
-MEASURES = (
-    ("expect", "expected in block"),
-    ("precision", "block precision"),
-    ("empty", "unrelated: empty block"),
-    ("nomatch_clean", "no-match: clean block"),
-    ("stray", "in-domain: stray lesson"),
-    ("unrelated_lesson", "unrelated: lesson"),
-    ("lesson_kept", "expected lesson kept"),
-)
-
-
-def summary_line(report: dict[str, Any]) -> str:
-    c = report["counts"]
-    return (
-        f"Golden suite, embedder `{report['embedder']}`: {c['guides']} guides, "
-        f"{c['reflections']} lessons, {c['precedents']} precedents; {c['queries']} queries "
-        f"({c['positive']} expect a guide or precedent, {c['lesson']} a lesson, "
-        f"{c['nomatch']} in-domain with no memory that applies, {c['negative']} unrelated), "
-        f"split by id into a calibration half ({c['split']['cal']}) and a test half "
-        f"({c['split']['test']}). Recall as AutoRecall runs it for agent `{report['agent']}`, "
-        f"token budget {report['token_budget']}."
-    )
-
-
-def target_rows(report: dict[str, Any]) -> Rows:
-    conf = report["blocks"]["configured"]["test"]["small"]
-    sugg = report["blocks"]["suggested"]["test"]["small"]
-    names = dict(MEASURES)
-    rows = []
-    for key, t in report["targets"].items():
-        value = conf[key]
-        met = value is not None and (value >= t["target"] if t["higher"] else value <= t["target"])
-        sign = "≥" if t["higher"] else "≤"
-        target = f"{sign} {_pct(t['target'])}"
-        verdict = "yes" if met else "**no**"
-        rows.append([names[key], _pct(value), _pct(sugg[key]), target, verdict])
-    head = ["measure (test half, small tier)", "configured floors", "suggested floors"]
-    return [*head, "target", "met"], rows
-
-
-def block_rows(blocks: dict[str, Any], split: str) -> Rows:
-    part = blocks[split]
-    labelled = [(f"{tier} tier, all", part[tier]) for tier in TIERS]
-    labelled += [(f"small tier, {lang}", m) for lang, m in part["by_language"].items()]
-    rows = [
-        [label, str(m["n"]), *(_pct(m[key]) for key, _ in MEASURES), str(m["tokens"])]
-        for label, m in labelled
-    ]
-    return [f"{split} half", "n", *(name for _, name in MEASURES), "tokens"], rows
-
-
-def miss_rows(misses: list[dict[str, Any]]) -> Rows:
-    rows = []
-    for m in misses:
-        want = "; ".join(
-            f"{e['id']}: " + (e.get("reason") or "not a candidate") for e in m["expected"]
-        )
-        injected, wrong = ", ".join(m["injected"]) or "-", ", ".join(m["wrong"]) or "-"
-        rows.append([m["query"], m["kind"], injected, wrong, want or "-"])
-    return ["query", "kind", "injected", "not acceptable", "expected: why not"], rows
-
-
-def retrieval_rows(ret: dict[str, Any]) -> Rows:
-    keys = ("top1", "top3", "top5", "search_top1", "search_top3")
-    rows = [
-        [name, str(b["n"]), *(_pct(b[k]) for k in keys)]
-        for name, b in [("all", ret["overall"]), *ret["by_language"].items()]
-    ]
-    return ["queries", "n", "top-1", "top-3", "top-5", "search only: top-1", "top-3"], rows
-
-
-def dedup_rows(d: dict[str, Any]) -> tuple[Rows, Rows]:
-    spread = [
-        [name, *(str(d[name][k]) for k in ("n", "min", "median", "max"))]
-        for name in ("duplicates", "distinct")
-    ]
-    chosen = [
-        [f"{d[n]['threshold']} ({n})", _pct(d[n]["skipped"]), _pct(d[n]["kept"])]
-        for n in ("configured", "suggested")
-    ]
-    return (
-        (["pairs", "n", "min", "median", "max"], spread),
-        (["dedup distance", "duplicates skipped", "distinct kept"], chosen),
-    )
-
-
-def _off_line(report: dict[str, Any]) -> str:
-    off = report["blocks"]["off"]
-    return (
-        "With no floor (the nearest memories, as before the relevance decision), the same "
-        f"test half gets: expected in block {_pct(off['expect'])}, block precision "
-        f"{_pct(off['precision'])}, unrelated requests with an empty block {_pct(off['empty'])}, "
-        f"stray lessons {_pct(off['stray'])}, unrelated requests with a lesson "
-        f"{_pct(off['unrelated_lesson'])}, {off['tokens']} tokens a block."
-    )
-
-
-def _md(table: Rows) -> list[str]:
-    head, rows = table
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def markdown_golden(report: dict[str, Any]) -> str:
-    """The report as Markdown tables (for docs/benchmarks.md)."""
-    f = report["floors"]
-    out = [
-        summary_line(report),
-        "",
-        f"Configured floors: {floors_label(f['configured'])}. Floors the calibration half "
-        f"suggests: {floors_label(f['suggested'])}.",
-        "",
-        *_md(target_rows(report)),
-        "",
-        _off_line(report),
-        "",
-        "The block per tier and language, configured floors:",
-        "",
-        *_md(block_rows(report["blocks"]["configured"], "test")),
-        "",
-        *_md(block_rows(report["blocks"]["configured"], "cal")),
-    ]
-    if report["misses"]:
-        out += [
-            "",
-            "Test-half queries whose small-tier block falls short (why the expected memory "
-            "was left out):",
-            "",
-            *_md(miss_rows(report["misses"])),
-        ]
-    spread, chosen = dedup_rows(report["dedup"])
-    out += [
-        "",
-        "Ranking before the relevance decision (queries with an expected guide or precedent): "
-        "its position among the Recaller's candidates, and in the search alone.",
-        "",
-        *_md(retrieval_rows(report["retrieval"])),
-        "",
-        "Lesson dedup distance (the new lesson as a query against the stored one, as "
-        "add_reflection searches):",
-        "",
-        *_md(spread),
-        "",
-        *_md(chosen),
-    ]
-    return "\n".join(out) + "\n"

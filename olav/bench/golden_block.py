@@ -24,6 +24,7 @@ what the targets are read from.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
@@ -71,11 +72,13 @@ class Recalled:
 def replay(r: Recalled, floors: Floors, tier: str, budget: int) -> list[Candidate]:
     """The block the product would inject for these floors and this tier."""
     cands = []
-    for c in r.candidates:
-        sig = dataclasses.replace(c.signals)
+    for c in r.candidates:  # copies: the recorded decisions stay as recalled
+        sig = copy.copy(c.signals)
         if r.relevance_on and c.hit.record.category != "episode":
             decide(sig, lesson=c.hit.record.category == "reflection", floors=floors)
-        cands.append(dataclasses.replace(c, signals=sig, decision="candidate"))
+        cand = copy.copy(c)
+        cand.signals, cand.decision = sig, "candidate"
+        cands.append(cand)
     select(cands, tier=tier, token_budget=budget, floors=floors)
     return [c for c in cands if c.decision == "injected"]
 
@@ -175,7 +178,7 @@ def calibrate(
     given), the others held, and the round is repeated; a tie keeps the current value."""
     cal = [r for r in rows if r.query.split == "cal"]
 
-    def score(f: Floors) -> tuple[float, float]:
+    def score(f: Floors) -> tuple[int, float, float]:
         return _score(measure(cal, f, "small", budget, None))
 
     floors, best = start, score(start)

@@ -76,7 +76,7 @@ def run_all(
 
 def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
     """docs/benchmarks.md from a :func:`run_all` report."""
-    from olav.bench.golden import markdown_golden
+    from olav.bench.golden_tables import markdown_golden
     from olav.bench.locomo import markdown_recall
     from olav.bench.perf import machine_line, markdown_perf
     from olav.bench.steer import markdown_steer

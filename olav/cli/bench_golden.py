@@ -45,6 +45,7 @@ def golden(
     """
     from olav.bench import golden as g
     from olav.bench.embedders import EMBEDDERS, bench_embedder
+    from olav.bench.golden_tables import markdown_golden
     from olav.memory.calibration import parse_floors
 
     if embedder not in EMBEDDERS:
@@ -60,13 +61,13 @@ def golden(
     if as_json:
         print_json(report)
     elif markdown:
-        console.print(g.markdown_golden(report), markup=False, soft_wrap=True)
+        console.print(markdown_golden(report), markup=False, soft_wrap=True)
     else:
         _show(report, misses)
 
 
 def _show(report: dict[str, Any], misses: bool) -> None:
-    from olav.bench import golden as g
+    from olav.bench import golden_tables as g
 
     f = report["floors"]
     console.print(g.summary_line(report), markup=False, soft_wrap=True)

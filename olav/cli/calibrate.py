@@ -80,7 +80,7 @@ def _finite(floors: dict[str, float | None]) -> dict[str, float]:
 
 
 def _show(report: dict[str, Any]) -> None:
-    from olav.bench.golden import floors_label
+    from olav.bench.golden_tables import floors_label
 
     f = report["floors"]["suggested"]
     off = report["blocks"]["off"]

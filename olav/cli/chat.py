@@ -67,7 +67,7 @@ def ask(
     ),
 ) -> None:
     """Ask once, print the answer and exit (non-zero on error)."""
-    from olav.runtime.runner import Session
+    from olav.compose import agent_session
     from olav.runtime.tools import NEEDS_CONSENT
 
     ws = open_workspace()
@@ -75,7 +75,7 @@ def ask(
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
     # --auto-approve covers dangerous tools, never a memory commit: nobody is here to say yes
-    session = Session(
+    session = agent_session(
         ws, agent=agent, approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT
     )
     # on stderr, so the answer (or --json) on stdout stays clean

@@ -86,7 +86,7 @@ def import_cmd(
 ) -> None:
     """Import memory rows from a JSONL export, or a Markdown/text document as ~500-token
     chunks plus a summary guide. Re-importing a document replaces its rows."""
-    from olav.memory.documents import DOCUMENT_SUFFIXES, import_document_file
+    from olav.memory.documents import DOCUMENT_SUFFIXES, ImportProgress, import_document_file
 
     suffix = file.suffix.lower()
     if suffix != ".jsonl" and suffix not in DOCUMENT_SUFFIXES:
@@ -118,23 +118,36 @@ def import_cmd(
             base=ws.root,
             agent=agent,
             scope=scope,
-            progress_total=lambda n: bar.update(task, total=n),
-            progress=lambda n: bar.advance(task, n),
+            progress=ImportProgress(
+                total=lambda n: bar.update(task, total=n),
+                advance=lambda n: bar.advance(task, n),
+            ),
         )
+    _report_import(
+        ws,
+        doc.summary_id,
+        file,
+        doc.to_json(),
+        as_json=as_json,
+        line=f'imported "{doc.title}" from {file}: {len(doc.chunk_ids)} chunks + summary '
+        f"guide {doc.summary_id} ({len(doc.added)} new, {len(doc.updated)} replaced, "
+        f"{len(doc.unchanged)} unchanged, {len(doc.removed)} removed)",
+    )
+
+
+def _report_import(
+    ws: Any, memory_id: str, file: Path, summary: dict[str, Any], *, as_json: bool, line: str
+) -> None:
+    """An import's audit event, then its summary: JSON, or one green line."""
     from olav.audit.recorder import AuditRecorder
 
     AuditRecorder(ws.audit_path).memory_event(
-        doc.summary_id, "import", "cli", {"file": str(file), **doc.to_json()}
+        memory_id, "import", "cli", {"file": str(file), **summary}
     )
     if as_json:
-        print_json(doc.to_json())
-        return
-    console.print(
-        f'[green]✓[/] imported "{doc.title}" from {file}: {len(doc.chunk_ids)} chunks + summary '
-        f"guide {doc.summary_id} ({len(doc.added)} new, {len(doc.updated)} replaced, "
-        f"{len(doc.unchanged)} unchanged, {len(doc.removed)} removed)",
-        soft_wrap=True,
-    )
+        print_json(summary)
+    else:
+        console.print(f"[green]✓[/] {line}", soft_wrap=True)
 
 
 @app.command("import-chat")
@@ -167,19 +180,15 @@ def import_chat_cmd(
             session_gap_hours=session_gap,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    from olav.audit.recorder import AuditRecorder
-
-    AuditRecorder(ws.audit_path).memory_event(
-        f"chat:{result.key}", "import", "cli", {"file": str(file), **result.to_json()}
-    )
-    if as_json:
-        print_json(result.to_json())
-        return
-    console.print(
-        f"[green]✓[/] imported {result.messages} messages in {result.sessions} session(s) "
+    _report_import(
+        ws,
+        f"chat:{result.key}",
+        file,
+        result.to_json(),
+        as_json=as_json,
+        line=f"imported {result.messages} messages in {result.sessions} session(s) "
         f"from {file} ({len(result.added)} new, {len(result.updated)} replaced, "
         f"{result.removed} removed)",
-        soft_wrap=True,
     )
 
 

@@ -64,9 +64,9 @@ class Chat:
     def _start(self, agent: str) -> None:
         threading.Thread(target=self._warm_model, name="olav-model-warm-up", daemon=True).start()
         try:
-            from olav.runtime.runner import Session
+            from olav.compose import agent_session
 
-            session = Session(
+            session = agent_session(
                 self.ws,
                 agent=agent,
                 approver=self.approve,

@@ -9,9 +9,9 @@ from olav.learning.reflector import REQUEST
 
 def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
     """The `reflect` cron job: run the reflector agent once over the last ``days``."""
-    from olav.runtime.runner import Session
+    from olav.compose import agent_session
 
-    session = Session(
+    session = agent_session(
         ws,
         agent="reflector",
         approver=lambda name, args: False,

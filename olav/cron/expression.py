@@ -146,13 +146,24 @@ def local_timezone() -> tzinfo:
     return zone
 
 
-def build_trigger(expr: str, timezone: tzinfo | None = None) -> Any:
-    """An APScheduler trigger that fires when cron would fire ``expr``."""
+def build_trigger(expr: str, timezone: tzinfo | None = None, *, seconds: str = "0") -> Any:
+    """An APScheduler trigger that fires when cron would fire ``expr``.
+
+    ``seconds`` is the field cron does not have: ``"0"``, the start of the minute, as cron.
+    A finer one (``"*/2"``) makes ``* * * * *`` fire every two seconds, which lets a test of
+    the daemon run a per-minute job without waiting for a minute boundary.
+    """
     from apscheduler.triggers.cron import CronTrigger
 
     spec = parse_expression(expr)
     tz = timezone or local_timezone()
-    common = {"minute": spec.minute, "hour": spec.hour, "month": spec.month, "timezone": tz}
+    common = {
+        "second": seconds,
+        "minute": spec.minute,
+        "hour": spec.hour,
+        "month": spec.month,
+        "timezone": tz,
+    }
     if spec.dom_restricted and spec.dow_restricted:
         # cron: "if both fields are restricted, the command runs when either field matches"
         from apscheduler.triggers.combining import OrTrigger

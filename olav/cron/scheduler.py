@@ -99,13 +99,21 @@ class CronDaemon:
     backlog of missed fire times collapses into one run.
     """
 
-    def __init__(self, ws: Workspace, logger: logging.Logger, *, timezone: tzinfo | None = None):
+    def __init__(
+        self,
+        ws: Workspace,
+        logger: logging.Logger,
+        *,
+        timezone: tzinfo | None = None,
+        seconds: str = "0",
+    ):
         from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.ws = ws
         self.logger = logger
         self.tz = timezone or local_timezone()
+        self.seconds = seconds  # the seconds field of every schedule (see build_trigger)
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 3600},
@@ -148,7 +156,7 @@ class CronDaemon:
             if not spec.enabled:
                 continue
             try:
-                trigger = build_trigger(spec.schedule, self.tz)
+                trigger = build_trigger(spec.schedule, self.tz, seconds=self.seconds)
             except CronExpressionError as exc:
                 self.logger.error(kv("schedule.invalid", job=spec.name, message=exc.one_line()))
                 continue
@@ -208,8 +216,10 @@ def serve(
     once_for: float | None = None,
     reconcile_every: float = RECONCILE_EVERY_S,
     echo: Callable[[str], None] | None = None,
+    seconds: str = "0",
 ) -> str:
-    """Run the daemon until SIGTERM/SIGINT (or ``once_for`` seconds). Returns why it stopped."""
+    """Run the daemon until SIGTERM/SIGINT (or ``once_for`` seconds). Returns why it stopped.
+    ``seconds`` is the seconds field of every schedule (cron's "0"; tests use a finer one)."""
     stop = threading.Event()
     reason = {"why": "once-for" if once_for is not None else "stopped"}
 
@@ -222,7 +232,7 @@ def serve(
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, on_signal)
-        daemon = CronDaemon(ws, logger)
+        daemon = CronDaemon(ws, logger, seconds=seconds)
         try:
             daemon.start()
             logger.info(

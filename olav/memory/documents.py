@@ -157,59 +157,58 @@ def document_records(
     return records, _summary_record(doc, parts, words)
 
 
-def _chunk_record(doc: DocumentSpec, c: Chunk, n_parts: int, tags: list[str]) -> MemoryRecord:
+def _doc_record(
+    doc: DocumentSpec, suffix: str, text: str, category: str, tags: list[str], meta: dict[str, Any]
+) -> MemoryRecord:
+    """A row of ``doc`` (id ``<doc id>_<suffix>``): its scope, origin and confidence."""
     base = doc_id(doc.key)
-    label = " › ".join(x for x in (doc.title, c.section) if x)
     return MemoryRecord(
-        id=f"{base}_{c.index:04d}",
-        text=f"{label}\n{c.text}",
-        category="document",
+        id=f"{base}_{suffix}",
+        text=text,
+        category=category,
         scope=doc.scope,
         origin=doc.origin,
         confidence=DOCUMENT_CONFIDENCE,
         tags=tags,
-        metadata={
-            "doc_id": base,
-            "intent": f"{doc.intent} #{c.index + 1}/{n_parts}",
-            "title": doc.title,
-            "section": c.section,
-            "chunk": c.index,
-            "chunks": n_parts,
-            "source": doc.source or doc.key,
-            "body": f"{label}\n{c.text}",
-            "hash": _hash(label, c.text, doc.scope),
-        },
+        metadata={"doc_id": base, **meta},
     )
+
+
+def _chunk_record(doc: DocumentSpec, c: Chunk, n_parts: int, tags: list[str]) -> MemoryRecord:
+    label = " › ".join(x for x in (doc.title, c.section) if x)
+    meta = {
+        "intent": f"{doc.intent} #{c.index + 1}/{n_parts}",
+        "title": doc.title,
+        "section": c.section,
+        "chunk": c.index,
+        "chunks": n_parts,
+        "source": doc.source or doc.key,
+        "body": f"{label}\n{c.text}",
+        "hash": _hash(label, c.text, doc.scope),
+    }
+    return _doc_record(doc, f"{c.index:04d}", f"{label}\n{c.text}", "document", tags, meta)
 
 
 def _summary_record(doc: DocumentSpec, parts: list[Chunk], words: list[str]) -> MemoryRecord:
     """The usage_guide row that says the document exists and how to read its details."""
-    base = doc_id(doc.key)
     text = doc.text or "\n\n".join(c.text for c in parts)
     body = summarise(doc.title, text, n_chunks=len(parts), source=doc.source)
     summary_words = [*words] or [doc.intent.replace("_", " "), doc.title]
     intent = doc.intent
-    return MemoryRecord(
-        id=f"{base}_summary",
-        text=f"{intent.replace('_', ' ')} ({intent})\n{', '.join(summary_words)}\n\n{body}",
-        category="usage_guide",
-        scope=doc.scope,
-        origin=doc.origin,
-        confidence=DOCUMENT_CONFIDENCE,
-        tags=[doc.agent, *summary_words[:6]],
-        metadata={
-            "doc_id": base,
-            "intent": intent,
-            "agent": doc.agent,
-            "title": doc.title,
-            "keywords": summary_words,
-            "source": doc.source or doc.key,
-            "chunks": len(parts),
-            "body": body,
-            "track": "summary",
-            "hash": _hash(body, ",".join(summary_words), doc.scope, doc.agent),
-        },
-    )
+    meta = {
+        "intent": intent,
+        "agent": doc.agent,
+        "title": doc.title,
+        "keywords": summary_words,
+        "source": doc.source or doc.key,
+        "chunks": len(parts),
+        "body": body,
+        "track": "summary",
+        "hash": _hash(body, ",".join(summary_words), doc.scope, doc.agent),
+    }
+    head = f"{intent.replace('_', ' ')} ({intent})\n{', '.join(summary_words)}"
+    tags = [doc.agent, *summary_words[:6]]
+    return _doc_record(doc, "summary", f"{head}\n\n{body}", "usage_guide", tags, meta)
 
 
 def write_document(
@@ -266,6 +265,15 @@ def write_document(
     return result
 
 
+@dataclass(frozen=True)
+class ImportProgress:
+    """Where an import reports: ``total(n)`` once, the rows it will write; then
+    ``advance(k)`` as they are written."""
+
+    total: Callable[[int], None]
+    advance: Callable[[int], None]
+
+
 def import_document_file(
     store: Any,
     path: Path,
@@ -274,11 +282,10 @@ def import_document_file(
     agent: str = "core",
     scope: str | None = None,
     keywords: Sequence[str] = (),
-    progress_total: Callable[[int], None] | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: ImportProgress | None = None,
 ) -> DocumentImport:
     """Import a ``.md`` or ``.txt`` file: chunks plus a summary guide, replacing an earlier
-    import of the same path. ``progress_total(n)`` announces how many rows will be written."""
+    import of the same path."""
     text = read_text_file(path, DOCUMENT_SUFFIXES)
     key = document_key_for_file(path, base)
     source = key.removeprefix("file:")
@@ -296,6 +303,7 @@ def import_document_file(
         source=source,
     )
     records, summary = document_records(spec)
-    if progress_total:
-        progress_total(len(records) + 1)
-    return write_document(store, records, summary, progress=progress)
+    if progress is None:
+        return write_document(store, records, summary)
+    progress.total(len(records) + 1)
+    return write_document(store, records, summary, progress=progress.advance)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +16,11 @@ from olav.runtime.middleware import (
     CompressionMiddleware,
     RunContext,
     StaticContextMiddleware,
-    ToolGuardMiddleware,
     describe_error,
 )
 from olav.runtime.skills import ORCHESTRATOR, Agent, load_agents
-from olav.runtime.tools import ToolContext, build_tools
+from olav.runtime.toolguard import ToolGuardMiddleware
+from olav.runtime.tools import ToolContext, ToolSpec, build_tools
 
 RULES = """
 Rules:
@@ -124,8 +125,10 @@ def build(
     agent: str = ORCHESTRATOR,
     store: Any = None,
     model: Any = None,
+    tools: Mapping[str, ToolSpec] | None = None,
 ) -> BuiltAgent:
-    """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents."""
+    """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents.
+    ``tools`` are the tools beyond the registry's that the agents may list."""
     from deepagents import FilesystemPermission, SubAgent, create_deep_agent
     from deepagents.backends import FilesystemBackend
     from langgraph.checkpoint.memory import InMemorySaver
@@ -179,7 +182,7 @@ def build(
             tier=model_tier(cfg["llm.model"], cfg["llm.tier"]),
             run=run,
         )
-        return build_tools(a.spec.tools, ctx)
+        return build_tools(a.spec.tools, ctx, tools)
 
     sub_specs: list[Any] = []
     for sub in subs:

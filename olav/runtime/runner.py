@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,21 +11,22 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from olav.audit.db import migrate
 from olav.audit.queries import NARRATED_EVENT
-from olav.audit.recorder import LEARNABLE_OUTCOMES, AuditRecorder
+from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
-from olav.learning.trace_learner import start_trace_learning
 from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.episodes import EVERY_N_TURNS
 from olav.memory.scopes import private_scope
 from olav.memory.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
+from olav.runtime.hooks import Hooks, RunEnd, Waitable
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
+from olav.runtime.tools import ToolSpec
 
 log = get_logger("runner")
 
@@ -71,8 +72,11 @@ class Session:
         on_tool_end: Callable[[str, str, str, float], None] | None = None,
         model: Any = None,
         store: Any = None,
-        learn_from_failures: bool = True,
+        hooks: Hooks | None = None,
+        tools: Mapping[str, ToolSpec] | None = None,
     ) -> None:
+        """``hooks`` say what happens after each run and ``tools`` adds tools beyond the
+        registry's: both are the composer's (olav.compose adds learning)."""
         self.ws = ws
         configure_logging(ws.logs)
         _migrate_audit(ws)
@@ -94,15 +98,21 @@ class Session:
         self._tools: set[str] = set()
         self._last_patterns: list[str] = []
         self.turns = 0
-        self._background: list[Any] = []
+        self._background: list[Waitable] = []
         self._writer = shared_writer()
-        self.learn_from_failures = learn_from_failures
+        self.hooks = hooks or Hooks()
+        self.tools = dict(tools or {})
 
     @property
     def built(self) -> BuiltAgent:
         if self._built is None:
             self._built = build(
-                self.ws, self.run, agent=self.agent_name, store=self._store, model=self._model
+                self.ws,
+                self.run,
+                agent=self.agent_name,
+                store=self._store,
+                model=self._model,
+                tools=self.tools,
             )
             self._read_skills()
         return self._built
@@ -207,7 +217,8 @@ class Session:
         before the next prompt."""
         for rec in self.built.recallers.values():
             rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0, wait=False)
-        self._learn(text, run_id, outcome)
+        self._capture_run(text, run_id, outcome)
+        self._run_hooks(run_id, outcome)
         self.turns += 1
         if self.turns % EVERY_N_TURNS == 0:
             self._writer.submit("episode", self.write_episode)
@@ -217,9 +228,8 @@ class Session:
     def store(self) -> Any:
         return next(iter(self.built.recallers.values())).store
 
-    def _learn(self, text: str, run_id: str, outcome: str) -> None:
-        """L1 capture after every run; trace learning in the background after failed,
-        cancelled, narrated and tool_error runs."""
+    def _capture_run(self, text: str, run_id: str, outcome: str) -> None:
+        """L1 capture after every run (olav.memory.capture), on the background writer."""
         finished = outcome not in ("failed", "cancelled")
         try:
             plan = plan_capture(
@@ -236,8 +246,18 @@ class Session:
         self._last_patterns = plan.pattern_ids
         if plan:
             self._writer.submit(f"capture of run {run_id}", apply_capture, self.store, plan)
-        if outcome in LEARNABLE_OUTCOMES and self.learn_from_failures:
-            self._background.append(start_trace_learning(self.ws, self.store))
+
+    def _run_hooks(self, run_id: str, outcome: str) -> None:
+        """The composer's after-run hooks; what they start is waited for by wait_background."""
+        end = RunEnd(ws=self.ws, store=self.store, run_id=run_id, outcome=outcome)
+        for hook in self.hooks.after_run:
+            try:
+                started = hook(end)
+            except Exception as exc:  # a hook must never break the chat
+                log.warning("after-run hook %s failed for run %s: %s", hook, run_id, exc)
+                continue
+            if started is not None:
+                self._background.append(started)
 
     def _maintain(self) -> None:
         """Compact the memory table once writes (captures, access-count bumps) have left it
@@ -278,7 +298,7 @@ class Session:
 
     def wait_background(self, timeout: float = 120.0) -> None:
         """Wait for the memory writes of the runs so far (captures, bumps, the recall log)
-        and for background learning started by failed runs (clean exit, tests)."""
+        and for the background work the after-run hooks started (clean exit, tests)."""
         if self._built is not None:
             for rec in self._built.recallers.values():
                 rec.flush()

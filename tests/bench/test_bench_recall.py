@@ -18,7 +18,7 @@ from olav.memory.embedders import CachedEmbedder, E5Embedder
 from olav.memory.recall import QUOTAS, Recaller
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
-from tests.bench.test_bench_memory import fts_query, latencies_ms, p50, p95, report, sentence
+from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
 
 pytestmark = pytest.mark.bench
 SIZES = tuple(int(x) for x in os.environ.get("BENCH_RECALL_SIZES", "1000,10000,100000").split(","))

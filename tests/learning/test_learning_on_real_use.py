@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from olav.audit.recorder import AuditRecorder
+from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.learning.trace_learner import failed_runs, learn_from_traces
 from olav.llm.models import ScriptedChatModel
@@ -28,7 +29,9 @@ LESSON = (
 
 
 def narrated_run(root: Path, **kw: Any) -> tuple[Session, str]:
-    session = Session(scripted_ws(root, NARRATION), model=ScriptedChatModel(turns=NARRATION), **kw)
+    session = agent_session(
+        scripted_ws(root, NARRATION), model=ScriptedChatModel(turns=NARRATION), **kw
+    )
     result = session.ask(REQUEST)
     assert result.answer == NARRATION[0]["content"] and result.outcome == "narrated"
     return session, result.run_id
@@ -87,7 +90,7 @@ def test_the_trace_learner_sees_what_was_said_and_which_tools_could_act(hash_ws:
 
 
 def test_narrated_runs_start_background_learning_like_failures(hash_ws: Path) -> None:
-    session = Session(
+    session = agent_session(
         scripted_ws(hash_ws, NARRATION), model=ScriptedChatModel(turns=NARRATION)
     )  # learn_from_failures is on by default
     script_model_answer(hash_ws, {"content": json.dumps([LESSON])})
@@ -126,7 +129,7 @@ def test_the_template_backup_is_captured_as_a_lasting_precedent(hash_ws: Path) -
         {"content": "Saved exports/backups/sh1-border01.cfg"},
     ]
     ws = scripted_ws(hash_ws, turns)
-    session = Session(
+    session = agent_session(
         ws, agent="netops", model=ScriptedChatModel(turns=turns), learn_from_failures=False
     )
     assert session.ask(REQUEST).outcome == "completed"

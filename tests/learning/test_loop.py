@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
+from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.learning.patterns import extract_patterns
 from olav.learning.trace_learner import learn_from_traces
@@ -35,7 +36,7 @@ def services_agent(e5_ws: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setitem(
         registry._SPECS,
         "register_service",
-        (register_service, RegisterArgs, "Register a service in the catalogue."),
+        registry.ToolSpec(register_service, RegisterArgs, "Register a service in the catalogue."),
     )
     folder = e5_ws / "services"
     folder.mkdir()
@@ -49,7 +50,7 @@ def services_agent(e5_ws: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def run_script(ws_root: Path, turns: list[dict], agent: str, prompt: str) -> Session:  # type: ignore[type-arg]
     ws = scripted_ws(ws_root, turns)
-    session = Session(
+    session = agent_session(
         ws, agent=agent, model=ScriptedChatModel(turns=turns), learn_from_failures=False
     )
     session.ask(prompt)
@@ -146,7 +147,7 @@ def test_garbage_pattern_answers_are_rejected(services_agent: Path) -> None:
 def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Path) -> None:
     for i in range(3):
         ws = scripted_ws(e5_ws, [])
-        session = Session(
+        session = agent_session(
             ws,
             agent="netops",
             learn_from_failures=False,

@@ -6,6 +6,7 @@ process, and the counts match what each process reported."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -16,9 +17,10 @@ import duckdb
 import pytest
 
 from olav.core.config import Workspace
+from olav.cron.jobfile import get_job
 from olav.memory.store import MemoryStore
 from olav.memory.transfer import export_jsonl
-from tests.helpers import clean_env, run_olav
+from tests.helpers import CRON_SERVE, clean_env, run_olav, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT_RUNS = 12
@@ -27,7 +29,7 @@ CHAT = f"""
 import json, sys
 from olav.core.config import Workspace
 from olav.llm.models import ScriptedChatModel
-from olav.runtime.runner import Session
+from olav.compose import agent_session
 from tests.helpers import clean_env
 ws = Workspace.open()
 done = []
@@ -35,7 +37,7 @@ for i in range({CHAT_RUNS}):
     turns = [{{"tool_calls": [{{"name": "format_and_export", "args": {{
                 "data": f"report {{i}}", "format": "md", "filename": f"r{{i}}.md"}}}}]}},
              {{"content": f"saved {{i}}"}}]
-    session = Session(ws, model=ScriptedChatModel(turns=turns), learn_from_failures=False)
+    session = agent_session(ws, model=ScriptedChatModel(turns=turns), learn_from_failures=False)
     result = session.ask(f"save report {{i}}")
     done.append(result.run_id)
 print(json.dumps(done))
@@ -82,9 +84,10 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
         env={"PYTHONPATH": str(ROOT)},
     )
     assert res.returncode == 0, res.stderr
-    cli = [sys.executable, "-c", "from olav.cli.app import main; main()"]
+    # `olav cron serve` with a seconds field: the per-minute job fires every 3 s, all through
+    # the chat and the imports, and the daemon stops when they are done (not after a window)
     daemon = subprocess.Popen(
-        [*cli, "cron", "serve", "--once-for", "75"],
+        [sys.executable, "-c", CRON_SERVE, "*/3"],
         cwd=hash_ws,
         env=env(),
         stdout=subprocess.PIPE,
@@ -109,6 +112,14 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
                 errors.append(r.stderr.strip())
             imports += 1
     chat_out, chat_err = chat.communicate(timeout=300)
+    ws = Workspace.open(hash_ws)
+    wait_until(
+        lambda: daemon.poll() is not None or get_job(ws, "tick").last_result,
+        60,
+        "the daemon to run the tick job",
+    )
+    assert daemon.poll() is None, "the cron daemon stopped by itself"
+    daemon.send_signal(signal.SIGTERM)
     _, daemon_err = daemon.communicate(timeout=120)
     assert chat.returncode == 0, chat_err[-2000:]
     assert daemon.returncode == 0, daemon_err[-2000:]

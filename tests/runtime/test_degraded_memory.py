@@ -14,9 +14,8 @@ from langchain_core.messages import HumanMessage
 
 from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
-from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore
-from tests.helpers import SessionFor, audit_rows, run_olav, scripted_ws
+from tests.helpers import DelegatingEmbedder, SessionFor, audit_rows, run_olav, scripted_ws
 
 QUERY = "please save the report with format_and_export"
 GUIDE = "guide_core_export_when_asked_to_save"
@@ -45,26 +44,12 @@ DELEGATE_TURNS: list[dict[str, Any]] = [
 ]
 
 
-class QueryEmbedderDown:
+class QueryEmbedderDown(DelegatingEmbedder):
     """The test hash embedder, except that embedding a query raises, as a crashed
     embedding server would. Passages still embed, so the table opens normally."""
 
-    def __init__(self) -> None:
-        self.inner = HashEmbedder("hash-64")
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
     def embed_query(self, text: str) -> np.ndarray:
         raise RuntimeError("embedding server went away")
-
-    def embed_passages(self, texts: Any) -> np.ndarray:
-        return self.inner.embed_passages(texts)
 
 
 def table_dir(root: Path) -> Path:

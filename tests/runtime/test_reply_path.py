@@ -10,28 +10,17 @@ from pathlib import Path
 import numpy as np
 
 from olav.core.config import Workspace
-from olav.memory.embedders import HashEmbedder
 from olav.memory.store import MemoryStore
+from tests.helpers import DelegatingEmbedder
 
 
-class GatedEmbedder:
+class GatedEmbedder(DelegatingEmbedder):
     """Embeds passages only once the gate opens (queries at once, so recall runs)."""
 
     def __init__(self) -> None:
-        self.inner = HashEmbedder("hash-64")
+        super().__init__()
         self.gate = threading.Event()
         self.passage_threads: set[str] = set()
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         self.passage_threads.add(threading.current_thread().name)

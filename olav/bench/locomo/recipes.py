@@ -53,6 +53,8 @@ def _r(name: str, description: str, *sources: tuple[str, float], rrf_k: int = 60
 V, F = "turn/vector", "turn/fts:icu"  # what olav's hybrid search fuses today
 FD = "turn+date/fts:icu"  # the same FTS over "[8 May 2023] Speaker: text"
 TIME = ("turn/vector@time", 1.0), ("turn+date/fts:icu@time", 1.0)
+# x-win2-fdate's rankings, which x-best pre-filters to the question's period on top
+WIN2_FDATE = (V, 1), (FD, 1), ("win2/vector", 1), ("win2+date/fts:icu", 1)
 
 RECIPES: tuple[Recipe, ...] = (
     _r("x-rrf2", "control: olav's RRF(vector, FTS) recomputed from the rankings", (V, 1), (F, 1)),
@@ -124,19 +126,13 @@ RECIPES: tuple[Recipe, ...] = (
     _r(
         "x-win2-fdate",
         "(a+b+d) x-win2-k20 with the session date in the FTS texts only",
-        (V, 1),
-        (FD, 1),
-        ("win2/vector", 1),
-        ("win2+date/fts:icu", 1),
+        *WIN2_FDATE,
         rrf_k=20,
     ),
     _r(
         "x-best",
         "(a+b+d) x-win2-fdate + vector/FTS pre-filtered to the question's period",
-        (V, 1),
-        (FD, 1),
-        ("win2/vector", 1),
-        ("win2+date/fts:icu", 1),
+        *WIN2_FDATE,
         *TIME,
         rrf_k=20,
     ),

@@ -1,6 +1,7 @@
 """olav's built-in tools, one module per family: exports (saving files), data (read-only SQL),
-scripts (an agent's own scripts), netlab (the network lab simulator), memory and learning;
-the registry binds them to a run. Argument schemas are strict pydantic models (no ``Any``),
+scripts (an agent's own scripts), netlab (the network lab simulator) and memory; the
+registry binds them, and the extra tools a composer passes (olav.compose: the learning
+tools), to a run. Argument schemas are strict pydantic models (no ``Any``),
 string arguments lose leaked literal quotes, and failures go back to the model as values
 (``ToolFailure`` strings starting "Error: "), never as exceptions that end the run."""
 
@@ -18,7 +19,7 @@ from olav.runtime.tools.base import (
     strip_quote_leak,
     tool_error,
 )
-from olav.runtime.tools.registry import BUILTIN_TOOLS, build_tools, register_tool
+from olav.runtime.tools.registry import BUILTIN_TOOLS, ToolSpec, build_tools, register_tool
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -30,6 +31,7 @@ __all__ = [
     "ToolArgs",
     "ToolContext",
     "ToolFailure",
+    "ToolSpec",
     "build_tools",
     "consent_given",
     "current_consent",

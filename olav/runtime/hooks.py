@@ -1,0 +1,40 @@
+"""What happens after a run is decided by whoever builds the Session, not by the engine.
+
+The engine calls every ``Hooks.after_run`` hook once a run has ended, with a :class:`RunEnd`.
+A hook that starts background work returns something to ``join`` (a thread), and
+``Session.wait_background`` waits for it. A hook that raises is logged; it never breaks the
+chat. The learning loop (trace lessons after a run that went wrong) is such a hook, added by
+olav.compose: the engine does not import olav.learning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from olav.core.config import Workspace
+
+
+class Waitable(Protocol):
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """One finished run, as a hook sees it."""
+
+    ws: Workspace
+    store: Any  # the session's memory table (or MemoryOff)
+    run_id: str
+    outcome: str  # completed, narrated, tool_error, failed, cancelled (olav.runtime.outcome)
+
+
+AfterRun = Callable[[RunEnd], Waitable | None]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """The composer's hooks into a Session; none by default (the engine learns nothing)."""
+
+    after_run: Sequence[AfterRun] = ()

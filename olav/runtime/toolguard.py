@@ -1,0 +1,154 @@
+"""The tool guard: :class:`ToolGuardMiddleware` enforces the agent's tool list, asks a human
+before dangerous tools and for consent before a tool that stores for good, audits every call,
+and reports progress to the caller's hooks. Every hook has a sync and an async version."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware.types import AgentMiddleware
+from langchain_core.messages import ToolMessage
+
+from olav.core.errors import OlavError
+from olav.memory.capture import ToolEvent
+from olav.runtime.middleware import RunContext, message_text
+from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
+
+
+class ToolGuardMiddleware(AgentMiddleware):
+    def __init__(
+        self, agent_name: str, allowed: set[str], subagents: set[str], run: RunContext
+    ) -> None:
+        super().__init__()
+        self.agent_name = agent_name
+        self.allowed = allowed
+        self.subagents = subagents
+        self.run = run
+        self._consents: dict[str, Consent] = {}  # tool call id -> the person's yes
+
+    @property
+    def name(self) -> str:
+        return f"olav_tool_guard_{self.agent_name}"
+
+    def _visible(self, request: Any) -> Any:
+        tools = [
+            t
+            for t in request.tools
+            if (getattr(t, "name", None) or (t.get("name") if isinstance(t, dict) else None))
+            in self.allowed
+        ]
+        return request.override(tools=tools)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._visible(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._visible(request))
+
+    def _refuse(self, call: dict[str, Any], tool: Any = None) -> ToolMessage | None:
+        name, args = call["name"], call.get("args") or {}
+        if name not in self.allowed:
+            reason = (
+                f"Error: tool {name!r} is not available to {self.agent_name}. "
+                f"Use one of: {', '.join(sorted(self.allowed))}"
+            )
+        elif name == "task" and args.get("subagent_type") not in self.subagents:
+            reason = (
+                f"Error: unknown sub-agent {args.get('subagent_type')!r}. "
+                f"Delegate to one of: {', '.join(sorted(self.subagents))}"
+            )
+        elif name in NEEDS_CONSENT:
+            refused = self._ask_consent(call, tool)
+            if refused is None:
+                return None
+            reason = refused
+        elif name in DANGEROUS and self.run.approver is not None:
+            approved = self.run.approver(name, args)
+            self._audit_decision(approved, {"tool": name, "args": args})
+            if approved:
+                return None
+            reason = f"Error: the user denied {name}. Do not retry it; ask what to do instead."
+        else:
+            return None
+        return ToolMessage(content=reason, tool_call_id=call["id"], name=name, status="error")
+
+    def _ask_consent(self, call: dict[str, Any], tool: Any) -> str | None:
+        """A consent tool runs only after a person's yes to its preview: None (and the yes
+        kept for the call) when given, else the error for the model. With no approver (olav
+        ask, cron) nobody can say yes, so it is refused, never auto-approved."""
+        name, args = call["name"], call.get("args") or {}
+        describe = getattr(tool, "describe", None)
+        if describe is None:
+            return f"Error: {name} needs a person's confirmation, which is not available here."
+        try:
+            ask = describe(args)
+        except OlavError as exc:
+            return f"Error: {exc}"
+        except Exception as exc:  # a value for the model, like any tool failure
+            return f"Error: {type(exc).__name__}: {exc}"
+        approver = self.run.approver
+        approved = approver is not None and approver(
+            name, {**args, "subject": ask.subject, "preview": ask.preview}
+        )
+        detail = {"tool": name, "subject": ask.subject, "asked": approver is not None}
+        self._audit_decision(approved, detail)
+        if not approved:
+            return f"Error: {ask.refusal}"
+        self._consents[call["id"]] = Consent(by="chat", subject=ask.subject)
+        return None
+
+    def _audit_decision(self, approved: bool, detail: dict[str, Any]) -> None:
+        if self.run.audit:
+            self.run.audit.event(
+                self.run.run_id,
+                "approval" if approved else "denial",
+                {**detail, "agent": self.agent_name},
+            )
+
+    def _start(self, call: dict[str, Any]) -> float:
+        if self.run.on_tool_start:
+            self.run.on_tool_start(self.agent_name, call["name"], call.get("args") or {})
+        return time.perf_counter()
+
+    def _finish(self, call: dict[str, Any], result: Any, started: float) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        text = message_text(result) if isinstance(result, ToolMessage) else str(result)
+        failed = isinstance(result, ToolMessage) and result.status == "error"
+        status = "error" if failed else "success"
+        self.run.tool_events.append(
+            ToolEvent(self.agent_name, call["name"], dict(call.get("args") or {}), text, status)
+        )
+        if self.run.audit:
+            self.run.audit.tool_call(
+                self.run.run_id,
+                self.agent_name,
+                call["name"],
+                call.get("args") or {},
+                text,
+                status,
+                ms,
+            )
+        if self.run.on_tool_end:
+            self.run.on_tool_end(self.agent_name, call["name"], status, ms)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        call = request.tool_call
+        started = self._start(call)
+        result = self._refuse(call, request.tool)
+        if result is None:
+            with consent_given(self._consents.pop(call["id"], None)):
+                result = handler(request)
+        self._finish(call, result, started)
+        return result
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        call = request.tool_call
+        started = self._start(call)
+        result = self._refuse(call, request.tool)
+        if result is None:
+            with consent_given(self._consents.pop(call["id"], None)):
+                result = await handler(request)
+        self._finish(call, result, started)
+        return result
