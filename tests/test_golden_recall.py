@@ -118,9 +118,9 @@ def test_the_floors_are_the_products_and_the_calibration_half_picks_them(
 # measured on the test half with the bundled e5 (docs/benchmarks.md); the gates sit a few
 # points below so that they catch regressions without flaking
 GATES = {
-    "expect": (0.76, True),
-    "precision": (0.70, True),
-    "empty": (0.88, True),
+    "expect": (0.78, True),
+    "precision": (0.68, True),
+    "empty": (0.85, True),
     "stray": (0.08, False),
     "unrelated_lesson": (0.03, False),
     "lesson_kept": (0.66, True),
@@ -221,3 +221,14 @@ def test_cli(report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch)
     assert isinstance(res.exception, OlavError) and "unknown embedder" in str(res.exception)
     res = olav("bench", "golden", "--relevance", "0.1,0")
     assert isinstance(res.exception, OlavError) and "6 comma-separated" in str(res.exception)
+
+
+def test_calibration_moves_a_floor_only_for_a_gain_beyond_noise() -> None:
+    from olav.bench.golden_block import NOISE, _better
+
+    base = (2, -0.20, -0.50)
+    assert _better((3, -0.40, -0.90), base)  # one more target met wins outright
+    assert not _better((2, -0.20 + NOISE / 2, -0.50 + NOISE / 2), base)  # a near tie
+    assert _better((2, -0.20 + 2 * NOISE, -0.60), base)  # a clearly better worst slack
+    assert _better((2, -0.20, -0.50 + 2 * NOISE), base)  # same worst, clearly better total
+    assert not _better((2, -0.20 - 2 * NOISE, -0.30), base)

@@ -88,7 +88,7 @@ def test_the_rule(signals: Signals, lesson: bool, relevant: bool, reason: str) -
 def test_floors_from_the_settings() -> None:
     e5 = "e5:multilingual-e5-small"
     assert relevance_floors({"memory.relevance": "auto"}, e5) == Floors(
-        0.03, 0.0, 0.0, 0.04, 0.03, 0.005
+        0.03, 0.0, -0.02, 0.04, 0.03, 0.005
     )
     assert relevance_floors({"memory.relevance": "off"}, e5) is None
     # nobody calibrated these: the nearest memories are sent, and doctor says so

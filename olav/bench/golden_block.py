@@ -126,6 +126,19 @@ def slack(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+NOISE = 0.01  # slack differences smaller than this are ties (see calibrate)
+
+
+def _better(a: tuple[int, float, float], b: tuple[int, float, float]) -> bool:
+    """Whether score ``a`` beats ``b`` by more than noise: more targets met, else a worst
+    slack larger by NOISE, else (worst slacks within NOISE) a total larger by NOISE."""
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    if abs(a[1] - b[1]) > NOISE:
+        return a[1] > b[1]
+    return a[2] > b[2] + NOISE
+
+
 def _score(metrics: dict[str, Any]) -> tuple[int, float, float]:
     s = slack(metrics)
     if not s:
@@ -175,7 +188,9 @@ def calibrate(
     slack: a target that can be met is never traded for a few points of one that cannot
     (the worst slack alone once gave up the stray-lesson target for lessons kept). The search is
     coordinate-wise: each floor in turn takes the best of its grid values (``GRID`` unless
-    given), the others held, and the round is repeated; a tie keeps the current value."""
+    given), the others held, and the round is repeated. A value replaces the current one only
+    when it is better by more than ``NOISE`` (one or two requests of the half): a near tie
+    keeps the floor that was there, so adding a few requests does not move the floors."""
     cal = [r for r in rows if r.query.split == "cal"]
 
     def score(f: Floors) -> tuple[int, float, float]:
@@ -187,7 +202,7 @@ def calibrate(
             for value in values:
                 trial = dataclasses.replace(floors, **{name: value})
                 got = score(trial)
-                if got > best:
+                if _better(got, best):
                     floors, best = trial, got
     return floors
 

@@ -24,7 +24,7 @@ from olav.memory.relevance import Floors
 # embedder name prefix -> floors: directive, directive named in words, in specific words,
 # lesson, lesson with a full-text match, spread below the best memory
 CALIBRATED_FLOORS: dict[str, Floors] = {
-    "e5:multilingual-e5-small": Floors(0.03, 0.0, 0.0, 0.04, 0.03, 0.005),
+    "e5:multilingual-e5-small": Floors(0.03, 0.0, -0.02, 0.04, 0.03, 0.005),
 }
 REFERENCE = CALIBRATED_FLOORS["e5:multilingual-e5-small"]  # where a new calibration starts
 # floors measured in this workspace by `olav memory calibrate`, keyed by embedder name, beside
@@ -116,7 +116,7 @@ def forget_workspace_calibration(directory: Path, embedder_name: str) -> bool:
 
 
 def parse_floors(raw: str) -> Floors:
-    """``"0.03,0,0,0.04,0.03,0.005"``: directive, directive named in words, in specific
+    """``"0.03,0,-0.02,0.04,0.03,0.005"``: directive, directive named in words, in specific
     words, lesson, lesson with words, spread."""
     try:
         values = [float(v) for v in raw.split(",")]
@@ -126,7 +126,7 @@ def parse_floors(raw: str) -> Floors:
         raise ConfigError(
             f"memory.relevance must be auto, off or {len(FIELDS)} comma-separated numbers "
             f"({', '.join(FIELDS)}), got {raw!r}",
-            hint="e.g. 0.03,0,0,0.04,0.03,0.005 (see docs/configuration.md)",
+            hint="e.g. 0.03,0,-0.02,0.04,0.03,0.005 (see docs/configuration.md)",
         )
     return Floors(*values)
 
