@@ -25,6 +25,7 @@ import pyarrow as pa
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
 from olav.core.log import quiet_native_libraries
 from olav.memory.embedders import Embedder
+from olav.memory.ftscache import FTS_TOKENIZER, analyzer
 from olav.memory.fusion import rrf
 from olav.memory.remote import MemoryLocation, location, memory_location, remote_errors
 from olav.memory.schema import (
@@ -53,10 +54,6 @@ def lock_path(memory_path: Path) -> Path:
 
 _WORD = re.compile(r"\w", re.UNICODE)
 REEMBED_TABLE = "memory_reembed"
-# ICU word breaking (Chinese and Japanese work) that also splits snake_case and camelCase
-# identifiers, so "snapshot" finds take_snapshot_when_db_stale and register finds
-# register_service.
-FTS_TOKENIZER = "icu/split"
 FTS_COLUMNS = ("text", "context")
 # id lookups (upsert, capture's existence check, get) and the scope/category pre-filters that
 # every ranking evaluates
@@ -522,21 +519,24 @@ class MemoryStore:
         wants_vector = mode in ("vector", "hybrid")
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
-        # vector rankings from the in-process snapshot when it is current (olav.memory.vcache)
-        snap = self.vcache.view(self._table) if where is None and wants_vector else None
+        # rankings from the in-process snapshot when it is current (olav.memory.vcache)
+        snap = self.vcache.view(self._table) if where is None else None
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and time_aware:
             period = query_period(query)
         qv: np.ndarray | None = query_vector
         cq = CachedQuery(scopes, categories, include_invalid, now())
 
+        def cached(extra: str | None) -> CachedQuery:
+            timed = period is not None and extra == period.sql("event_at")
+            self.vcache.served += 1
+            return replace(cq, period=period if timed else None)
+
         def run(column: str, extra: str | None) -> pa.Table:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
             if column in VECTOR_COLUMNS and snap is not None and qv is not None:
-                timed = period is not None and extra == period.sql("event_at")
-                self.vcache.served += 1
-                return snap.rank(column, qv, n, replace(cq, period=period if timed else None))
+                return snap.rank(column, qv, n, cached(extra))
             if column in VECTOR_COLUMNS:
                 q = self._table.search(qv, vector_column_name=column).select(
                     [*self._columns(False), "vector", "_distance"]
@@ -568,7 +568,16 @@ class MemoryStore:
             if hybrid and period is not None:
                 vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
         jobs = text_jobs + vector_jobs
-        if len(jobs) == 1 and (qv is not None or not vector_jobs):
+        if snap is not None:  # numpy throughout: one thread, no LanceDB query
+            tokens = analyzer().query(query) if text_jobs else []
+            results = [
+                snap.rank_text(col, tokens, n, cached(extra), wants_vector)
+                for _name, col, extra in text_jobs
+            ]
+            if vector_jobs and qv is None:
+                qv = self.embedder.embed_query(query)
+            results += [run(col, extra) for _name, col, extra in vector_jobs]
+        elif len(jobs) == 1 and (qv is not None or not vector_jobs):
             results = [run(jobs[0][1], jobs[0][2])]
         else:  # concurrently: LanceDB releases the GIL
             futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
