@@ -629,14 +629,20 @@ class MemoryStore:
             name, pos = first[rid]
             by_ranking.setdefault(name, []).append(pos)
         rows: dict[str, dict[str, Any]] = {}
+        vectors: dict[str, np.ndarray | None] = {}
         for name, idx in by_ranking.items():
-            for found_row in rankings[name].take(idx).to_pylist():
+            part = rankings[name].take(idx)
+            found_vecs: list[np.ndarray | None] = [None] * part.num_rows
+            if "vector" in part.column_names:  # as numpy: to_pylist of vectors is slow
+                found_vecs = _vector_rows(part.column("vector"))
+                part = part.drop_columns(["vector"])
+            for found_row, found_vec in zip(part.to_pylist(), found_vecs, strict=True):
                 rows[found_row["id"]] = found_row
+                vectors[found_row["id"]] = found_vec
         hits = []
         for rid in top:
             row = rows[rid]
-            raw = row.pop("vector", None)
-            vec = None if raw is None else np.asarray(raw, dtype=np.float32)
+            vec = vectors[rid]
             row.pop("_distance", None)
             row.pop("_score", None)
             dist = distance.get(rid)
@@ -851,6 +857,17 @@ def _swap_remote(db: Any, old: Any, new: Any, backup: str) -> str:
     _ensure_scalar(table)
     db.drop_table(REEMBED_TABLE)
     return backup
+
+
+def _vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
+    """A fixed-size-list column as float32 rows (None where null)."""
+    arr = column.combine_chunks()
+    dim = arr.type.list_size
+    start = arr.offset * dim
+    flat = arr.values.to_numpy(zero_copy_only=False)[start : start + len(arr) * dim]
+    matrix = np.asarray(flat, dtype=np.float32).reshape(len(arr), dim)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return [matrix[i].copy() if ok else None for i, ok in enumerate(valid)]
 
 
 def _ensure_fts(table: Any) -> None:
