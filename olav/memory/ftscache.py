@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,21 +58,34 @@ class Analyzer:
         self._lock = threading.Lock()
 
     def _call(self, text: str, *, full: bool) -> list[Any]:
-        from lancedb import tokenize
-
-        if full:
-            return list(tokenize(text, base_tokenizer=self.base_tokenizer))
         # the words as split and lower-cased, before stop words, stemming and folding
         # (folding comes last: "résumé" and "resume" stem differently)
         return list(
-            tokenize(
+            native_tokenize()(
                 text,
                 base_tokenizer=self.base_tokenizer,
-                stem=False,
-                remove_stop_words=False,
-                ascii_folding=False,
+                language="English",
+                max_token_length=40,
+                lower_case=True,
+                stem=full,
+                remove_stop_words=full,
+                custom_stop_words=None,
+                ascii_folding=full,
+                ngram_min_length=3,
+                ngram_max_length=3,
+                prefix_only=False,
             )
         )
+
+    def words(self) -> dict[str, str | None]:
+        """The learned table: word -> final token (None: a stop word)."""
+        return dict(self._final)
+
+    def teach(self, words: dict[str, str | None]) -> None:
+        """Add words learned elsewhere (the snapshot on disk keeps them)."""
+        with self._lock:
+            for raw, final in words.items():
+                self._final.setdefault(raw, final)
 
     def _learn(self, raw: Sequence[Any], full: Sequence[Any]) -> None:
         """Pair each word with its final token by position. Positions agree between the two
@@ -129,6 +143,42 @@ class Analyzer:
                 docs = [self.full(text) for text in chunk]
             out.extend(docs)
         return out
+
+
+def native_tokenize() -> Any:
+    """``tokenize`` of lancedb's native extension. When lancedb itself is not imported yet,
+    the extension is loaded alone, under its own name (``import lancedb`` later finds it
+    there): a cold command that answers from the snapshot on disk skips the 0.5 s that the
+    lancedb package costs to import."""
+    import sys
+
+    native = sys.modules.get("lancedb._lancedb")
+    if native is None:
+        import importlib.machinery
+        import importlib.util
+
+        spec = importlib.util.find_spec("lancedb")
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        found = [
+            Path(folder) / f"_lancedb{suffix}"
+            for folder in folders
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+            if (Path(folder) / f"_lancedb{suffix}").is_file()
+        ]
+        if not found:  # not a layout we know: the package's own import
+            from lancedb import tokenize
+
+            return tokenize
+        ext = importlib.util.spec_from_file_location("lancedb._lancedb", found[0])
+        assert ext is not None and ext.loader is not None
+        native = importlib.util.module_from_spec(ext)
+        sys.modules["lancedb._lancedb"] = native
+        try:
+            ext.loader.exec_module(native)
+        except BaseException:
+            del sys.modules["lancedb._lancedb"]
+            raise
+    return native.tokenize
 
 
 _ANALYZERS: dict[str, Analyzer] = {}

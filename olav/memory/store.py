@@ -170,9 +170,11 @@ class MemoryStore:
         ann_threshold: int = 10000,
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
+        cold: bool = False,
     ) -> None:
+        """``cold``: a read-only command; when the snapshot on disk holds the table's latest
+        version (olav.memory.snapfile), the table is opened only if something needs it."""
         quiet_native_libraries()
-        import lancedb
         from filelock import FileLock
 
         self.location = location(path)
@@ -188,6 +190,21 @@ class MemoryStore:
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
         self.vcache = VectorCache(self._columns(False))
+        self._tbl: Any = None
+        self._allow_destructive = allow_destructive
+        if cold and self._remote is None and not allow_destructive:
+            from olav.memory import snapfile
+
+            snap = snapfile.load(self.path, embedder.name, embedder.dim, self._columns(False))
+            if snap is not None:
+                self.vcache.snapshot = snap
+                return
+        self._connect()
+
+    def _connect(self) -> None:
+        import lancedb
+
+        allow_destructive = self._allow_destructive
         with remote_errors(self.location):
             self._db = lancedb.connect(
                 self.location.uri,
@@ -199,16 +216,25 @@ class MemoryStore:
             if self._remote is not None and TABLE in self._tables():
                 # no lease to read; a machine that is creating the table may still be adding
                 # its indexes, and ours then conflict: retry, and find them made
-                self._table = retry_conflicts(lambda: self._open_or_create(allow_destructive))
+                self._tbl = retry_conflicts(lambda: self._open_or_create(allow_destructive))
                 return
             with self.write_lock():
                 self._recover_swap()
-                self._table = self._open_or_create(allow_destructive)
+                self._tbl = self._open_or_create(allow_destructive)
+
+    @property
+    def _table(self) -> Any:
+        """The LanceDB table, opened on first use by a store opened ``cold``."""
+        if self._tbl is None:
+            self._connect()
+        return self._tbl
 
     # -- opening -----------------------------------------------------------------------------
 
     @classmethod
-    def for_workspace(cls, ws: Any, embedder: Embedder | None = None) -> MemoryStore:
+    def for_workspace(
+        cls, ws: Any, embedder: Embedder | None = None, *, cold: bool = False
+    ) -> MemoryStore:
         from olav.core.config import env_flag
         from olav.memory.embedders import make_embedder
 
@@ -218,6 +244,7 @@ class MemoryStore:
             rrf_k=ws.config["memory.rrf_k"],
             ann_threshold=ws.config["memory.ann_threshold"],
             allow_destructive=env_flag("OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION"),
+            cold=cold,
         )
 
     def write_lock(self) -> Any:
@@ -234,7 +261,7 @@ class MemoryStore:
         return file_guard(self._lock)
 
     def _latest(self) -> None:
-        table = getattr(self, "_table", None)
+        table = getattr(self, "_tbl", None)
         if table is not None and self.location.refresh_seconds > 0:
             table.checkout_latest()
 
@@ -520,7 +547,7 @@ class MemoryStore:
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
         # rankings from the in-process snapshot when it is current (olav.memory.vcache)
-        snap = self.vcache.view(self._table) if where is None else None
+        snap = self._current_snapshot() if where is None else None
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and time_aware:
             period = query_period(query)
@@ -589,6 +616,33 @@ class MemoryStore:
             results = done[: len(text_jobs)] + own + done[len(text_jobs) :]
         rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
         return self._fuse(rankings, k, qv, with_context)
+
+    def _current_snapshot(self) -> Any:
+        """The in-process snapshot when it holds the table's current version. A store
+        opened cold reads that version from the manifests, until the table is opened."""
+        snap = self.vcache.snapshot
+        if self._tbl is None and snap is not None:
+            from olav.memory.snapfile import latest_version
+
+            if latest_version(self.path) == snap.version:
+                return snap
+        return self.vcache.view(self._table)
+
+    def persist_snapshot(self) -> bool:
+        """Keep the current version's snapshot next to a local table for the next cold
+        command (olav.memory.snapfile); False when there is none to keep (remote, too big)."""
+        if self._remote is not None:
+            return False
+        from olav.memory import snapfile
+
+        if self._tbl is None and self.vcache.snapshot is not None:
+            return True  # answered from the snapshot on disk, which is current
+        snap = self.vcache.refresh(self._table)
+        if snap is None:
+            return False
+        if snapfile.saved_version(self.path) != snap.version:
+            snapfile.save(self.path, snap, self.embedder.name, self.embedder.dim)
+        return True
 
     def _has_context(self) -> bool:
         """Whether any row has a context window (cached per table version)."""

@@ -77,17 +77,30 @@ class Snapshot:
     def load(
         cls, table: Any, version: int, columns: Sequence[str], previous: Snapshot | None = None
     ) -> Snapshot:
-        data = table.to_arrow()
+        return cls.from_arrow(table.to_arrow(), version, columns, previous)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        data: pa.Table,
+        version: int,
+        columns: Sequence[str],
+        previous: Snapshot | None = None,
+        postings: dict[str, Postings] | None = None,
+    ) -> Snapshot:
+        """The snapshot of ``data`` (the table's rows at ``version``); ``postings`` when
+        they were kept (olav.memory.snapfile), else built here."""
         tokens: dict[str, list[str]] = {}
-        if previous is not None:  # rows that did not change keep their tokens
-            tokens = {**previous.tokens}
-        postings = {
-            name: Postings.build(data.column(name), tokens, analyzer()) for name in TEXT_COLUMNS
-        }
-        live: set[str] = set()
-        for name in TEXT_COLUMNS:
-            live.update(t for t in data.column(name).to_pylist() if t is not None)
-        tokens = {t: tokens[t] for t in live}
+        if postings is None:
+            if previous is not None:  # rows that did not change keep their tokens
+                tokens = {**previous.tokens}
+            postings = {
+                name: Postings.build(data.column(name), tokens, analyzer()) for name in TEXT_COLUMNS
+            }
+            live: set[str] = set()
+            for name in TEXT_COLUMNS:
+                live.update(t for t in data.column(name).to_pylist() if t is not None)
+            tokens = {t: tokens[t] for t in live}
         vectors = {}
         for name in VECTOR_COLUMNS:
             arr = data.column(name).combine_chunks()
