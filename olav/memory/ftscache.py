@@ -47,6 +47,7 @@ B = np.float32(0.75)
 # it only costs a slower path (see Analyzer.documents)
 SEPARATOR = "olavftsboundaryq"
 MAX_LEARNED = 500_000  # words in the raw -> final table before it starts over
+_UNKNOWN = "\x00unknown"  # not a token: tokens hold no NUL
 
 
 class Analyzer:
@@ -125,9 +126,9 @@ class Analyzer:
         table = self._final
         out = []
         for t in raw:
-            if t.text not in table:
+            final = table.get(t.text, _UNKNOWN)
+            if final is _UNKNOWN:
                 return self.full(text)
-            final = table[t.text]
             if final is not None:
                 out.append(final)
         return out

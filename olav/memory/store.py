@@ -10,28 +10,38 @@ and invalidation are always LanceDB pre-filters, never post-filters.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
+from olav.core.errors import MemoryStoreError, NotFoundError
 from olav.core.log import quiet_native_libraries
+from olav.memory.connection import (
+    BACKUP_PREFIX,
+    VECTOR_COLUMNS,
+    connect,
+    ensure_fts,
+    ensure_scalar,
+    lock_path,
+    open_or_create,
+    recover_swap,
+    table_names,
+)
+from olav.memory.connection import REEMBED_TABLE as REEMBED_TABLE
+from olav.memory.connection import drop_backup as drop_backup
+from olav.memory.connection import reembed as reembed
 from olav.memory.embedders import Embedder
-from olav.memory.ftscache import FTS_TOKENIZER, analyzer
+from olav.memory.ftscache import analyzer
 from olav.memory.fusion import rrf
 from olav.memory.remote import MemoryLocation, location, memory_location, remote_errors
 from olav.memory.schema import (
     CATEGORIES,
-    META_DIM,
-    META_EMBEDDER,
     ORIGINS,
     TABLE,
     MemoryRecord,
@@ -46,18 +56,7 @@ from olav.memory.writes import RemoteGuards, file_guard, retry_conflicts
 SEARCH_MODES = ("vector", "fts", "hybrid")
 
 
-def lock_path(memory_path: Path) -> Path:
-    """The file lock that serialises every writer of the memory table at ``memory_path``
-    (two processes merging the same ids made duplicates)."""
-    return Path(f"{memory_path}.lock")
-
-
 _WORD = re.compile(r"\w", re.UNICODE)
-REEMBED_TABLE = "memory_reembed"
-FTS_COLUMNS = ("text", "context")
-# id lookups (upsert, capture's existence check, get) and the scope/category pre-filters that
-# every ranking evaluates
-SCALAR_INDEXES = (("id", "btree"), ("scope", "bitmap"), ("category", "bitmap"))
 # more data fragments than this (each append or bump writes one) slows every search down;
 # maintain() compacts them
 MAX_FRAGMENTS = 8
@@ -66,8 +65,6 @@ MAX_FRAGMENTS = 8
 # row in one segment again. maintain() does that by itself below this many rows (seconds);
 # above it, `olav memory gc` (and the gc cron job) does.
 REBUILD_ROWS = 20000
-VECTOR_COLUMNS = ("vector", "context_vector")
-BACKUP_PREFIX = "memory_backup_"
 
 
 def sql_str(value: str) -> str:
@@ -202,15 +199,9 @@ class MemoryStore:
         self._connect()
 
     def _connect(self) -> None:
-        import lancedb
-
         allow_destructive = self._allow_destructive
         with remote_errors(self.location):
-            self._db = lancedb.connect(
-                self.location.uri,
-                read_consistency_interval=timedelta(seconds=self.location.refresh_seconds),
-                storage_options=self.location.storage_options or None,
-            )
+            self._db = connect(self.location)
             if self._remote is not None:
                 self._remote.on_taken = self._latest
             if self._remote is not None and TABLE in self._tables():
@@ -219,7 +210,7 @@ class MemoryStore:
                 self._tbl = retry_conflicts(lambda: self._open_or_create(allow_destructive))
                 return
             with self.write_lock():
-                self._recover_swap()
+                recover_swap(self._db, self.location)
                 self._tbl = self._open_or_create(allow_destructive)
 
     @property
@@ -266,55 +257,10 @@ class MemoryStore:
             table.checkout_latest()
 
     def _tables(self) -> list[str]:
-        return list(self._db.list_tables().tables)
-
-    def _recover_swap(self) -> None:
-        """Finish a re-embed swap that was interrupted between its two renames."""
-        tables = self._tables()
-        if TABLE not in tables and REEMBED_TABLE in tables and self._remote is None:
-            os.rename(self.path / f"{REEMBED_TABLE}.lance", self.path / f"{TABLE}.lance")
+        return table_names(self._db)
 
     def _open_or_create(self, allow_destructive: bool) -> Any:
-        if TABLE not in self._tables():
-            return self._create(TABLE)
-        table = self._db.open_table(TABLE)
-        meta = table.schema.metadata or {}
-        stored = meta.get(META_EMBEDDER, b"?").decode()
-        stored_dim = int(meta.get(META_DIM, b"0").decode() or 0)
-        if stored != self.embedder.name or stored_dim != self.embedder.dim:
-            if not allow_destructive:
-                raise EmbeddingDimMismatchError(
-                    stored=stored,
-                    stored_dim=stored_dim,
-                    configured=self.embedder.name,
-                    configured_dim=self.embedder.dim,
-                )
-            self._db.drop_table(TABLE)
-            return self._create(TABLE)
-        self._migrate(table)
-        _ensure_fts(table)
-        _ensure_scalar(table)
-        return table
-
-    def _migrate(self, table: Any) -> None:
-        """Schema 1 -> 2: add the context columns (empty) and event_at (= created_at). Each
-        step is one commit, so a migration cut short resumes where it stopped."""
-        names = set(table.schema.names)
-        if "context" not in names:
-            table.add_columns(
-                [
-                    pa.field("context", pa.string()),
-                    pa.field("context_vector", pa.list_(pa.float32(), self.embedder.dim)),
-                ]
-            )
-        if "event_at" not in names:
-            table.add_columns({"event_at": "created_at"})
-
-    def _create(self, name: str) -> Any:
-        table = self._db.create_table(name, schema=self.schema)
-        _ensure_fts(table)
-        _ensure_scalar(table)
-        return table
+        return open_or_create(self._db, self.embedder, self.schema, allow_destructive)
 
     @property
     def table(self) -> Any:
@@ -761,8 +707,8 @@ class MemoryStore:
             except LeaseHeldError:  # another machine is maintaining the table right now
                 return {**done, "skipped": "lease held"}
         with self.maintenance_lock():
-            _ensure_fts(self._table)
-            _ensure_scalar(self._table)
+            ensure_fts(self._table)
+            ensure_scalar(self._table)
             state = self.index_state()
             unindexed = max(
                 (state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts")
@@ -818,101 +764,6 @@ class MemoryStore:
         return sorted(t for t in self._tables() if t.startswith(BACKUP_PREFIX))
 
 
-def reembed(
-    path: Path | MemoryLocation,
-    embedder: Embedder,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    batch: int = 64,
-) -> tuple[int, str]:
-    """Rebuild the memory table at ``path`` with ``embedder``.
-
-    The new table is built beside the old one and swapped in only when complete; the old one
-    is kept as ``memory_backup_<timestamp>``. Returns (rows, backup name).
-    """
-    quiet_native_libraries()
-    import lancedb
-    from filelock import FileLock
-
-    loc = location(path)
-    if loc.remote:  # writers wait for the write lease, held here for up to an hour
-        guards = RemoteGuards(loc, timeout=120)
-        with guards.maintenance(), guards.write(ttl=3600):
-            db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
-            return _reembed_locked(loc.path, db, embedder, progress, batch)
-    with FileLock(str(lock_path(loc.path)), timeout=120):
-        return _reembed_locked(loc.path, lancedb.connect(loc.uri), embedder, progress, batch)
-
-
-def _reembed_locked(
-    path: Path,
-    db: Any,
-    embedder: Embedder,
-    progress: Callable[[int, int], None] | None,
-    batch: int,
-) -> tuple[int, str]:
-    tables = list(db.list_tables().tables)
-    remote = "://" in str(db.uri)
-    if TABLE not in tables and REEMBED_TABLE in tables and not remote:  # a cut swap
-        os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
-        tables = list(db.list_tables().tables)
-    if TABLE not in tables:
-        raise MemoryStoreError(f"there is no memory table under {path}", hint="Run `olav init`")
-    old = db.open_table(TABLE)
-    total = old.count_rows()
-    schema = build_schema(embedder.dim, embedder.name)
-    if REEMBED_TABLE in tables:
-        db.drop_table(REEMBED_TABLE)  # leftovers of an interrupted attempt
-    new = db.create_table(REEMBED_TABLE, schema=schema)
-    have = set(old.schema.names)  # a schema-1 table has no context columns yet
-    cols = [f.name for f in schema if f.name not in VECTOR_COLUMNS and f.name in have]
-    rows = old.search().select(cols).limit(max(total, 1)).to_list() if total else []
-    done = 0
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        for row in chunk:
-            row.setdefault("context", None)
-            row.setdefault("event_at", row.get("created_at"))
-        texts = [r["text"] for r in chunk]
-        contexts = [(j, r["context"]) for j, r in enumerate(chunk) if r["context"]]
-        vecs = embedder.embed_passages(texts + [c for _j, c in contexts])
-        for row, vec in zip(chunk, vecs[: len(chunk)], strict=True):
-            row["vector"] = [float(x) for x in vec]
-            row["context_vector"] = None
-        for (j, _c), vec in zip(contexts, vecs[len(chunk) :], strict=True):
-            chunk[j]["context_vector"] = [float(x) for x in vec]
-        new.add(pa.Table.from_pylist(chunk, schema=schema), on_bad_vectors="null")
-        done += len(chunk)
-        if progress:
-            progress(done, total)
-    _ensure_fts(new)
-    _ensure_scalar(new)
-    if new.count_rows() != total:
-        raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
-    backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    if remote:
-        return total, _swap_remote(db, old, new, backup)
-    n = 1
-    while (path / f"{backup}.lance").exists():  # two re-embeds within one second
-        n += 1
-        backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"_{n}"
-    os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
-    os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
-    return total, backup
-
-
-def _swap_remote(db: Any, old: Any, new: Any, backup: str) -> str:
-    """Object storage cannot rename a table: keep a copy of the old rows as the backup, then
-    overwrite the live table with the new rows in one commit (readers see the old table or
-    the new one), and rebuild its indexes."""
-    db.create_table(backup, old.to_arrow(), on_bad_vectors="null")  # null = no context
-    table = db.create_table(TABLE, new.to_arrow(), mode="overwrite", on_bad_vectors="null")
-    _ensure_fts(table)
-    _ensure_scalar(table)
-    db.drop_table(REEMBED_TABLE)
-    return backup
-
-
 def _vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
     """A fixed-size-list column as float32 rows (None where null)."""
     arr = column.combine_chunks()
@@ -922,50 +773,3 @@ def _vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
     matrix = np.asarray(flat, dtype=np.float32).reshape(len(arr), dim)
     valid = arr.is_valid().to_numpy(zero_copy_only=False)
     return [matrix[i].copy() if ok else None for i, ok in enumerate(valid)]
-
-
-def _ensure_fts(table: Any) -> None:
-    """Create the full-text indexes that are missing, and rebuild any made with an older
-    tokenizer (an index migration)."""
-    from lancedb.index import FTS
-
-    found: dict[str, str] = {}
-    for idx in table.list_indices():
-        if str(idx.index_type) == "FTS" and idx.columns:
-            details = getattr(idx, "index_details", None) or {}
-            found[idx.columns[0]] = details.get("base_tokenizer", FTS_TOKENIZER)
-    for column in FTS_COLUMNS:
-        if found.get(column) != FTS_TOKENIZER:
-            table.create_index(column, config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
-
-
-def _ensure_scalar(table: Any) -> None:
-    """Create the scalar indexes (SCALAR_INDEXES) that are missing."""
-    have = {idx.columns[0] for idx in table.list_indices() if idx.columns}
-    for column, kind in SCALAR_INDEXES:
-        if column not in have:
-            table.create_index(column, config=_scalar_config(kind))
-
-
-def _scalar_config(kind: str) -> Any:
-    from lancedb.index import Bitmap, BTree
-
-    return BTree() if kind == "btree" else Bitmap()
-
-
-def drop_backup(path: Path | MemoryLocation, name: str) -> None:
-    if not name.startswith(BACKUP_PREFIX) or "/" in name:
-        raise MemoryStoreError(f"{name!r} is not a memory backup")
-    loc = location(path)
-    if loc.remote:
-        import lancedb
-
-        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
-        if name not in db.list_tables().tables:
-            raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
-        db.drop_table(name)
-        return
-    target = loc.path / f"{name}.lance"
-    if not target.is_dir():
-        raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
-    shutil.rmtree(target)
