@@ -210,19 +210,20 @@ class Postings:
 
     @classmethod
     def build(
-        cls, column: pa.ChunkedArray, cache: dict[str, list[str]], analyze: Analyzer
+        cls, column: pa.ChunkedArray, cache: dict[str, str], analyze: Analyzer
     ) -> Postings:
-        """Postings of ``column``; ``cache`` maps a text to its tokens and is reused by the
-        next version's snapshot, so a refresh tokenizes only the rows that changed."""
+        """Postings of ``column``; ``cache`` maps a text to its tokens (joined by NUL: one
+        string a row, not one a token) and is reused by the next version's snapshot, so a
+        refresh tokenizes only the rows that changed."""
         texts = column.to_pylist()
         todo = list({t for t in texts if t is not None and t not in cache})
         for text, tokens in zip(todo, analyze.documents(todo), strict=True):
-            cache[text] = tokens
+            cache[text] = "\x00".join(tokens)
         flat: list[str] = []
         lengths = np.zeros(len(texts), dtype=np.int64)
         for row, text in enumerate(texts):
-            if text is not None:
-                tokens = cache[text]
+            if text is not None and cache[text]:
+                tokens = cache[text].split("\x00")
                 lengths[row] = len(tokens)
                 flat.extend(tokens)
         if not flat:

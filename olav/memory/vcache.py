@@ -70,7 +70,7 @@ class Snapshot:
     has_context: bool
     context: np.ndarray  # bool: context is not null
     postings: dict[str, Postings]  # full text, by column
-    tokens: dict[str, list[str]]  # text -> its tokens, handed on to the next version
+    tokens: dict[str, str]  # text -> its tokens, handed on to the next version
     _masks: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -90,7 +90,7 @@ class Snapshot:
     ) -> Snapshot:
         """The snapshot of ``data`` (the table's rows at ``version``); ``postings`` when
         they were kept (olav.memory.snapfile), else built here."""
-        tokens: dict[str, list[str]] = {}
+        tokens: dict[str, str] = {}
         if postings is None:
             if previous is not None:  # rows that did not change keep their tokens
                 tokens = {**previous.tokens}
