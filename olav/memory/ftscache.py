@@ -209,9 +209,7 @@ class Postings:
     num_docs: int  # rows with at least one token
 
     @classmethod
-    def build(
-        cls, column: pa.ChunkedArray, cache: dict[str, str], analyze: Analyzer
-    ) -> Postings:
+    def build(cls, column: pa.ChunkedArray, cache: dict[str, str], analyze: Analyzer) -> Postings:
         """Postings of ``column``; ``cache`` maps a text to its tokens (joined by NUL: one
         string a row, not one a token) and is reused by the next version's snapshot, so a
         refresh tokenizes only the rows that changed."""
