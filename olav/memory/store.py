@@ -172,8 +172,6 @@ class MemoryStore:
         """``cold``: a read-only command; when the snapshot on disk holds the table's latest
         version (olav.memory.snapfile), the table is opened only if something needs it."""
         quiet_native_libraries()
-        from filelock import FileLock
-
         self.location = location(path)
         self.path = self.location.path  # the folder, for a local table
         self.embedder = embedder
@@ -182,7 +180,8 @@ class MemoryStore:
         self._remote = RemoteGuards(self.location, lock_timeout) if self.location.remote else None
         if self._remote is None:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
+        self._lock: Any = None  # the writers' file lock (a local table), made on first use
+        self._lock_timeout = lock_timeout
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
@@ -242,14 +241,21 @@ class MemoryStore:
         """Serialises writers: the file lock, or the write lease of a remote table."""
         if self._remote is not None:
             return self._remote.write()
-        return file_guard(self._lock)
+        return file_guard(self._file_lock())
 
     def maintenance_lock(self) -> Any:
         """Maintenance from one place at a time: the maintenance lease of a remote table
         (LeaseHeldError at once when another machine holds it), else the file lock."""
         if self._remote is not None:
             return self._remote.maintenance()
-        return file_guard(self._lock)
+        return file_guard(self._file_lock())
+
+    def _file_lock(self) -> Any:
+        if self._lock is None:  # filelock's import is 50 ms of a cold read-only command
+            from filelock import FileLock
+
+            self._lock = FileLock(str(lock_path(self.path)), timeout=self._lock_timeout)
+        return self._lock
 
     def _latest(self) -> None:
         table = getattr(self, "_tbl", None)
