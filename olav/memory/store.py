@@ -50,7 +50,7 @@ from olav.memory.schema import (
 )
 from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
-from olav.memory.vcache import CachedQuery, VectorCache
+from olav.memory.vcache import CachedQuery, VectorCache, take_rows, valid_mask
 from olav.memory.writes import RemoteGuards, file_guard, retry_conflicts
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
@@ -623,7 +623,7 @@ class MemoryStore:
             elif name == "fts":
                 fts_score = dict(zip(found_ids, tbl.column("_score").to_pylist(), strict=True))
             if with_context:
-                nulls = tbl.column("context").is_null().to_pylist()
+                nulls = (~valid_mask(tbl.column("context"))).tolist()
                 no_context.update(i for i, null in zip(found_ids, nulls, strict=True) if null)
             for pos, rid in enumerate(found_ids):
                 first.setdefault(rid, (name, pos))
@@ -637,7 +637,7 @@ class MemoryStore:
         rows: dict[str, dict[str, Any]] = {}
         vectors: dict[str, np.ndarray | None] = {}
         for name, idx in by_ranking.items():
-            part = rankings[name].take(idx)
+            part = take_rows(rankings[name], idx)
             found_vecs: list[np.ndarray | None] = [None] * part.num_rows
             if "vector" in part.column_names:  # as numpy: to_pylist of vectors is slow
                 found_vecs = _vector_rows(part.column("vector"))
@@ -777,5 +777,5 @@ def _vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
     start = arr.offset * dim
     flat = arr.values.to_numpy(zero_copy_only=False)[start : start + len(arr) * dim]
     matrix = np.asarray(flat, dtype=np.float32).reshape(len(arr), dim)
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    valid = valid_mask(arr)
     return [matrix[i].copy() if ok else None for i, ok in enumerate(valid)]

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from olav.core.log import get_logger
 from olav.memory.ftscache import Postings, analyzer, top_scored
@@ -38,16 +37,38 @@ NEVER = np.iinfo(np.int64).max
 log = get_logger("memory.vcache")
 
 
+# Nothing here calls pyarrow.compute: importing it costs 80-100 ms of a cold read-only
+# command that answers from the snapshot on disk (olav.memory.snapfile).
+
+
+def valid_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Where ``column`` is not null, read from its validity bitmaps."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = [np.zeros(0, dtype=bool)]
+    for arr in chunks:
+        n = len(arr)
+        bitmap = arr.buffers()[0] if arr.null_count and arr.type != pa.null() else None
+        if arr.null_count == 0:
+            parts.append(np.ones(n, dtype=bool))
+        elif bitmap is None:
+            parts.append(np.zeros(n, dtype=bool))
+        else:
+            bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+            parts.append(bits[arr.offset : arr.offset + n].astype(bool))
+    return np.concatenate(parts)
+
+
+def take_rows(table: pa.Table, positions: Sequence[int] | np.ndarray) -> pa.Table:
+    """The rows at ``positions``, in that order (``Table.take`` without pyarrow.compute)."""
+    if len(positions) == 0:
+        return table.slice(0, 0)
+    return pa.concat_tables([table.slice(int(i), 1) for i in positions])
+
+
 def _micros(column: pa.ChunkedArray, missing: int) -> np.ndarray:
     """A timestamp column as int64 microseconds (UTC); nulls become ``missing``."""
-    ints = pc.cast(column, pa.int64())
-    return np.asarray(pc.fill_null(ints, missing).to_numpy(), dtype=np.int64)
-
-
-def _ints(positions: np.ndarray) -> pa.Array:
-    """Row positions for ``take``. From a list, not the numpy array: pyarrow's numpy path
-    imports numpy.ma, 50-70 ms of a cold command's time."""
-    return pa.array(positions.tolist(), pa.int64())
+    stamps = np.asarray(column.to_numpy()).astype("datetime64[us]").view(np.int64)
+    return np.where(valid_mask(column), stamps, missing).astype(np.int64)
 
 
 def _as_micros(when: datetime) -> int:
@@ -113,17 +134,17 @@ class Snapshot:
             dim = arr.type.list_size
             flat = arr.values.to_numpy(zero_copy_only=False)[: len(arr) * dim]
             matrix = np.nan_to_num(flat.reshape(len(arr), dim).astype(np.float32, copy=False))
-            valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            valid = valid_mask(arr)
             matrix[~valid] = 0.0
             vectors[name] = _Vectors(matrix, valid, np.einsum("ij,ij->i", matrix, matrix))
-        context = np.asarray(data.column("context").is_valid().to_numpy(), dtype=bool)
+        context = valid_mask(data.column("context"))
         return cls(
             version=version,
             rows=data.select([*columns, "vector"]).combine_chunks(),
             vectors=vectors,
             scope=data.column("scope"),
             category=data.column("category"),
-            live_invalid=np.asarray(data.column("invalidated_at").is_null().to_numpy(), bool),
+            live_invalid=~valid_mask(data.column("invalidated_at")),
             expires=_micros(data.column("expires_at"), NEVER),
             event_at=_micros(data.column("event_at"), 0),
             has_context=bool(context.any()),
@@ -139,8 +160,8 @@ class Snapshot:
         mask = self._masks.get(key)
         if mask is None:
             col = self.scope if name == "scope" else self.category
-            found = pc.is_in(col, value_set=pa.array(list(values), pa.string()))
-            mask = np.asarray(pc.fill_null(found, False).to_numpy(), dtype=bool)
+            wanted = set(values)
+            mask = np.fromiter((v in wanted for v in col.to_pylist()), bool, len(col))
             self._masks[key] = mask
         return mask
 
@@ -189,7 +210,7 @@ class Snapshot:
         else:
             part = np.argpartition(dist, k - 1)[:k] if k < len(dist) else np.arange(len(dist))
             top = part[np.argsort(dist[part], kind="stable")]
-        out = self.rows.take(_ints(top))
+        out = take_rows(self.rows, top)
         return out.append_column("_distance", pa.array(dist[top].tolist(), pa.float32()))
 
     def rank_text(
@@ -200,7 +221,7 @@ class Snapshot:
         scores = self.postings[column].scores(tokens, self.rows.num_rows)
         valid = np.ones(self.rows.num_rows, dtype=bool)
         top = top_scored(scores, self._mask(query, valid, column), n)
-        out = self.rows.take(_ints(top))
+        out = take_rows(self.rows, top)
         if not with_vector:
             out = out.drop_columns(["vector"])
         return out.append_column("_score", pa.array(scores[top].tolist(), pa.float32()))
