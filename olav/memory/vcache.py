@@ -17,6 +17,7 @@ background writer after each run's writes, so the next request finds it current.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,7 +60,11 @@ def valid_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def take_rows(table: pa.Table, positions: Sequence[int] | np.ndarray) -> pa.Table:
-    """The rows at ``positions``, in that order (``Table.take`` without pyarrow.compute)."""
+    """The rows at ``positions``, in that order: ``Table.take`` once pyarrow.compute is
+    loaded (a process that opened LanceDB has it), else one slice a row (5x slower for 40
+    rows, 0.4 ms, against the 80-100 ms that importing pyarrow.compute costs)."""
+    if "pyarrow.compute" in sys.modules:
+        return table.take(pa.array([int(i) for i in positions], pa.int64()))
     if len(positions) == 0:
         return table.slice(0, 0)
     return pa.concat_tables([table.slice(int(i), 1) for i in positions])
