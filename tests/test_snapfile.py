@@ -33,6 +33,7 @@ for q in json.loads(sys.argv[2]):
     out["queries"].append([[h.record.id, h.score, h.distance, h.fts_score, h.ranks] for h in hits])
 out["lancedb"] = "lancedb" in sys.modules
 out["opened"] = store._tbl is not None
+out["count"] = store.count()  # opens the table: lancedb after its extension was loaded alone
 print(json.dumps(out))
 """
 
@@ -74,6 +75,7 @@ def test_a_cold_store_answers_from_disk_as_the_warm_snapshot_does(
     got = _cold(store.path, mode)
     assert got["lancedb"] is False and got["opened"] is False
     assert got["queries"] == want
+    assert got["count"] == 120
 
 
 def test_a_write_after_the_snapshot_is_seen_by_the_next_cold_search(store: MemoryStore) -> None:
