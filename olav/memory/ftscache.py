@@ -14,9 +14,10 @@ snapshot of 20k rows costs well under a millisecond. What makes it the same rank
 
 Two differences remain, both measured in docs/benchmark-notes.md. Equal scores come back in
 row order here, while LanceDB's order within a tie is an accident of its WAND walk. And
-LanceDB scores from its index's statistics, which until ``optimize()`` still count deleted and
-replaced rows and leave out rows added since; here the statistics are always those of the
-table as it is, which is what LanceDB returns once the index is up to date.
+until ``optimize()`` LanceDB scores indexed rows with its index's statistics, which still
+count deleted and replaced rows, and rows added since with statistics of the pre-filtered new
+rows; here the statistics are always those of the table as it is, which is what LanceDB
+returns once the index is up to date.
 
 Tokenizing costs: ``lancedb.tokenize`` with stemming and stop words builds its filters on
 every call (about 0.5 ms); without them it costs microseconds. So a query is split without
