@@ -103,6 +103,8 @@ def test_cli_timings_in_a_fresh_workspace(tmp_path: Path) -> None:
     assert cli["runs"] == 1 and cli["help_s"]["median"] > 0 and cli["memory_search_s"]["min"] > 0
     cold = waits.measure_cold(tmp_path / "ws", 1, perf.SEARCH_QUERY)
     assert cold["why_s"]["median"] > cold["python_s"]["median"] > 0
+    assert cold["embedder_s"]["median"] > cold["python_s"]["median"]
+    assert cli["memory_search_s"]["first"] > 0
     first = waits.measure_first_prompt(tmp_path / "ws", 1)  # the chat prompt drawn on a pty
     assert first["runs"] == 1 and first["median"] > 0
 

@@ -55,13 +55,15 @@ def _unit(nrng: np.random.Generator) -> list[float]:
 
 
 def _rows(n: int) -> list[MemoryRecord]:
-    """Rows with random vectors of their own: no two are equally near a query."""
+    """Rows with random vectors of their own, and texts of different lengths: no two are
+    equally near a query, by vector or by BM25."""
     rng = random.Random(7)
     nrng = np.random.default_rng(7)
     stamp = datetime(2026, 6, 1, tzinfo=UTC)
     out = []
     for i in range(n):
-        text = " ".join(rng.sample(WORDS, 7)) + f" item{i}"
+        # 7 words make 7 to 14 tokens, so 15 pads a row keep every length apart
+        text = " ".join(rng.sample(WORDS, 7)) + f" item{i}" + " pad" * (15 * i)
         out.append(
             MemoryRecord(
                 id=f"m{i:04d}",
@@ -107,6 +109,9 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
         (q, np.asarray(_unit(nrng), dtype=np.float32))
         for q in ("router backup config", "备份 路由器", "disk alert cpu")
     ]
+    # LanceDB's full-text scores use its index's statistics; with every row indexed they are
+    # those of the table, which the snapshot uses (olav.memory.ftscache)
+    store.maintain(force_optimize=True)
     store.vcache.max_rows = 0  # LanceDB answers every ranking
     expected = [
         [

@@ -3,8 +3,10 @@
 - the reply path: what a chat run costs the answering thread after the answer (planning the
   L1 capture and the query pattern, queueing their write, the access-count bumps and the
   recall log), next to what the background writer then spends on the same work;
-- cold ``olav memory search`` and ``olav memory why``, next to a bare Python start and a
-  bare ``import lancedb``;
+- cold ``olav memory search`` and ``olav memory why``, next to a bare Python start, the
+  same start with the embedder loaded and one query embedded (the floor: these commands
+  answer from the snapshot on disk, olav.memory.snapfile, without lancedb), and a bare
+  ``import lancedb``;
 - the share of e5's own batch throughput that a guide import reaches (in perf.measure_guides);
 - the chat prompt after ``olav`` under a pseudo-terminal (the engine loads behind it);
 - peak RSS next to the size of the table on disk.
@@ -98,9 +100,17 @@ def measure_cold(ws: Path, runs: int, query: str) -> dict[str, Any]:
     deferred = (
         "from olav.core.log import quiet_native_libraries; quiet_native_libraries(); import lancedb"
     )
+    # the floor of a cold search: the interpreter, loading the embedder and embedding the query
+    embedder = (
+        "from olav.core.log import quiet_native_libraries; quiet_native_libraries()\n"
+        "from olav.core.config import Config\n"
+        "from olav.memory.embedders import make_embedder\n"
+        f"make_embedder(Config.load(None, environ={{}})).embed_query({query!r})"
+    )
     cmds = {
         "why_s": [*olav_command(), "memory", "why", query],
         "python_s": [py, "-c", "pass"],
+        "embedder_s": [py, "-c", embedder],
         "import_lancedb_s": [py, "-c", "import lancedb"],
         "import_lancedb_deferred_s": [py, "-c", deferred],
     }
@@ -235,10 +245,14 @@ def wait_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     if c and cold:
         floor = (
-            f"python {cold['python_s']['median']} s, import lancedb "
-            f"{cold['import_lancedb_s']['median']} s ({cold['import_lancedb_deferred_s']['median']}"
-            " s deferred)"
+            f"python + embedder + query {cold['embedder_s']['median']} s (python "
+            f"{cold['python_s']['median']} s); import lancedb {cold['import_lancedb_s']['median']}"
+            f" s ({cold['import_lancedb_deferred_s']['median']} s deferred), skipped when the "
+            "snapshot on disk is current"
         )
+        first = c["memory_search_s"].get("first")
+        if first is not None:
+            floor += f"; the first search after a write {first} s (LanceDB, then the snapshot)"
         med = c["memory_search_s"]["median"]
         rows.append(
             ("search_s", "cold `olav memory search` (median)", med, COLD_S, "s", False, floor)

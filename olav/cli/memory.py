@@ -33,9 +33,11 @@ def search(
 ) -> None:
     """Search memory the way recall does (hybrid by default), with every score shown."""
     from olav.memory.scopes import hide_others, personal_scopes
+    from olav.memory.store import MemoryStore
 
     ws = open_workspace()
-    store = open_store(ws)
+    # read-only: answered from the snapshot on disk when it is current (olav.memory.snapfile)
+    store = MemoryStore.for_workspace(ws, cold=True)
     scopes = [agent, "global", *personal_scopes(ws.config)] if agent else None
     hits = store.search(
         query,
@@ -45,6 +47,11 @@ def search(
         k=k,
         where=hide_others(ws.config),
     )
+    _print_hits(hits, as_json)
+    store.persist_snapshot()  # for the next cold command, after the answer is out
+
+
+def _print_hits(hits: list[Any], as_json: bool) -> None:
     if as_json:
         print_json([h.to_json() for h in hits])
         return
@@ -303,14 +310,20 @@ def why_cmd(
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
     from olav.llm.tiers import model_tier
     from olav.memory.recall import Recaller
+    from olav.memory.store import MemoryStore
 
     ws = open_workspace()
-    store = open_store(ws)
+    store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory search`
     cfg = ws.config
     rec = Recaller.for_config(
         store, cfg, agent=agent, tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
     )
     result = rec.recall(query, dry_run=True)
+    _print_why(query, agent, rec, result, as_json)
+    store.persist_snapshot()
+
+
+def _print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> None:
     if as_json:
         print_json(
             {

@@ -10,27 +10,38 @@ and invalidation are always LanceDB pre-filters, never post-filters.
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFoundError
+from olav.core.errors import MemoryStoreError, NotFoundError
 from olav.core.log import quiet_native_libraries
+from olav.memory.connection import (
+    BACKUP_PREFIX,
+    VECTOR_COLUMNS,
+    connect,
+    ensure_fts,
+    ensure_scalar,
+    lock_path,
+    open_or_create,
+    recover_swap,
+    table_names,
+)
+from olav.memory.connection import REEMBED_TABLE as REEMBED_TABLE
+from olav.memory.connection import drop_backup as drop_backup
+from olav.memory.connection import reembed as reembed
 from olav.memory.embedders import Embedder
+from olav.memory.ftscache import analyzer
 from olav.memory.fusion import rrf
 from olav.memory.remote import MemoryLocation, location, memory_location, remote_errors
 from olav.memory.schema import (
     CATEGORIES,
-    META_DIM,
-    META_EMBEDDER,
     ORIGINS,
     TABLE,
     MemoryRecord,
@@ -39,28 +50,13 @@ from olav.memory.schema import (
 )
 from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
-from olav.memory.vcache import CachedQuery, VectorCache
+from olav.memory.vcache import CachedQuery, VectorCache, take_rows, valid_mask
 from olav.memory.writes import RemoteGuards, file_guard, retry_conflicts
 
 SEARCH_MODES = ("vector", "fts", "hybrid")
 
 
-def lock_path(memory_path: Path) -> Path:
-    """The file lock that serialises every writer of the memory table at ``memory_path``
-    (two processes merging the same ids made duplicates)."""
-    return Path(f"{memory_path}.lock")
-
-
 _WORD = re.compile(r"\w", re.UNICODE)
-REEMBED_TABLE = "memory_reembed"
-# ICU word breaking (Chinese and Japanese work) that also splits snake_case and camelCase
-# identifiers, so "snapshot" finds take_snapshot_when_db_stale and register finds
-# register_service.
-FTS_TOKENIZER = "icu/split"
-FTS_COLUMNS = ("text", "context")
-# id lookups (upsert, capture's existence check, get) and the scope/category pre-filters that
-# every ranking evaluates
-SCALAR_INDEXES = (("id", "btree"), ("scope", "bitmap"), ("category", "bitmap"))
 # more data fragments than this (each append or bump writes one) slows every search down;
 # maintain() compacts them
 MAX_FRAGMENTS = 8
@@ -69,8 +65,6 @@ MAX_FRAGMENTS = 8
 # row in one segment again. maintain() does that by itself below this many rows (seconds);
 # above it, `olav memory gc` (and the gc cron job) does.
 REBUILD_ROWS = 20000
-VECTOR_COLUMNS = ("vector", "context_vector")
-BACKUP_PREFIX = "memory_backup_"
 
 
 def sql_str(value: str) -> str:
@@ -173,11 +167,11 @@ class MemoryStore:
         ann_threshold: int = 10000,
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
+        cold: bool = False,
     ) -> None:
+        """``cold``: a read-only command; when the snapshot on disk holds the table's latest
+        version (olav.memory.snapfile), the table is opened only if something needs it."""
         quiet_native_libraries()
-        import lancedb
-        from filelock import FileLock
-
         self.location = location(path)
         self.path = self.location.path  # the folder, for a local table
         self.embedder = embedder
@@ -186,32 +180,51 @@ class MemoryStore:
         self._remote = RemoteGuards(self.location, lock_timeout) if self.location.remote else None
         if self._remote is None:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(str(lock_path(self.path)), timeout=lock_timeout)
+        self._lock: Any = None  # the writers' file lock (a local table), made on first use
+        self._lock_timeout = lock_timeout
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
         self.vcache = VectorCache(self._columns(False))
+        self._tbl: Any = None
+        self._allow_destructive = allow_destructive
+        if cold and self._remote is None and not allow_destructive:
+            from olav.memory import snapfile
+
+            snap = snapfile.load(self.path, embedder.name, embedder.dim, self._columns(False))
+            if snap is not None:
+                self.vcache.snapshot = snap
+                return
+        self._connect()
+
+    def _connect(self) -> None:
+        allow_destructive = self._allow_destructive
         with remote_errors(self.location):
-            self._db = lancedb.connect(
-                self.location.uri,
-                read_consistency_interval=timedelta(seconds=self.location.refresh_seconds),
-                storage_options=self.location.storage_options or None,
-            )
+            self._db = connect(self.location)
             if self._remote is not None:
                 self._remote.on_taken = self._latest
             if self._remote is not None and TABLE in self._tables():
                 # no lease to read; a machine that is creating the table may still be adding
                 # its indexes, and ours then conflict: retry, and find them made
-                self._table = retry_conflicts(lambda: self._open_or_create(allow_destructive))
+                self._tbl = retry_conflicts(lambda: self._open_or_create(allow_destructive))
                 return
             with self.write_lock():
-                self._recover_swap()
-                self._table = self._open_or_create(allow_destructive)
+                recover_swap(self._db, self.location)
+                self._tbl = self._open_or_create(allow_destructive)
+
+    @property
+    def _table(self) -> Any:
+        """The LanceDB table, opened on first use by a store opened ``cold``."""
+        if self._tbl is None:
+            self._connect()
+        return self._tbl
 
     # -- opening -----------------------------------------------------------------------------
 
     @classmethod
-    def for_workspace(cls, ws: Any, embedder: Embedder | None = None) -> MemoryStore:
+    def for_workspace(
+        cls, ws: Any, embedder: Embedder | None = None, *, cold: bool = False
+    ) -> MemoryStore:
         from olav.core.config import env_flag
         from olav.memory.embedders import make_embedder
 
@@ -221,76 +234,39 @@ class MemoryStore:
             rrf_k=ws.config["memory.rrf_k"],
             ann_threshold=ws.config["memory.ann_threshold"],
             allow_destructive=env_flag("OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION"),
+            cold=cold,
         )
 
     def write_lock(self) -> Any:
         """Serialises writers: the file lock, or the write lease of a remote table."""
         if self._remote is not None:
             return self._remote.write()
-        return file_guard(self._lock)
+        return file_guard(self._file_lock())
 
     def maintenance_lock(self) -> Any:
         """Maintenance from one place at a time: the maintenance lease of a remote table
         (LeaseHeldError at once when another machine holds it), else the file lock."""
         if self._remote is not None:
             return self._remote.maintenance()
-        return file_guard(self._lock)
+        return file_guard(self._file_lock())
+
+    def _file_lock(self) -> Any:
+        if self._lock is None:  # filelock's import is 50 ms of a cold read-only command
+            from filelock import FileLock
+
+            self._lock = FileLock(str(lock_path(self.path)), timeout=self._lock_timeout)
+        return self._lock
 
     def _latest(self) -> None:
-        table = getattr(self, "_table", None)
+        table = getattr(self, "_tbl", None)
         if table is not None and self.location.refresh_seconds > 0:
             table.checkout_latest()
 
     def _tables(self) -> list[str]:
-        return list(self._db.list_tables().tables)
-
-    def _recover_swap(self) -> None:
-        """Finish a re-embed swap that was interrupted between its two renames."""
-        tables = self._tables()
-        if TABLE not in tables and REEMBED_TABLE in tables and self._remote is None:
-            os.rename(self.path / f"{REEMBED_TABLE}.lance", self.path / f"{TABLE}.lance")
+        return table_names(self._db)
 
     def _open_or_create(self, allow_destructive: bool) -> Any:
-        if TABLE not in self._tables():
-            return self._create(TABLE)
-        table = self._db.open_table(TABLE)
-        meta = table.schema.metadata or {}
-        stored = meta.get(META_EMBEDDER, b"?").decode()
-        stored_dim = int(meta.get(META_DIM, b"0").decode() or 0)
-        if stored != self.embedder.name or stored_dim != self.embedder.dim:
-            if not allow_destructive:
-                raise EmbeddingDimMismatchError(
-                    stored=stored,
-                    stored_dim=stored_dim,
-                    configured=self.embedder.name,
-                    configured_dim=self.embedder.dim,
-                )
-            self._db.drop_table(TABLE)
-            return self._create(TABLE)
-        self._migrate(table)
-        _ensure_fts(table)
-        _ensure_scalar(table)
-        return table
-
-    def _migrate(self, table: Any) -> None:
-        """Schema 1 -> 2: add the context columns (empty) and event_at (= created_at). Each
-        step is one commit, so a migration cut short resumes where it stopped."""
-        names = set(table.schema.names)
-        if "context" not in names:
-            table.add_columns(
-                [
-                    pa.field("context", pa.string()),
-                    pa.field("context_vector", pa.list_(pa.float32(), self.embedder.dim)),
-                ]
-            )
-        if "event_at" not in names:
-            table.add_columns({"event_at": "created_at"})
-
-    def _create(self, name: str) -> Any:
-        table = self._db.create_table(name, schema=self.schema)
-        _ensure_fts(table)
-        _ensure_scalar(table)
-        return table
+        return open_or_create(self._db, self.embedder, self.schema, allow_destructive)
 
     @property
     def table(self) -> Any:
@@ -522,21 +498,24 @@ class MemoryStore:
         wants_vector = mode in ("vector", "hybrid")
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
-        # vector rankings from the in-process snapshot when it is current (olav.memory.vcache)
-        snap = self.vcache.view(self._table) if where is None and wants_vector else None
+        # rankings from the in-process snapshot when it is current (olav.memory.vcache)
+        snap = self._current_snapshot() if where is None else None
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and time_aware:
             period = query_period(query)
         qv: np.ndarray | None = query_vector
         cq = CachedQuery(scopes, categories, include_invalid, now())
 
+        def cached(extra: str | None) -> CachedQuery:
+            timed = period is not None and extra == period.sql("event_at")
+            self.vcache.served += 1
+            return replace(cq, period=period if timed else None)
+
         def run(column: str, extra: str | None) -> pa.Table:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
             if column in VECTOR_COLUMNS and snap is not None and qv is not None:
-                timed = period is not None and extra == period.sql("event_at")
-                self.vcache.served += 1
-                return snap.rank(column, qv, n, replace(cq, period=period if timed else None))
+                return snap.rank(column, qv, n, cached(extra))
             if column in VECTOR_COLUMNS:
                 q = self._table.search(qv, vector_column_name=column).select(
                     [*self._columns(False), "vector", "_distance"]
@@ -568,7 +547,16 @@ class MemoryStore:
             if hybrid and period is not None:
                 vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
         jobs = text_jobs + vector_jobs
-        if len(jobs) == 1 and (qv is not None or not vector_jobs):
+        if snap is not None:  # numpy throughout: one thread, no LanceDB query
+            tokens = analyzer().query(query) if text_jobs else []
+            results = [
+                snap.rank_text(col, tokens, n, cached(extra), wants_vector)
+                for _name, col, extra in text_jobs
+            ]
+            if vector_jobs and qv is None:
+                qv = self.embedder.embed_query(query)
+            results += [run(col, extra) for _name, col, extra in vector_jobs]
+        elif len(jobs) == 1 and (qv is not None or not vector_jobs):
             results = [run(jobs[0][1], jobs[0][2])]
         else:  # concurrently: LanceDB releases the GIL
             futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
@@ -580,6 +568,33 @@ class MemoryStore:
             results = done[: len(text_jobs)] + own + done[len(text_jobs) :]
         rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
         return self._fuse(rankings, k, qv, with_context)
+
+    def _current_snapshot(self) -> Any:
+        """The in-process snapshot when it holds the table's current version. A store
+        opened cold reads that version from the manifests, until the table is opened."""
+        snap = self.vcache.snapshot
+        if self._tbl is None and snap is not None:
+            from olav.memory.snapfile import latest_version
+
+            if latest_version(self.path) == snap.version:
+                return snap
+        return self.vcache.view(self._table)
+
+    def persist_snapshot(self) -> bool:
+        """Keep the current version's snapshot next to a local table for the next cold
+        command (olav.memory.snapfile); False when there is none to keep (remote, too big)."""
+        if self._remote is not None:
+            return False
+        from olav.memory import snapfile
+
+        if self._tbl is None and self.vcache.snapshot is not None:
+            return True  # answered from the snapshot on disk, which is current
+        snap = self.vcache.refresh(self._table)
+        if snap is None:
+            return False
+        if snapfile.saved_version(self.path) != snap.version:
+            snapfile.save(self.path, snap, self.embedder.name, self.embedder.dim)
+        return True
 
     def _has_context(self) -> bool:
         """Whether any row has a context window (cached per table version)."""
@@ -608,7 +623,7 @@ class MemoryStore:
             elif name == "fts":
                 fts_score = dict(zip(found_ids, tbl.column("_score").to_pylist(), strict=True))
             if with_context:
-                nulls = tbl.column("context").is_null().to_pylist()
+                nulls = (~valid_mask(tbl.column("context"))).tolist()
                 no_context.update(i for i, null in zip(found_ids, nulls, strict=True) if null)
             for pos, rid in enumerate(found_ids):
                 first.setdefault(rid, (name, pos))
@@ -620,14 +635,20 @@ class MemoryStore:
             name, pos = first[rid]
             by_ranking.setdefault(name, []).append(pos)
         rows: dict[str, dict[str, Any]] = {}
+        vectors: dict[str, np.ndarray | None] = {}
         for name, idx in by_ranking.items():
-            for found_row in rankings[name].take(idx).to_pylist():
+            part = take_rows(rankings[name], idx)
+            found_vecs: list[np.ndarray | None] = [None] * part.num_rows
+            if "vector" in part.column_names:  # as numpy: to_pylist of vectors is slow
+                found_vecs = _vector_rows(part.column("vector"))
+                part = part.drop_columns(["vector"])
+            for found_row, found_vec in zip(part.to_pylist(), found_vecs, strict=True):
                 rows[found_row["id"]] = found_row
+                vectors[found_row["id"]] = found_vec
         hits = []
         for rid in top:
             row = rows[rid]
-            raw = row.pop("vector", None)
-            vec = None if raw is None else np.asarray(raw, dtype=np.float32)
+            vec = vectors[rid]
             row.pop("_distance", None)
             row.pop("_score", None)
             dist = distance.get(rid)
@@ -692,8 +713,8 @@ class MemoryStore:
             except LeaseHeldError:  # another machine is maintaining the table right now
                 return {**done, "skipped": "lease held"}
         with self.maintenance_lock():
-            _ensure_fts(self._table)
-            _ensure_scalar(self._table)
+            ensure_fts(self._table)
+            ensure_scalar(self._table)
             state = self.index_state()
             unindexed = max(
                 (state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts")
@@ -749,143 +770,12 @@ class MemoryStore:
         return sorted(t for t in self._tables() if t.startswith(BACKUP_PREFIX))
 
 
-def reembed(
-    path: Path | MemoryLocation,
-    embedder: Embedder,
-    *,
-    progress: Callable[[int, int], None] | None = None,
-    batch: int = 64,
-) -> tuple[int, str]:
-    """Rebuild the memory table at ``path`` with ``embedder``.
-
-    The new table is built beside the old one and swapped in only when complete; the old one
-    is kept as ``memory_backup_<timestamp>``. Returns (rows, backup name).
-    """
-    quiet_native_libraries()
-    import lancedb
-    from filelock import FileLock
-
-    loc = location(path)
-    if loc.remote:  # writers wait for the write lease, held here for up to an hour
-        guards = RemoteGuards(loc, timeout=120)
-        with guards.maintenance(), guards.write(ttl=3600):
-            db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
-            return _reembed_locked(loc.path, db, embedder, progress, batch)
-    with FileLock(str(lock_path(loc.path)), timeout=120):
-        return _reembed_locked(loc.path, lancedb.connect(loc.uri), embedder, progress, batch)
-
-
-def _reembed_locked(
-    path: Path,
-    db: Any,
-    embedder: Embedder,
-    progress: Callable[[int, int], None] | None,
-    batch: int,
-) -> tuple[int, str]:
-    tables = list(db.list_tables().tables)
-    remote = "://" in str(db.uri)
-    if TABLE not in tables and REEMBED_TABLE in tables and not remote:  # a cut swap
-        os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
-        tables = list(db.list_tables().tables)
-    if TABLE not in tables:
-        raise MemoryStoreError(f"there is no memory table under {path}", hint="Run `olav init`")
-    old = db.open_table(TABLE)
-    total = old.count_rows()
-    schema = build_schema(embedder.dim, embedder.name)
-    if REEMBED_TABLE in tables:
-        db.drop_table(REEMBED_TABLE)  # leftovers of an interrupted attempt
-    new = db.create_table(REEMBED_TABLE, schema=schema)
-    have = set(old.schema.names)  # a schema-1 table has no context columns yet
-    cols = [f.name for f in schema if f.name not in VECTOR_COLUMNS and f.name in have]
-    rows = old.search().select(cols).limit(max(total, 1)).to_list() if total else []
-    done = 0
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        for row in chunk:
-            row.setdefault("context", None)
-            row.setdefault("event_at", row.get("created_at"))
-        texts = [r["text"] for r in chunk]
-        contexts = [(j, r["context"]) for j, r in enumerate(chunk) if r["context"]]
-        vecs = embedder.embed_passages(texts + [c for _j, c in contexts])
-        for row, vec in zip(chunk, vecs[: len(chunk)], strict=True):
-            row["vector"] = [float(x) for x in vec]
-            row["context_vector"] = None
-        for (j, _c), vec in zip(contexts, vecs[len(chunk) :], strict=True):
-            chunk[j]["context_vector"] = [float(x) for x in vec]
-        new.add(pa.Table.from_pylist(chunk, schema=schema), on_bad_vectors="null")
-        done += len(chunk)
-        if progress:
-            progress(done, total)
-    _ensure_fts(new)
-    _ensure_scalar(new)
-    if new.count_rows() != total:
-        raise MemoryStoreError("re-embedding lost rows; the original table is untouched")
-    backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    if remote:
-        return total, _swap_remote(db, old, new, backup)
-    n = 1
-    while (path / f"{backup}.lance").exists():  # two re-embeds within one second
-        n += 1
-        backup = BACKUP_PREFIX + datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + f"_{n}"
-    os.rename(path / f"{TABLE}.lance", path / f"{backup}.lance")
-    os.rename(path / f"{REEMBED_TABLE}.lance", path / f"{TABLE}.lance")
-    return total, backup
-
-
-def _swap_remote(db: Any, old: Any, new: Any, backup: str) -> str:
-    """Object storage cannot rename a table: keep a copy of the old rows as the backup, then
-    overwrite the live table with the new rows in one commit (readers see the old table or
-    the new one), and rebuild its indexes."""
-    db.create_table(backup, old.to_arrow(), on_bad_vectors="null")  # null = no context
-    table = db.create_table(TABLE, new.to_arrow(), mode="overwrite", on_bad_vectors="null")
-    _ensure_fts(table)
-    _ensure_scalar(table)
-    db.drop_table(REEMBED_TABLE)
-    return backup
-
-
-def _ensure_fts(table: Any) -> None:
-    """Create the full-text indexes that are missing, and rebuild any made with an older
-    tokenizer (an index migration)."""
-    from lancedb.index import FTS
-
-    found: dict[str, str] = {}
-    for idx in table.list_indices():
-        if str(idx.index_type) == "FTS" and idx.columns:
-            details = getattr(idx, "index_details", None) or {}
-            found[idx.columns[0]] = details.get("base_tokenizer", FTS_TOKENIZER)
-    for column in FTS_COLUMNS:
-        if found.get(column) != FTS_TOKENIZER:
-            table.create_index(column, config=FTS(base_tokenizer=FTS_TOKENIZER), replace=True)
-
-
-def _ensure_scalar(table: Any) -> None:
-    """Create the scalar indexes (SCALAR_INDEXES) that are missing."""
-    have = {idx.columns[0] for idx in table.list_indices() if idx.columns}
-    for column, kind in SCALAR_INDEXES:
-        if column not in have:
-            table.create_index(column, config=_scalar_config(kind))
-
-
-def _scalar_config(kind: str) -> Any:
-    from lancedb.index import Bitmap, BTree
-
-    return BTree() if kind == "btree" else Bitmap()
-
-
-def drop_backup(path: Path | MemoryLocation, name: str) -> None:
-    if not name.startswith(BACKUP_PREFIX) or "/" in name:
-        raise MemoryStoreError(f"{name!r} is not a memory backup")
-    loc = location(path)
-    if loc.remote:
-        import lancedb
-
-        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
-        if name not in db.list_tables().tables:
-            raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
-        db.drop_table(name)
-        return
-    target = loc.path / f"{name}.lance"
-    if not target.is_dir():
-        raise NotFoundError(f"no backup named {name}", hint="See `olav kb backups`")
-    shutil.rmtree(target)
+def _vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
+    """A fixed-size-list column as float32 rows (None where null)."""
+    arr = column.combine_chunks()
+    dim = arr.type.list_size
+    start = arr.offset * dim
+    flat = arr.values.to_numpy(zero_copy_only=False)[start : start + len(arr) * dim]
+    matrix = np.asarray(flat, dtype=np.float32).reshape(len(arr), dim)
+    valid = valid_mask(arr)
+    return [matrix[i].copy() if ok else None for i, ok in enumerate(valid)]
