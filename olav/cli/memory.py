@@ -12,7 +12,7 @@ from rich.text import Text
 
 from olav.cli.calibrate import calibrate_cmd
 from olav.cli.common import console, open_store, open_workspace, print_json
-from olav.core.errors import NotFoundError
+from olav.core.errors import NotFoundError, OlavError
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -159,6 +159,17 @@ def show(
     console.print(rec.text, markup=False, soft_wrap=True)
 
 
+def _readable(ws: Any, store: Any, memory_id: str) -> Any:
+    """The row ``memory_id`` if this operator may read it; else the same one-line error as
+    for a missing row, so an id never reveals another operator's private row."""
+    from olav.memory.scopes import read_by_id
+
+    rec = read_by_id(store, ws.config, memory_id)
+    if rec is None:
+        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    return rec
+
+
 @app.command("delete")
 def delete(
     memory_id: str = typer.Argument(..., metavar="ID"),
@@ -171,9 +182,7 @@ def delete(
 
     ws = open_workspace()
     store = open_store(ws)
-    rec = store.get(memory_id)
-    if rec is None:
-        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    rec = _readable(ws, store, memory_id)
     if not yes:
         typer.confirm(f"Delete {rec.category} {memory_id}: {_snippet(rec.text, 60)}?", abort=True)
     audit = _audit(ws)
@@ -224,7 +233,10 @@ def pin_cmd(memory_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Pin a memory: it never decays and its confidence is 1.0."""
     from olav.memory.lifecycle import pin
 
-    pin(open_store(), memory_id)
+    ws = open_workspace()
+    store = open_store(ws)
+    _readable(ws, store, memory_id)
+    pin(store, memory_id)
     console.print(f"[green]✓[/] pinned {memory_id}")
 
 
@@ -238,9 +250,7 @@ def edit_cmd(
 
     ws = open_workspace()
     store = open_store(ws)
-    rec = store.get(memory_id)
-    if rec is None:
-        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    rec = _readable(ws, store, memory_id)
     if text is None:
         current = str(rec.metadata.get("body") or rec.text)
         import click
@@ -261,9 +271,12 @@ def history_cmd(
 ) -> None:
     """The supersede chain of a memory and its recorded changes."""
     from olav.memory.conflicts import history
+    from olav.memory.scopes import readable
 
     ws = open_workspace()
-    chain = history(open_store(ws), memory_id)
+    store = open_store(ws)
+    _readable(ws, store, memory_id)
+    chain = [r for r in history(store, memory_id) if readable(ws.config, r.scope)]
     if not chain:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     from olav.audit.queries import memory_events
@@ -310,11 +323,17 @@ def why_cmd(
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
     from olav.llm.tiers import model_tier
     from olav.memory.recall import Recaller
+    from olav.memory.scopes import readable
     from olav.memory.store import MemoryStore
 
     ws = open_workspace()
-    store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory search`
     cfg = ws.config
+    if not readable(cfg, agent):  # an agent name is a scope: never another operator's
+        raise OlavError(
+            f"--agent {agent!r} names another operator's scope",
+            hint="Pass one of your agents (see `olav agent list`)",
+        )
+    store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory search`
     rec = Recaller.for_config(
         store, cfg, agent=agent, tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
     )
@@ -426,11 +445,12 @@ def quarantine_cmd(
 ) -> None:
     """Memories held back because they look like prompt injection."""
     from olav.memory.injection import QUARANTINE
+    from olav.memory.scopes import read_by_id, readable_where
 
     ws = open_workspace()
     store = open_store(ws)
     if release:
-        rec = store.get(release)
+        rec = read_by_id(store, ws.config, release)
         if rec is None or not (rec.superseded_by or "").startswith(QUARANTINE):
             raise NotFoundError(
                 f"{release!r} is not in quarantine", hint="See `olav memory quarantine`"
@@ -439,7 +459,7 @@ def quarantine_cmd(
         _audit(ws).memory_event(release, "release", "user", {})
         console.print(f"[green]✓[/] released {release}")
         return
-    rows = store.list_rows(f"superseded_by LIKE '{QUARANTINE}%'")
+    rows = store.list_rows(f"superseded_by LIKE '{QUARANTINE}%' AND {readable_where(ws.config)}")
     if as_json:
         print_json([r.to_json() | {"vector": None} for r in rows])
         return
@@ -459,10 +479,13 @@ def episodes_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Summaries of earlier chat sessions (episodic memory), newest first."""
+    from olav.memory.scopes import readable_where
     from olav.memory.store import sql_str
 
-    store = open_store()
-    where = "category = 'episode'" + (f" AND scope = {sql_str(agent)}" if agent else "")
+    ws = open_workspace()
+    store = open_store(ws)
+    where = f"category = 'episode' AND {readable_where(ws.config)}"
+    where += f" AND scope = {sql_str(agent)}" if agent else ""
     epoch = datetime.min.replace(tzinfo=UTC)
     rows = sorted(store.list_rows(where), key=lambda r: r.created_at or epoch, reverse=True)
     rows = rows[:limit]

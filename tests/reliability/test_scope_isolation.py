@@ -198,9 +198,9 @@ read_rows_st = st.lists(
 def test_no_read_path_shows_a_row_the_operator_may_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator: str
 ) -> None:
-    """show, list, search, why, promote and the MCP get/search tools, for random tables: a row
-    of a hidden scope is "no memory with id ..." by id and absent from every listing, while
-    every other row stays readable."""
+    """show, history, pin, edit, delete, quarantine, list, search, why, promote and the MCP
+    get/search tools, for random tables: a row of a hidden scope is "no memory with id ..." by
+    id, unchanged, and absent from every listing, while every other row stays readable."""
     import json
 
     from typer.testing import CliRunner
@@ -248,6 +248,24 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
                 code, out = cli("memory", "promote", r.id)
                 assert code != 0 and refusal.format(id=r.id) in out, (r.scope, out)
                 assert r.text not in out
+                # nor can it be changed, or its history read, by its id
+                for args in (
+                    ("history", r.id, "--json"),
+                    ("pin", r.id),
+                    ("edit", r.id, "--text", "overwritten"),
+                    ("delete", r.id, "--yes"),
+                    ("delete", r.id, "--yes", "--purge"),
+                ):
+                    code, out = cli("memory", *args)
+                    assert code != 0 and f"no memory with id {r.id!r}" in out, (args, out)
+                    assert r.text not in out
+                code, out = cli("memory", "quarantine", "--release", r.id)
+                assert code != 0 and "is not in quarantine" in out, out
+                code, out = cli("memory", "why", "--agent", r.scope, "--json", "--", "x")
+                assert code != 0 and "another operator's scope" in out, out
+                kept = store.get(r.id)
+                assert kept is not None and kept.text == r.text and kept.invalidated_at is None
+                assert not kept.metadata.get("pinned")
             else:
                 assert code == 0, out
                 assert json.loads(out)["scope"] == r.scope
