@@ -14,6 +14,7 @@ import pytest
 
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import MemoryRecord
+from olav.memory.scopes import Reader
 from olav.memory.store import MemoryStore
 from olav.memory.timeq import Period
 
@@ -45,7 +46,7 @@ WORDS = [
     "证书",
     "发布",
 ]
-SCOPES = ("global", "netops", "coder")
+SCOPES = ("global", "netops", "coder", "user:alice", "user:bob", "team:netops", "team:x")
 CATS = ("fact", "usage_guide", "reflection", "operational_event")
 
 
@@ -99,6 +100,9 @@ SEARCHES = [
         "period": Period(datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)),
     },
     {"scopes": None, "categories": ["fact"], "period": Period(months=(4,))},
+    # an operator's read rule: other operators' private rows and other teams' rows hidden
+    {"scopes": None, "categories": None, "reader": Reader("user:alice", "team:netops")},
+    {"scopes": None, "categories": ["fact"], "reader": Reader("user:bob", None)},
 ]
 
 

@@ -32,7 +32,7 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Search memory the way recall does (hybrid by default), with every score shown."""
-    from olav.memory.scopes import hide_others, personal_scopes
+    from olav.memory.scopes import Reader, personal_scopes
     from olav.memory.store import MemoryStore
 
     ws = open_workspace()
@@ -45,7 +45,7 @@ def search(
         scopes=scopes,
         categories=category or None,
         k=k,
-        where=hide_others(ws.config),
+        reader=Reader.of(ws.config),  # never another operator's private rows
     )
     _print_hits(hits, as_json)
     store.persist_snapshot()  # for the next cold command, after the answer is out

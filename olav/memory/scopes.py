@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 USER_PREFIX = "user:"
@@ -83,31 +84,48 @@ def scoped_id(memory_id: str, scope: str) -> str:
     return f"{memory_id}_{hashlib.sha256(scope.encode()).hexdigest()[:8]}"
 
 
+@dataclass(frozen=True)
+class Reader:
+    """Whose rows one operator may read: every scope but other operators' ``user:`` scopes,
+    and, when a team is configured, other teams' ``team:`` scopes. A search takes it as a
+    pre-filter (SQL for LanceDB, a mask for the in-process snapshot)."""
+
+    user: str  # the operator's own user: scope
+    team: str | None  # the team's scope, when memory.team is set
+
+    @classmethod
+    def of(cls, config: Any) -> Reader:
+        return cls(user_scope(config), team_scope(config))
+
+    def allows(self, scope: str) -> bool:
+        if scope.startswith(USER_PREFIX):
+            return scope == self.user
+        if scope.startswith(TEAM_PREFIX) and self.team is not None:
+            return scope == self.team
+        return True
+
+    def where(self) -> str:
+        mine = self.user.replace("'", "''")
+        if self.team is None:
+            return f"(scope NOT LIKE '{USER_PREFIX}%' OR scope = '{mine}')"
+        theirs = self.team.replace("'", "''")
+        return (
+            f"((scope NOT LIKE '{USER_PREFIX}%' AND scope NOT LIKE '{TEAM_PREFIX}%')"
+            f" OR scope = '{mine}' OR scope = '{theirs}')"
+        )
+
+
 def readable(config: Any, scope: str) -> bool:
     """Whether this operator may read a row of ``scope`` by its id or in a listing: the same
     rule recall applies, for every agent. Another operator's ``user:`` scope never; another
     team's ``team:`` scope not when a team is configured (memory.team); everything else
     (``global``, agent names, the operator's own scopes) yes."""
-    if scope.startswith(USER_PREFIX):
-        return scope == user_scope(config)
-    team = team_scope(config)
-    if scope.startswith(TEAM_PREFIX) and team is not None:
-        return scope == team
-    return True
+    return Reader.of(config).allows(scope)
 
 
 def readable_where(config: Any) -> str:
     """:func:`readable` as a LanceDB pre-filter over the ``scope`` column."""
-    mine = user_scope(config).replace("'", "''")
-    parts = [f"scope NOT LIKE '{USER_PREFIX}%'", f"scope = '{mine}'"]
-    team = team_scope(config)
-    if team is None:
-        return f"({' OR '.join(parts)})"
-    theirs = team.replace("'", "''")
-    return (
-        f"((scope NOT LIKE '{USER_PREFIX}%' AND scope NOT LIKE '{TEAM_PREFIX}%')"
-        f" OR scope = '{mine}' OR scope = '{theirs}')"
-    )
+    return Reader.of(config).where()
 
 
 def hide_others(config: Any) -> str | None:

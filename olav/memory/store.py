@@ -48,6 +48,7 @@ from olav.memory.schema import (
     build_schema,
     now,
 )
+from olav.memory.scopes import Reader
 from olav.memory.textvectors import embed_missing
 from olav.memory.timeq import Period, query_period
 from olav.memory.vcache import CachedQuery, VectorCache, take_rows, valid_mask
@@ -477,6 +478,7 @@ class MemoryStore:
         query_vector: np.ndarray | None = None,
         period: Period | None = None,
         time_aware: bool = True,
+        reader: Reader | None = None,
     ) -> list[Hit]:
         """Search live rows. Returns hits with distance, FTS score and fused score.
 
@@ -485,14 +487,17 @@ class MemoryStore:
         sequential memories (a memory without a context counts its own text there); and,
         when the query names a period ("in May 2023", "last week", "上周") or ``period`` is
         given, a vector and a full-text ranking restricted to memories whose ``event_at``
-        falls in it. ``vector`` and ``fts`` rank by the text alone.
+        falls in it. ``vector`` and ``fts`` rank by the text alone. ``reader`` hides the rows
+        that operator may not read (another operator's private rows); unlike ``where``, it
+        keeps the search on the in-process snapshot.
         """
         if mode not in SEARCH_MODES:
             raise MemoryStoreError(
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
+        extra = " AND ".join(f"({p})" for p in (where, reader and reader.where()) if p) or None
         pred = live_filter(
-            scopes=scopes, categories=categories, include_invalid=include_invalid, extra=where
+            scopes=scopes, categories=categories, include_invalid=include_invalid, extra=extra
         )
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
         wants_vector = mode in ("vector", "hybrid")
@@ -504,7 +509,7 @@ class MemoryStore:
         if hybrid and period is None and time_aware:
             period = query_period(query)
         qv: np.ndarray | None = query_vector
-        cq = CachedQuery(scopes, categories, include_invalid, now())
+        cq = CachedQuery(scopes, categories, include_invalid, now(), reader=reader)
 
         def cached(extra: str | None) -> CachedQuery:
             timed = period is not None and extra == period.sql("event_at")

@@ -170,6 +170,15 @@ class Snapshot:
             self._masks[key] = mask
         return mask
 
+    def _readable(self, reader: Any) -> np.ndarray:
+        key = ("reader", reader.user, reader.team)
+        mask = self._masks.get(key)
+        if mask is None:
+            scopes = self.scope.to_pylist()
+            mask = np.fromiter((reader.allows(v) for v in scopes), bool, len(scopes))
+            self._masks[key] = mask
+        return mask
+
     def _period(self, period: Period) -> np.ndarray:
         if period.months:
             key: tuple[Any, ...] = ("months", period.months)
@@ -194,6 +203,8 @@ class Snapshot:
         if not query.include_invalid:
             mask &= self.live_invalid
             mask &= self.expires > _as_micros(query.at)
+        if query.reader is not None:
+            mask &= self._readable(query.reader)
         if column in ("context_vector", "context"):
             mask &= self.context
         if query.period is not None:
@@ -241,6 +252,7 @@ class CachedQuery:
     include_invalid: bool
     at: datetime
     period: Period | None = None
+    reader: Any = None  # olav.memory.scopes.Reader: the scopes this operator may read
 
 
 class VectorCache:
