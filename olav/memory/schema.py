@@ -129,7 +129,8 @@ class MemoryRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> MemoryRecord:
-        known = {f.name for f in fields(cls)}
+        # computed once: this runs for every recalled candidate
+        known = _FIELDS if cls is MemoryRecord else {f.name for f in fields(cls)}
         data = {k: v for k, v in row.items() if k in known}
         meta = data.get("metadata")
         data["metadata"] = json.loads(meta) if meta else {}
@@ -157,3 +158,6 @@ class MemoryRecord:
             if data.get(key):
                 data[key] = datetime.fromisoformat(data[key])
         return cls(**data)
+
+
+_FIELDS = frozenset(f.name for f in fields(MemoryRecord))

@@ -575,14 +575,17 @@ class MemoryStore:
         return self._fuse(rankings, k, qv, with_context)
 
     def _current_snapshot(self) -> Any:
-        """The in-process snapshot when it holds the table's current version. A store
-        opened cold reads that version from the manifests, until the table is opened."""
+        """The in-process snapshot when it holds the table's current version. On a local
+        table that version is read from the manifests (a write by any process adds one),
+        so a current snapshot answers without a LanceDB call."""
         snap = self.vcache.snapshot
-        if self._tbl is None and snap is not None:
+        if snap is not None and self._remote is None:
+            # a local table's newest version is the newest manifest name: one directory
+            # listing, where asking LanceDB costs a round trip through its event loop
             from olav.memory.snapfile import latest_version
 
             if latest_version(self.path) == snap.version:
-                return snap
+                return self.vcache.served_current(snap)
         return self.vcache.view(self._table)
 
     def persist_snapshot(self) -> bool:

@@ -279,6 +279,12 @@ class VectorCache:
             self._load_in_background(table)
         return None
 
+    def served_current(self, snap: Snapshot) -> Snapshot:
+        """``snap``, which the caller found current without asking the table (a local
+        table's manifests); counted as a search, as :meth:`view` counts them."""
+        self._seen += 1
+        return snap
+
     def refresh(self, table: Any) -> Snapshot | None:
         """Load the current version now (unless it is loaded, or the table is too big)."""
         version = table.version
