@@ -34,9 +34,10 @@ fmt: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q
 
-# every benchmark; rewrites docs/benchmarks.md (STEER_WS=path adds the model steering runs)
+# every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
+# (STEER_WS=path adds the model steering runs)
 bench: $(STAMP)
-	$(BIN)/olav bench report --locomo $(LOCOMO) --out docs/benchmarks.md \
+	$(BIN)/olav bench report --locomo $(LOCOMO) --out docs/benchmarks.md --remote \
 		$(if $(STEER_WS),--steer-workspace $(STEER_WS))
 
 # the older store-level benchmarks (ANN threshold, LoCoMo ANN recall), printed as tables

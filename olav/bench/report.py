@@ -33,6 +33,7 @@ def run_all(
     progress: Progress | None = None,
     embedder: Any = None,
     cli_runs: int = 5,
+    remote: bool = False,
 ) -> dict[str, Any]:
     """Run the benchmarks; a JSON-safe report with one entry per benchmark (None = not run,
     with the reason under ``skipped``)."""
@@ -58,7 +59,9 @@ def run_all(
     say("golden guide-recall suite")
     out["golden"] = golden.run_golden(e5, progress=say)
     say("speed and footprint")
-    out["perf"] = perf.run_perf(sizes, queries, guides, progress=say, cli_runs=cli_runs)
+    out["perf"] = perf.run_perf(
+        sizes, queries, guides, progress=say, cli_runs=cli_runs, remote=remote
+    )
     out["steer"] = None
     if steer_workspace is None:
         out["skipped"]["steer"] = "no workspace with a model was given (--steer-workspace)"

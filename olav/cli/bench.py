@@ -151,6 +151,11 @@ def report_cmd(
         "e5", "--embedder", help="e5 (bundled) or hash (tests only) for recall and golden."
     ),
     cli_runs: int = typer.Option(5, "--cli-runs", help="Cold CLI start-ups to time (0: skip)."),
+    remote: bool = typer.Option(
+        False,
+        "--remote",
+        help="Also measure the team table on a local S3 server (needs the dev extras).",
+    ),
 ) -> None:
     """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
     Markdown file: machine, versions, commands and tables. `make bench` runs this."""
@@ -186,6 +191,7 @@ def report_cmd(
             progress=progress,
             embedder=bench_embedder(embedder),
             cli_runs=cli_runs,
+            remote=remote,
         )
     command = ["olav", "bench", *sys.argv[sys.argv.index("report") :]]
     write(out, markdown(report, command=command))

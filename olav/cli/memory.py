@@ -198,8 +198,17 @@ def delete(
 @app.command("stats")
 def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Rows per category and scope, the embedder, its dimension and the index state."""
-    store = open_store()
+    from olav.memory.scopes import readable
+
+    ws = open_workspace()
+    store = open_store(ws)
     data = store.stats()
+    # other operators' private scopes are not named; their rows are counted together
+    by_scope = data["by_scope"]
+    hidden = sum(n for scope, n in by_scope.items() if not readable(ws.config, scope))
+    data["by_scope"] = {s: n for s, n in by_scope.items() if readable(ws.config, s)}
+    if hidden:
+        data["by_scope"]["(other operators, private)"] = hidden
     if as_json:
         print_json(data)
         return

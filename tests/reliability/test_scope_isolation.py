@@ -269,6 +269,9 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
             else:
                 assert code == 0, out
                 assert json.loads(out)["scope"] == r.scope
+        code, out = cli("memory", "stats", "--json")
+        assert code == 0, out
+        assert not set(json.loads(out)["by_scope"]) & {r.scope for r in records if r.id in secret}
         code, out = cli("memory", "list", "--json", "--limit", "1000")
         listed = {row["id"] for row in json.loads(out)}
         assert {r.id for r in records} - secret <= listed and not listed & secret
