@@ -7,14 +7,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
 import yaml
 
-from olav.memory.embedders import HashEmbedder
+from olav.memory.embedders import EmbedderProxy, HashEmbedder
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 
@@ -122,26 +121,30 @@ def run_olav(
     )
 
 
-class DelegatingEmbedder:
-    """An embedder that passes everything to ``inner`` (the test hash embedder unless given):
-    a test subclasses it to change one method (count, gate or break it)."""
+_FRESH_ROW = """
+import sys
+from pathlib import Path
+from olav.memory.embedders import HashEmbedder
+from olav.memory.schema import MemoryRecord
+from olav.memory.store import MemoryStore
+store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
+store.upsert([MemoryRecord(id="fresh", text=sys.argv[2], category="fact", scope="global",
+                           origin="user")])
+"""
+
+
+def write_from_another_process(db_path: Path, text: str) -> None:
+    """Another process upserts the row ``fresh`` with ``text`` into the table at ``db_path``
+    (hash embedder), as a second olav on the same workspace would."""
+    subprocess.run([sys.executable, "-c", _FRESH_ROW, str(db_path), text], check=True)
+
+
+class DelegatingEmbedder(EmbedderProxy):
+    """The product's pass-through embedder over the test hash embedder unless ``inner`` is
+    given: a test subclasses it to change one method (count, gate or break it)."""
 
     def __init__(self, inner: Any = None) -> None:
-        self.inner = inner if inner is not None else HashEmbedder("hash-64")
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)  # type: ignore[no-any-return]
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.embed_passages(texts)  # type: ignore[no-any-return]
+        super().__init__(inner if inner is not None else HashEmbedder("hash-64"))
 
 
 def hash_store(path: Path, dim: int = 64, **kw: object) -> MemoryStore:

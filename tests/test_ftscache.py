@@ -4,8 +4,6 @@ BM25 scores and order, and any write, from any process, retires the postings."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from olav.memory.schema import MemoryRecord, now
 from olav.memory.store import MemoryStore, live_filter
 from olav.memory.timeq import Period
 from olav.memory.vcache import CachedQuery
+from tests.helpers import write_from_another_process
 
 ENGLISH = [
     "Restart the {x} service before the nightly backup runs",
@@ -218,24 +217,12 @@ def test_search_serves_full_text_from_the_snapshot(store: MemoryStore) -> None:
         assert all(h.vector is None for h in have)  # as LanceDB: fts mode computes no vector
 
 
-WRITER = """
-import sys
-from pathlib import Path
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
-store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
-store.upsert([MemoryRecord(id="fresh", text=sys.argv[2], category="fact", scope="global",
-                           origin="user")])
-"""
-
-
 def test_a_write_from_another_process_retires_the_postings(store: MemoryStore) -> None:
     query = "zebra firmware quarantine"
     store.vcache.refresh(store.table)
     assert store.search(query, mode="fts", k=3) == []
     served = store.vcache.served
-    subprocess.run([sys.executable, "-c", WRITER, str(store.path), query], check=True)
+    write_from_another_process(store.path, query)
 
     after = store.search(query, mode="fts", k=3)
     assert [h.record.id for h in after] == ["fresh"]

@@ -4,8 +4,6 @@ write, from any process, retires it."""
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from olav.memory.schema import MemoryRecord
 from olav.memory.scopes import Reader
 from olav.memory.store import MemoryStore
 from olav.memory.timeq import Period
+from tests.helpers import write_from_another_process
 
 WORDS = [
     "router",
@@ -146,24 +145,12 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
             assert dh == pytest.approx(dw, abs=1e-4)
 
 
-WRITER = """
-import sys
-from pathlib import Path
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
-store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
-store.upsert([MemoryRecord(id="fresh", text=sys.argv[2], category="fact", scope="global",
-                           origin="user")])
-"""
-
-
 def test_a_write_from_another_process_retires_the_snapshot(store: MemoryStore) -> None:
     query = "zebra firmware quarantine"
     store.vcache.refresh(store.table)
     before = store.search(query, mode="vector", k=3)
     assert store.vcache.served == 1 and "fresh" not in [h.record.id for h in before]
-    subprocess.run([sys.executable, "-c", WRITER, str(store.path), query], check=True)
+    write_from_another_process(store.path, query)
 
     after = store.search(query, mode="vector", k=3)
     assert after[0].record.id == "fresh"

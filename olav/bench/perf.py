@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from olav.bench.timing import WARMUP, latencies_ms, olav_command, p50, summary
+from olav.memory.embedders import EmbedderProxy
 
 DEFAULT_SIZES = (1000, 10000, 100000)
 K = 10
@@ -134,21 +135,13 @@ def numpy_topk(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
     return part[np.argsort(-scores[part])]
 
 
-class TimedEmbedder:
+class TimedEmbedder(EmbedderProxy):
     """An embedder proxy that adds up the time spent embedding."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.seconds = 0.0
         self.texts = 0
-
-    @property
-    def name(self) -> str:
-        return str(self.inner.name)
-
-    @property
-    def dim(self) -> int:
-        return int(self.inner.dim)
 
     def embed_query(self, text: str) -> np.ndarray:
         t0 = time.perf_counter()
@@ -167,20 +160,15 @@ class TimedEmbedder:
             self.texts += len(texts)
 
 
-class Precomputed:
+class Precomputed(EmbedderProxy):
     """An embedder whose query vectors are looked up: AutoRecall without the e5 call."""
 
     def __init__(self, inner: Any, vectors: dict[str, np.ndarray]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.vectors = vectors
-        self.name = str(inner.name)
-        self.dim = int(inner.dim)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.vectors[text]
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.embed_passages(texts)
 
 
 # -- synthetic data ----------------------------------------------------------------------------

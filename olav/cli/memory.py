@@ -104,17 +104,17 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List memory rows, newest first."""
-    from olav.memory.scopes import hide_others
+    from olav.memory.scopes import readable_where
     from olav.memory.store import sql_str
 
     ws = open_workspace()
     store = open_store(ws)
-    parts = [p for p in [hide_others(ws.config)] if p]
+    parts = [readable_where(ws.config)]
     if category:
         parts.append(f"category = {sql_str(category)}")
     if scope:
         parts.append(f"scope = {sql_str(scope)}")
-    rows = store.list_rows(" AND ".join(parts) or None)
+    rows = store.list_rows(" AND ".join(parts))
     epoch = datetime.min.replace(tzinfo=UTC)
     rows.sort(key=lambda r: (r.updated_at or r.created_at or epoch, r.id), reverse=True)
     rows = rows[:limit]
@@ -128,7 +128,7 @@ def list_cmd(
         cells = (r.id, r.category, r.scope, r.origin, str(r.access_count), _snippet(r.text, 50))
         table.add_row(*(Text(c) for c in cells))
     console.print(table)
-    console.print(f"{len(rows)} of {store.count(' AND '.join(parts) or None)} rows")
+    console.print(f"{len(rows)} of {store.count(' AND '.join(parts))} rows")
 
 
 @app.command("show")
@@ -137,12 +137,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show one memory row in full (never another operator's private one)."""
-    from olav.memory.scopes import read_by_id
-
     ws = open_workspace()
-    rec = read_by_id(open_store(ws), ws.config, memory_id)
-    if rec is None:
-        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
+    rec = _readable(ws, open_store(ws), memory_id)
     data = rec.to_json()
     data.pop("vector", None)
     data.pop("context_vector", None)
@@ -198,15 +194,15 @@ def delete(
 @app.command("stats")
 def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Rows per category and scope, the embedder, its dimension and the index state."""
-    from olav.memory.scopes import readable
+    from olav.memory.scopes import Reader
 
     ws = open_workspace()
     store = open_store(ws)
     data = store.stats()
     # other operators' private scopes are not named; their rows are counted together
-    by_scope = data["by_scope"]
-    hidden = sum(n for scope, n in by_scope.items() if not readable(ws.config, scope))
-    data["by_scope"] = {s: n for s, n in by_scope.items() if readable(ws.config, s)}
+    reader, by_scope = Reader.of(ws.config), data["by_scope"]
+    hidden = sum(n for scope, n in by_scope.items() if not reader.allows(scope))
+    data["by_scope"] = {s: n for s, n in by_scope.items() if reader.allows(s)}
     if hidden:
         data["by_scope"]["(other operators, private)"] = hidden
     if as_json:

@@ -279,15 +279,12 @@ class HashEmbedder:
         return _normalise(np.vstack([self._one(t) for t in texts]))
 
 
-class CachedEmbedder:
-    """Wraps an embedder with a small LRU cache of query embeddings."""
+class EmbedderProxy:
+    """An embedder that passes everything to ``inner``; a wrapper subclasses it and changes
+    the one method it is about (a cache, a timer, precomputed vectors)."""
 
-    def __init__(self, inner: Embedder, size: int = 256) -> None:
+    def __init__(self, inner: Embedder) -> None:
         self.inner = inner
-        self._size = max(0, size)
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
 
     @property
     def name(self) -> str:
@@ -296,6 +293,23 @@ class CachedEmbedder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_passages(texts)
+
+
+class CachedEmbedder(EmbedderProxy):
+    """Wraps an embedder with a small LRU cache of query embeddings."""
+
+    def __init__(self, inner: Embedder, size: int = 256) -> None:
+        super().__init__(inner)
+        self._size = max(0, size)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
 
     def embed_query(self, text: str) -> np.ndarray:
         hit = self._cache.get(text)
@@ -311,9 +325,6 @@ class CachedEmbedder:
             if len(self._cache) > self._size:
                 self._cache.popitem(last=False)
         return vec
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.embed_passages(texts)
 
 
 def make_embedder(config: Any) -> CachedEmbedder:

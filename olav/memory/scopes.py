@@ -128,17 +128,6 @@ def readable_where(config: Any) -> str:
     return Reader.of(config).where()
 
 
-def hide_others(config: Any) -> str | None:
-    """The predicate that hides what this operator may not read (:func:`readable`) from
-    listings and searches, as a pre-filter."""
-    return readable_where(config)
-
-
-def allowed_scope(config: Any, scope: str) -> bool:
-    """Whether an explicitly requested scope may be read (:func:`readable`)."""
-    return readable(config, scope)
-
-
 def read_by_id(store: Any, config: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it, else None: a row of another
     operator's (or team's) scope is reported as missing, so its existence is not revealed."""

@@ -18,9 +18,9 @@ class RecallArgs(ToolArgs):
 def recall_memory(
     ctx: ToolContext, query: str, category: str | None = None, scope: str | None = None
 ) -> str:
-    from olav.memory.scopes import allowed_scope, personal_scopes
+    from olav.memory.scopes import personal_scopes, readable
 
-    if scope and ctx.config and not allowed_scope(ctx.config, scope):
+    if scope and ctx.config and not readable(ctx.config, scope):
         return tool_error(f"scope {scope} is another operator's private memory")
     mine = personal_scopes(ctx.config) if ctx.config else ()
     scopes = [scope] if scope else [ctx.agent, "global", *mine]
