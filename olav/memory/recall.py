@@ -286,7 +286,7 @@ class Recaller:
         sig = Signals(
             level=level,
             keywords=found,
-            specific=specific_keywords(found),
+            specific=specific_keywords(found, words),
             agree=hit.vector_rank == 1 and hit.fts_rank == 1,
             text_match=hit.fts_rank is not None,
         )

@@ -13,10 +13,13 @@ A memory that lies near every request (a hub) has a high level and needs a close
 A memory is relevant when its margin clears a floor. Lower floors apply when the request
 also names it in words: one of a guide's ``keywords`` as a whole word (Latin) or as a term
 (CJK), or the memory is first in both the vector and the full-text ranking; the lowest when
-the words are *specific* (two keywords, or one that generic requests never use: several
-words, an acronym, a CJK term of three characters or more, a word absent from the
-background). Lessons have floors of their own. The floors are calibrated per embedder on the
-calibration half of the golden suite (``olav bench golden``) and reported on the other half.
+the words are *specific*: two keywords, or one term that generic requests and everyday
+English do not use (several words, an acronym or a name, a CJK term of three characters or
+more, a lower-case word absent from both the background and an everyday English word list,
+so "crontab" is specific and "rotate" is not). A CJK compound also counts when the request
+writes its two halves apart ("故障复盘" in "故障的复盘"), though not as specific on its own.
+Lessons have floors of their own. The floors are calibrated per embedder on the calibration
+half of the golden suite (``olav bench golden``) and reported on the other half.
 
 Without a vector (full-text recall when the embedder is down) only words count.
 """
@@ -38,6 +41,7 @@ from olav.core.fsutil import atomic_write_bytes
 
 DATA = Path(__file__).parent / "data"
 BACKGROUND = DATA / "background.txt"
+EVERYDAY = DATA / "everyday-words.txt.gz"
 LEVEL_K = 10  # the background level of a memory: mean of its K nearest generic requests
 # the generic requests a memory's level is measured against, by the language of the request:
 # e5 puts any two Chinese texts nearer than a Chinese and an English one, so a Chinese
@@ -140,12 +144,29 @@ class QueryWords:
         if len(word) < 2:
             return False
         if _CJK.search(word):
-            return word in self.low
+            return word in self.low or self.has_parts(word)
         if word in self.tokens or word in self.joined:
             return True
         if _TOKEN.fullmatch(word):  # a single word that is not there
             return False
         return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", self.low) is not None
+
+    def has_whole(self, keyword: str) -> bool:
+        """The keyword as written (a CJK one not only by its parts)."""
+        word = keyword.strip().lower()
+        return word in self.low if _CJK.search(word) else self.has(word)
+
+    def has_parts(self, word: str) -> bool:
+        """A CJK compound of four or more characters written apart: both halves, each of two
+        characters or more, in order ("日志切割" in "日志文件越来越大，怎么按天切割"; "故障复盘"
+        in "故障的复盘报告"). Chinese separates a compound's words with particles and objects."""
+        if len(word) < 4 or not all(_CJK.match(ch) for ch in word):
+            return False
+        for cut in range(2, len(word) - 1):
+            at = self.low.find(word[:cut])
+            if at >= 0 and self.low.find(word[cut:], at + cut) >= 0:
+                return True
+        return False
 
 
 def keyword_hits(query: str | QueryWords, keywords: Any) -> tuple[str, ...]:
@@ -157,9 +178,15 @@ def keyword_hits(query: str | QueryWords, keywords: Any) -> tuple[str, ...]:
     return tuple(str(k) for k in keywords if words.has(str(k)))
 
 
-def specific_keywords(found: tuple[str, ...]) -> bool:
-    """Two keywords, or one that generic requests do not use."""
-    return len(found) >= 2 or any(_specific(k) for k in found)
+def specific_keywords(found: tuple[str, ...], query: str | QueryWords | None = None) -> bool:
+    """Two keywords, or one that is a term rather than an everyday word: several words, an
+    acronym or a name, a flag or a path, a CJK term of three characters or more (written
+    whole in the request, when it is given), or a lower-case word that neither generic
+    requests nor everyday English use ("crontab", "nginx"; not "rotate" or "patch")."""
+    if len(found) >= 2:
+        return True
+    words = QueryWords.of(query) if isinstance(query, str) else query
+    return any(_specific(k) and (words is None or words.has_whole(k)) for k in found)
 
 
 def _specific(keyword: str) -> bool:
@@ -168,7 +195,13 @@ def _specific(keyword: str) -> bool:
         return len(word) >= 3
     if " " in word or word.lower() != word or re.search(r"[^a-zA-Z]", word):
         return True  # several words, an acronym or a name, a flag or a path
-    return word not in background_words()
+    return word not in background_words() and not everyday(word)
+
+
+def everyday(word: str) -> bool:
+    """An everyday English word (``data/everyday-words.txt.gz``), a plural included."""
+    words = everyday_words()
+    return word in words or (word.endswith("s") and word[:-1] in words)
 
 
 def floor_for(signals: Signals, *, lesson: bool, floors: Floors) -> tuple[float, str]:
@@ -215,6 +248,14 @@ def background_texts() -> list[str]:
 @functools.cache
 def background_languages() -> list[str]:
     return [language(text) for text in background_texts()]
+
+
+@functools.cache
+def everyday_words() -> frozenset[str]:
+    import gzip
+
+    with gzip.open(EVERYDAY, "rt", encoding="utf-8") as f:
+        return frozenset(line.strip() for line in f if line.strip() and line[0] != "#")
 
 
 @functools.cache
