@@ -35,7 +35,7 @@ def test_the_set_is_big_enough_and_consistent() -> None:
     assert len(gs.guide_files) >= 40
     assert len(gs.queries) >= 80
     assert sum(q.negative for q in gs.queries) >= 25
-    assert 8 <= len(gs.reflections) <= 12 and len(gs.precedents) >= 4
+    assert 8 <= len(gs.reflections) <= 20 and len(gs.precedents) >= 4
     assert len(gs.duplicates) >= 20 and len(gs.distinct) >= 20
     langs = [q.lang for q in gs.queries if not q.negative]
     assert all(langs.count(lang) >= 15 for lang in LANGS), langs
