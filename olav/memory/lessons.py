@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from olav.memory.schema import MemoryRecord, expiry_for
@@ -44,3 +47,26 @@ def lesson_record(rid: str, text: str, source: str, scope: str = "global") -> Me
         metadata={"source": source},
         expires_at=expiry_for("reflection"),
     )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def lessons_naming(
+    store: Any, tool: str, scopes: Sequence[str], *, limit: int = 2
+) -> list[MemoryRecord]:
+    """Live lessons in ``scopes`` that name ``tool`` as a whole identifier, newest first (at
+    most ``limit``). A lesson about using a tool ("When format_and_export rejects a format,
+    ...") is often far from the request in the embedder's space, and it is needed when that
+    tool fails rather than when the request arrives."""
+    from olav.memory.store import live_filter, sql_str
+
+    if not _IDENT.fullmatch(tool):
+        return []
+    like = f"text LIKE {sql_str('%' + tool + '%')}"  # a superset: _ matches any character
+    where = live_filter(scopes=scopes, categories=["reflection"], extra=like)
+    named = re.compile(rf"(?<!\w){re.escape(tool)}(?!\w)")
+    rows = [r for r in store.list_rows(where) if named.search(r.text)]
+    rows.sort(key=lambda r: r.updated_at or r.created_at or _EPOCH, reverse=True)
+    return rows[:limit]

@@ -297,6 +297,13 @@ class Recaller:
             sig.margin = 1.0 - hit.distance / 2.0 - level  # cosine of unit vectors, minus level
         return decide(sig, lesson=hit.record.category == "reflection", floors=self.floors)
 
+    def tool_lessons(self, tool: str) -> list[tuple[str, str]]:
+        """(id, text) of the live lessons this agent may read that name ``tool``: shown with
+        that tool's error (olav.runtime.toolguard), where a lesson about using it applies."""
+        from olav.memory.lessons import lessons_naming
+
+        return [(r.id, r.text) for r in lessons_naming(self.store, tool, self.scopes)]
+
     def flush(self, *, bumps: bool = True, wait: bool = True) -> None:
         """With ``bumps``, queue the access-count bumps gathered so far as one table write
         (a chat session does so every few runs and at its end: each write adds a table

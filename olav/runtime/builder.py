@@ -165,7 +165,9 @@ def build(
             CompressionMiddleware(a.name, context_budget(cfg, rec.tier)),
             StaticContextMiddleware(a.name, _on_intent(a)),
             *recall,
-            ToolGuardMiddleware(a.name, allowed, sub_names, run),
+            ToolGuardMiddleware(
+                a.name, allowed, sub_names, run, lessons=rec.tool_lessons if memory_on else None
+            ),
         ]
 
     def tools_for(a: Agent) -> list[Any]:

@@ -1,6 +1,7 @@
 """The tool guard: :class:`ToolGuardMiddleware` enforces the agent's tool list, asks a human
 before dangerous tools and for consent before a tool that stores for good, audits every call,
-and reports progress to the caller's hooks. Every hook has a sync and an async version."""
+adds the lessons that name a tool to that tool's error, and reports progress to the caller's
+hooks. Every hook has a sync and an async version."""
 
 from __future__ import annotations
 
@@ -12,20 +13,32 @@ from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
 from olav.core.errors import OlavError
+from olav.core.log import get_logger
 from olav.memory.capture import ToolEvent
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
 
+log = get_logger("runtime.tools")
+# (id, text) of the lessons that name a tool (Recaller.tool_lessons)
+LessonsFor = Callable[[str], list[tuple[str, str]]]
+LESSONS_HEADER = "Lessons from earlier runs with this tool:"
+
 
 class ToolGuardMiddleware(AgentMiddleware):
     def __init__(
-        self, agent_name: str, allowed: set[str], subagents: set[str], run: RunContext
+        self,
+        agent_name: str,
+        allowed: set[str],
+        subagents: set[str],
+        run: RunContext,
+        lessons: LessonsFor | None = None,
     ) -> None:
         super().__init__()
         self.agent_name = agent_name
         self.allowed = allowed
         self.subagents = subagents
         self.run = run
+        self.lessons = lessons
         self._consents: dict[str, Consent] = {}  # tool call id -> the person's yes
 
     @property
@@ -133,22 +146,45 @@ class ToolGuardMiddleware(AgentMiddleware):
         if self.run.on_tool_end:
             self.run.on_tool_end(self.agent_name, call["name"], status, ms)
 
+    def _with_lessons(self, call: dict[str, Any], result: Any) -> Any:
+        """A failed tool's error, followed by the lessons that name the tool. The audit and
+        the learning loop keep the tool's own output; only the model sees the lessons."""
+        failed = isinstance(result, ToolMessage) and result.status == "error"
+        if self.lessons is None or not failed:
+            return result
+        try:
+            found = self.lessons(call["name"])
+        except Exception as exc:  # memory degrades; the tool's own error still gets through
+            log.warning("lessons for %s not read: %s", call["name"], exc)
+            return result
+        if not found:
+            return result
+        if self.run.audit:
+            detail = {"tool": call["name"], "lessons": [i for i, _ in found]}
+            self.run.audit.event(self.run.run_id, "tool_lessons", detail)
+        note = "\n".join([LESSONS_HEADER, *(f"- {text}" for _, text in found)])
+        return result.model_copy(update={"content": f"{message_text(result)}\n\n{note}"})
+
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
         started = self._start(call)
         result = self._refuse(call, request.tool)
-        if result is None:
-            with consent_given(self._consents.pop(call["id"], None)):
-                result = handler(request)
+        if result is not None:
+            self._finish(call, result, started)
+            return result
+        with consent_given(self._consents.pop(call["id"], None)):
+            result = handler(request)
         self._finish(call, result, started)
-        return result
+        return self._with_lessons(call, result)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         call = request.tool_call
         started = self._start(call)
         result = self._refuse(call, request.tool)
-        if result is None:
-            with consent_given(self._consents.pop(call["id"], None)):
-                result = await handler(request)
+        if result is not None:
+            self._finish(call, result, started)
+            return result
+        with consent_given(self._consents.pop(call["id"], None)):
+            result = await handler(request)
         self._finish(call, result, started)
-        return result
+        return self._with_lessons(call, result)
