@@ -58,6 +58,8 @@ def test_specific_words_are_rare_in_generic_requests() -> None:
     assert specific_keywords(("crontab",))  # neither generic requests nor everyday English
     assert not specific_keywords(("rotate",))  # "how do I rotate a PDF page"
     assert not specific_keywords(("patches",))  # an everyday word in the plural
+    assert specific_keywords(("Kafka",))  # a name
+    assert not specific_keywords(("Active",))  # a capitalised everyday word (a BGP state)
     assert not specific_keywords(("config",))  # "explain this config file to me"
     assert specific_keywords(("config", "restart"))  # two keywords
 

@@ -15,9 +15,10 @@ also names it in words: one of a guide's ``keywords`` as a whole word (Latin) or
 (CJK), or the memory is first in both the vector and the full-text ranking; the lowest when
 the words are *specific*: two keywords, or one term that generic requests and everyday
 English do not use (several words, an acronym or a name, a CJK term of three characters or
-more, a lower-case word absent from both the background and an everyday English word list,
-so "crontab" is specific and "rotate" is not). A CJK compound also counts when the request
-writes its two halves apart ("故障复盘" in "故障的复盘"), though not as specific on its own.
+more, a word absent from both the background and an everyday English word list: "crontab"
+and "Kafka" are specific, "rotate" and "Python" are not). A CJK compound also counts when
+the request writes its two halves apart ("故障复盘" in "故障的复盘"), though not as specific
+on its own.
 Lessons have floors of their own. The floors are calibrated per embedder on the calibration
 half of the golden suite (``olav bench golden``) and reported on the other half.
 
@@ -55,6 +56,7 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]{2,}")
 _SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 _TOKEN = re.compile(r"[\w-]+")
+_TITLE = re.compile(r"[A-Z][a-z]+")
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,8 @@ def _specific(keyword: str) -> bool:
     word = keyword.strip()
     if _CJK.search(word):
         return len(word) >= 3
+    if _TITLE.fullmatch(word) and everyday(word.lower()):
+        return False  # a capitalised everyday word ("Active", "Python"), not a name
     if " " in word or word.lower() != word or re.search(r"[^a-zA-Z]", word):
         return True  # several words, an acronym or a name, a flag or a path
     return word not in background_words() and not everyday(word)
