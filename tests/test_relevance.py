@@ -3,6 +3,7 @@ the template workspace with the bundled e5 embedder."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -18,6 +19,7 @@ from olav.memory.relevance import (
     Floors,
     Signals,
     decide,
+    everyday_words,
     keyword_hits,
     keywords_of,
     load_background,
@@ -37,6 +39,12 @@ def test_keywords_match_whole_words_compounds_and_cjk_terms() -> None:
     assert keyword_hits("the backups folder is full", kws) == ()  # not a whole word
     assert keyword_hits("vlans", kws) == ()
     assert keyword_hits("anything", "not a list") == ()
+
+
+def test_the_everyday_words_are_sorted_lower_case_and_unique() -> None:
+    words = everyday_words()  # looked up by bisection
+    assert len(words) > 50_000 and all(a < b for a, b in itertools.pairwise(words))
+    assert all(w.isalpha() and w.islower() for w in words)
 
 
 def test_a_cjk_compound_written_apart_is_a_keyword_but_not_a_specific_one() -> None:

@@ -27,6 +27,7 @@ Without a vector (full-text recall when the embedder is down) only words count.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import itertools
@@ -204,8 +205,13 @@ def _specific(keyword: str) -> bool:
 
 def everyday(word: str) -> bool:
     """An everyday English word (``data/everyday-words.txt.gz``), a plural included."""
+    return _listed(word) or (word.endswith("s") and _listed(word[:-1]))
+
+
+def _listed(word: str) -> bool:
     words = everyday_words()
-    return word in words or (word.endswith("s") and word[:-1] in words)
+    at = bisect.bisect_left(words, word)
+    return at < len(words) and words[at] == word
 
 
 def floor_for(signals: Signals, *, lesson: bool, floors: Floors) -> tuple[float, str]:
@@ -255,11 +261,15 @@ def background_languages() -> list[str]:
 
 
 @functools.cache
-def everyday_words() -> frozenset[str]:
+def everyday_words() -> list[str]:
+    """The everyday words, sorted (the file is written sorted, after its notice): a few ms
+    to read, where a set of them would take tens of ms on a cold command."""
     import gzip
 
     with gzip.open(EVERYDAY, "rt", encoding="utf-8") as f:
-        return frozenset(line.strip() for line in f if line.strip() and line[0] != "#")
+        lines = f.read().split("\n")
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    return [w for w in lines[start:] if w]
 
 
 @functools.cache
