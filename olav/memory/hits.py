@@ -1,8 +1,8 @@
 """Search hits: a row with how it ranked, and the fusion of rankings into hits.
 
-Each ranking (vector, full text, context, time) arrives as an Arrow table, best row first.
-``fuse`` orders their ids by reciprocal rank (olav.memory.fusion) and builds records only for
-the top k: that is the hot path of AutoRecall.
+Each ranking (vector, full text, context, time) arrives as ids and row positions, best first
+(olav.memory.ranking). ``fuse`` orders the ids by reciprocal rank (olav.memory.fusion) and
+builds records only for the top k: that is the hot path of AutoRecall.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from olav.memory.connection import VECTOR_COLUMNS
 from olav.memory.fusion import rrf
+from olav.memory.ranking import Ranking, RowSource
 from olav.memory.schema import MemoryRecord
-from olav.memory.vcache import take_rows, valid_mask
 
 
 @dataclass
@@ -52,7 +51,7 @@ class Hit:
 
 
 def fuse(
-    rankings: dict[str, pa.Table],
+    rankings: dict[str, Ranking],
     k: int,
     qv: np.ndarray | None,
     *,
@@ -61,45 +60,29 @@ def fuse(
 ) -> list[Hit]:
     """RRF over the rankings; only the top k rows become records (the hot path)."""
     ids: dict[str, list[str]] = {}
-    first: dict[str, tuple[str, int]] = {}  # id -> (ranking, row) where it was first seen
+    first: dict[str, tuple[Ranking, int]] = {}  # id -> (ranking, place) where first seen
     distance: dict[str, float] = {}
     fts_score: dict[str, float] = {}
     no_context: set[str] = set()
-    for name, tbl in rankings.items():
-        ids[name] = found_ids = tbl.column("id").to_pylist()
+    for name, ranking in rankings.items():
+        ids[name] = found_ids = ranking.ids
         if name == "vector":
-            distance = dict(zip(found_ids, tbl.column("_distance").to_pylist(), strict=True))
+            distance = dict(zip(found_ids, ranking.values, strict=True))
         elif name == "fts":
-            fts_score = dict(zip(found_ids, tbl.column("_score").to_pylist(), strict=True))
+            fts_score = dict(zip(found_ids, ranking.values, strict=True))
         if with_context:
-            nulls = (~valid_mask(tbl.column("context"))).tolist()
-            no_context.update(i for i, null in zip(found_ids, nulls, strict=True) if null)
-        for pos, rid in enumerate(found_ids):
-            first.setdefault(rid, (name, pos))
+            flags = zip(found_ids, ranking.no_context, strict=True)
+            no_context.update(i for i, null in flags if null)
+        for place, rid in enumerate(found_ids):
+            if rid not in first:
+                first[rid] = (ranking, place)
     # a memory without a context window: its text stands in for its context
     fused = rrf(ids, k=rrf_k, stand_ins=no_context, stand_in_rankings=("vector", "fts"))
     top = fused.order[:k]
-    by_ranking: dict[str, list[int]] = {}
-    for rid in top:
-        name, pos = first[rid]
-        by_ranking.setdefault(name, []).append(pos)
-    rows: dict[str, dict[str, Any]] = {}
-    vectors: dict[str, np.ndarray | None] = {}
-    for name, idx in by_ranking.items():
-        part = take_rows(rankings[name], idx)
-        found_vecs: list[np.ndarray | None] = [None] * part.num_rows
-        if "vector" in part.column_names:  # as numpy: to_pylist of vectors is slow
-            found_vecs = vector_rows(part.column("vector"))
-            part = part.drop_columns(["vector"])
-        for found_row, found_vec in zip(part.to_pylist(), found_vecs, strict=True):
-            rows[found_row["id"]] = found_row
-            vectors[found_row["id"]] = found_vec
+    rows, vectors = _records(top, first)
     hits = []
     for rid in top:
-        row = rows[rid]
         vec = vectors[rid]
-        row.pop("_distance", None)
-        row.pop("_score", None)
         dist = distance.get(rid)
         if dist is None and vec is not None and qv is not None:
             diff = vec - qv
@@ -107,7 +90,7 @@ def fuse(
         found = fused.ranks[rid]
         hits.append(
             Hit(
-                MemoryRecord.from_row(row),
+                MemoryRecord.from_row(rows[rid]),
                 fused.scores[rid],
                 distance=None if dist is None else float(dist),
                 fts_score=fts_score.get(rid),
@@ -120,12 +103,22 @@ def fuse(
     return hits
 
 
-def vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
-    """A fixed-size-list column as float32 rows (None where null)."""
-    arr = column.combine_chunks()
-    dim = arr.type.list_size
-    start = arr.offset * dim
-    flat = arr.values.to_numpy(zero_copy_only=False)[start : start + len(arr) * dim]
-    matrix = np.asarray(flat, dtype=np.float32).reshape(len(arr), dim)
-    valid = valid_mask(arr)
-    return [matrix[i].copy() if ok else None for i, ok in enumerate(valid)]
+def _records(
+    top: list[str], first: dict[str, tuple[Ranking, int]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray | None]]:
+    """The rows and text vectors of ``top``, read once per row source (all the rankings of a
+    snapshot search share one)."""
+    groups: dict[tuple[int, bool], tuple[RowSource, list[str], list[int]]] = {}
+    for rid in top:
+        ranking, place = first[rid]
+        key = (id(ranking.source), ranking.with_vector)
+        group = groups.setdefault(key, (ranking.source, [], []))
+        group[1].append(rid)
+        group[2].append(ranking.positions[place])
+    rows: dict[str, dict[str, Any]] = {}
+    vectors: dict[str, np.ndarray | None] = {}
+    for (_source, with_vector), (source, rids, positions) in groups.items():
+        found, vecs = source.records(positions, with_vector)
+        rows.update(zip(rids, found, strict=True))
+        vectors.update(zip(rids, vecs, strict=True))
+    return rows, vectors

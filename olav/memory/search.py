@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from olav.core.errors import MemoryStoreError
 from olav.memory.connection import VECTOR_COLUMNS
 from olav.memory.embedders import Embedder
 from olav.memory.ftscache import analyzer
 from olav.memory.hits import Hit, fuse
+from olav.memory.ranking import Ranking
 from olav.memory.schema import now
 from olav.memory.scopes import Reader
 from olav.memory.sql import live_filter
@@ -115,7 +115,7 @@ class Searching:
             self.vcache.served += 1
             return replace(cq, period=period if timed else None)
 
-        def run(column: str, extra: str | None) -> pa.Table:
+        def run(column: str, extra: str | None) -> Ranking:
             """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
             full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
             if column in VECTOR_COLUMNS and snap is not None and qv is not None:
@@ -132,7 +132,7 @@ class Searching:
                 )
             if full:
                 q = q.where(full, prefilter=True)
-            return q.limit(n).to_arrow()
+            return Ranking.from_arrow(q.limit(n).to_arrow())
 
         # (ranking name, column, extra filter); full-text rankings first: they start while
         # the query is being embedded
