@@ -264,7 +264,7 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
 
 
 def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
-    import olav.memory.store as store_module
+    import olav.memory.maintenance as store_module
 
     store = hash_store(tmp_path / "m", ann_threshold=300)
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])

@@ -142,7 +142,7 @@ def _snapshot_ranking(store: MemoryStore, column: str, query: str, kw: dict) -> 
     )
     tokens = Analyzer().query(query)
     got = snap.rank_text(column, tokens, 10, cq, with_vector=False)
-    return list(zip(got["id"].to_pylist(), got["_score"].to_pylist(), strict=True))
+    return list(zip(got.ids, got.values, strict=True))
 
 
 def assert_same_ranking(want: list, have: list) -> None:

@@ -168,3 +168,40 @@ def test_a_table_over_the_limit_is_never_copied(store: MemoryStore) -> None:
     store.vcache.wait(60)
     store.search("router", mode="vector")
     assert store.vcache.served == 0 and store.vcache.snapshot is None
+
+
+@pytest.mark.parametrize("mode", ["fts", "hybrid"])
+def test_snapshot_hits_carry_the_rows_and_vectors_lancedb_returns(
+    store: MemoryStore, mode: str
+) -> None:
+    """A snapshot ranking holds row positions; the fused top rows are built from the
+    snapshot itself, and must equal what LanceDB's result rows give."""
+    store.maintain(force_optimize=True)
+    qv = np.asarray(_unit(np.random.default_rng(3)), dtype=np.float32)
+    kw = {"scopes": ["netops", "global", "user:alice"], "k": 15, "query_vector": qv}
+
+    def hits() -> list[tuple]:
+        found = store.search("router backup 路由器", mode=mode, **kw)  # type: ignore[arg-type]
+        return [
+            (
+                h.record.to_json(),
+                h.score,
+                h.fts_score,
+                None if h.vector is None else h.vector.tolist(),
+            )
+            for h in found
+        ]
+
+    store.vcache.max_rows = 0  # LanceDB answers every ranking
+    expected = hits()
+    store.vcache.wait(60)
+    store.vcache.max_rows = 20000
+    assert store.vcache.refresh(store.table) is not None
+    served = store.vcache.served
+    got = hits()
+    assert store.vcache.served > served and len(expected) == 15
+    assert [g[0] for g in got] == [e[0] for e in expected]
+    assert [g[1] for g in got] == [e[1] for e in expected]
+    for (_r, _s, fw, vw), (_q, _t, fh, vh) in zip(expected, got, strict=True):
+        assert (fh is None) == (fw is None) and (fh or 0) == pytest.approx(fw or 0, rel=1e-5)
+        assert vh == vw  # None in fts mode, else the row's own vector

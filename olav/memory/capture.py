@@ -24,7 +24,8 @@ from olav.core.redact import redact, redact_text
 from olav.memory.injection import quarantine_if_needed
 from olav.memory.schema import MemoryRecord, expiry_for
 from olav.memory.scopes import scoped_id
-from olav.memory.store import MemoryStore, sql_in, sql_str
+from olav.memory.sql import sql_in, sql_str
+from olav.memory.store import MemoryStore
 
 WRITE_VERBS = frozenset(
     {

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from olav.core.errors import OlavError
 from olav.memory.context import Utterance, conversation_records
 from olav.memory.documents import DOCUMENT_CONFIDENCE, slug
-from olav.memory.store import MemoryStore, sql_str
+from olav.memory.sql import sql_str
+from olav.memory.store import MemoryStore
 from olav.memory.textvectors import embed_missing
 
 HINT = 'Each line needs {"speaker": ..., "text": ...}, optionally "time" (ISO 8601) and "session"'

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore, sql_str
+from olav.memory.sql import sql_str
+from olav.memory.store import MemoryStore
 
 SUPERSEDING = ("fact", "preference", "decision")
 

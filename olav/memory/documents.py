@@ -224,7 +224,7 @@ def write_document(
     Rows whose content hash is unchanged are skipped (no re-embedding). ``progress(n)`` is called
     as rows are written, ``len(records) + 1`` in total.
     """
-    from olav.memory.store import sql_str
+    from olav.memory.sql import sql_str
 
     base = str(summary.metadata["doc_id"])
     prefix = base + "_"

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore, sql_str
+from olav.memory.sql import sql_str
+from olav.memory.store import MemoryStore
 
 # Explicit cues that a request is about an earlier session. Words common in ordinary
 # requests ("earlier", "previous", 之前, 继续) are left out: they would pull episodes into

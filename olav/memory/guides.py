@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_va
 
 from olav.core.errors import GuideError
 from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore, sql_in
+from olav.memory.sql import sql_in
+from olav.memory.store import MemoryStore
 from olav.memory.textvectors import embed_missing, fill_known
 
 GUIDE_GLOB = "*.guide.yaml"

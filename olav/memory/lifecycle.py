@@ -15,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore, sql_ts
+from olav.memory.sql import sql_ts
+from olav.memory.store import MemoryStore
 
 NO_DECAY_ORIGINS = frozenset({"user", "document"})
 ORIGIN_RANK = {"user": 0, "directive": 1, "document": 2, "config": 3, "agent": 4, "audit": 5}

@@ -18,6 +18,7 @@ from typing import Any
 
 from olav.core.log import get_logger
 from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
+from olav.memory.hits import Hit
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (
     Background,
@@ -30,7 +31,7 @@ from olav.memory.relevance import (
     language,
     specific_keywords,
 )
-from olav.memory.store import Hit, MemoryStore
+from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
 from olav.memory.writer import shared_writer
 

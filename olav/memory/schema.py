@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
+
+from olav.core.errors import MemoryStoreError
 
 # 2 added context, context_vector and event_at (old tables gain them when opened)
 SCHEMA_VERSION = 2
@@ -161,3 +164,37 @@ class MemoryRecord:
 
 
 _FIELDS = frozenset(f.name for f in fields(MemoryRecord))
+
+
+def validate(rec: MemoryRecord, dim: int, embedder: str) -> None:
+    """Raise MemoryStoreError when ``rec`` cannot be written to a ``dim``-d table of
+    ``embedder``."""
+    if not rec.id:
+        raise MemoryStoreError("a memory record needs a non-empty id")
+    if rec.category not in CATEGORIES:
+        raise MemoryStoreError(
+            f"unknown category {rec.category!r} for memory {rec.id}",
+            hint="Use one of: " + ", ".join(CATEGORIES),
+        )
+    if rec.origin not in ORIGINS:
+        raise MemoryStoreError(
+            f"unknown origin {rec.origin!r} for memory {rec.id}",
+            hint="Use one of: " + ", ".join(ORIGINS),
+        )
+    if not rec.scope or not rec.scope.strip() or rec.scope != rec.scope.strip():
+        raise MemoryStoreError(
+            f"memory {rec.id} needs a scope, got {rec.scope!r}",
+            hint="Use global, an agent name or team:<id>, without spaces around it",
+        )
+    if not 0.0 <= rec.confidence <= 1.0:
+        raise MemoryStoreError(f"confidence of memory {rec.id} must be within 0.0 and 1.0")
+    for vec in (rec.vector, rec.context_vector):
+        if vec is not None and not math.isfinite(sum(vec)):
+            # checked here because writes turn bad vectors into nulls (see upsert)
+            raise MemoryStoreError(f"memory {rec.id} has a vector with NaN or infinity")
+        if vec is not None and len(vec) != dim:
+            raise MemoryStoreError(
+                f"memory {rec.id} has a {len(vec)}-d vector; the table is {dim}-d ({embedder})",
+                hint="Re-embed it (omit the vector) or import into a workspace with the "
+                "same embedder",
+            )

@@ -17,11 +17,10 @@ background writer after each run's writes, so the next request finds it current.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ import pyarrow as pa
 
 from olav.core.log import get_logger
 from olav.memory.ftscache import Postings, analyzer, top_scored
+from olav.memory.ranking import Ranking, take_rows, valid_mask
 from olav.memory.timeq import Period
 
 MAX_ROWS = 20000
@@ -36,38 +36,6 @@ VECTOR_COLUMNS = ("vector", "context_vector")
 TEXT_COLUMNS = ("text", "context")
 NEVER = np.iinfo(np.int64).max
 log = get_logger("memory.vcache")
-
-
-# Nothing here calls pyarrow.compute: importing it costs 80-100 ms of a cold read-only
-# command that answers from the snapshot on disk (olav.memory.snapfile).
-
-
-def valid_mask(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Where ``column`` is not null, read from its validity bitmaps."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    parts = [np.zeros(0, dtype=bool)]
-    for arr in chunks:
-        n = len(arr)
-        bitmap = arr.buffers()[0] if arr.null_count and arr.type != pa.null() else None
-        if arr.null_count == 0:
-            parts.append(np.ones(n, dtype=bool))
-        elif bitmap is None:
-            parts.append(np.zeros(n, dtype=bool))
-        else:
-            bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
-            parts.append(bits[arr.offset : arr.offset + n].astype(bool))
-    return np.concatenate(parts)
-
-
-def take_rows(table: pa.Table, positions: Sequence[int] | np.ndarray) -> pa.Table:
-    """The rows at ``positions``, in that order: ``Table.take`` once pyarrow.compute is
-    loaded (a process that opened LanceDB has it), else one slice a row (5x slower for 40
-    rows, 0.4 ms, against the 80-100 ms that importing pyarrow.compute costs)."""
-    if "pyarrow.compute" in sys.modules:
-        return table.take(pa.array([int(i) for i in positions], pa.int64()))
-    if len(positions) == 0:
-        return table.slice(0, 0)
-    return pa.concat_tables([table.slice(int(i), 1) for i in positions])
 
 
 def _micros(column: pa.ChunkedArray, missing: int) -> np.ndarray:
@@ -104,6 +72,11 @@ class Snapshot:
     postings: dict[str, Postings]  # full text, by column
     tokens: dict[str, str]  # text -> its tokens, handed on to the next version
     _masks: dict[tuple[Any, ...], np.ndarray] = field(default_factory=dict, repr=False)
+    _ids: np.ndarray | None = field(default=None, repr=False)  # object array, made on use
+    _plain: pa.Table | None = field(default=None, repr=False)  # rows without vector, times
+    # timestamp columns as (int64 us, not null, tzinfo): pyarrow's own datetime conversion
+    # costs 3 us a value, most of building a recall's 40 rows
+    _stamps: dict[str, tuple[np.ndarray, np.ndarray, Any]] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -211,9 +184,9 @@ class Snapshot:
             mask &= self._period(query.period)
         return mask
 
-    def rank(self, column: str, qv: np.ndarray, n: int, query: CachedQuery) -> pa.Table:
-        """The ``n`` nearest live rows by ``column``, as LanceDB's vector search returns
-        them (the row's columns, its text vector and ``_distance``)."""
+    def rank(self, column: str, qv: np.ndarray, n: int, query: CachedQuery) -> Ranking:
+        """The ``n`` nearest live rows by ``column`` and their distances, as LanceDB's
+        vector search ranks them; hits from here carry the text vector."""
         vec = self.vectors[column]
         mask = self._mask(query, vec.valid, column)
         q = np.asarray(qv, dtype=np.float32)
@@ -226,21 +199,57 @@ class Snapshot:
         else:
             part = np.argpartition(dist, k - 1)[:k] if k < len(dist) else np.arange(len(dist))
             top = part[np.argsort(dist[part], kind="stable")]
-        out = take_rows(self.rows, top)
-        return out.append_column("_distance", pa.array(dist[top].tolist(), pa.float32()))
+        return self._ranking(top, dist, with_vector=True)
 
     def rank_text(
         self, column: str, tokens: Sequence[str], n: int, query: CachedQuery, with_vector: bool
-    ) -> pa.Table:
-        """The ``n`` best full-text matches in ``column``, as LanceDB's FTS returns them
-        (the row's columns, its text vector when ``with_vector``, and ``_score``)."""
+    ) -> Ranking:
+        """The ``n`` best full-text matches in ``column`` and their BM25 scores, as LanceDB's
+        FTS ranks them; hits from here carry the text vector when ``with_vector``."""
         scores = self.postings[column].scores(tokens, self.rows.num_rows)
         valid = np.ones(self.rows.num_rows, dtype=bool)
         top = top_scored(scores, self._mask(query, valid, column), n)
-        out = take_rows(self.rows, top)
+        return self._ranking(top, scores, with_vector=with_vector)
+
+    def _ranking(self, top: np.ndarray, values: np.ndarray, *, with_vector: bool) -> Ranking:
+        if self._ids is None:  # once per version; ids of the top rows are then a lookup
+            self._ids = np.array(self.rows.column("id").to_pylist(), dtype=object)
+        return Ranking(
+            ids=self._ids[top].tolist(),
+            values=values[top].astype(np.float32).tolist(),
+            positions=top.tolist(),
+            no_context=(~self.context[top]).tolist(),
+            source=self,
+            with_vector=with_vector,
+        )
+
+    def records(
+        self, positions: list[int], with_vector: bool
+    ) -> tuple[list[dict[str, Any]], list[np.ndarray | None]]:
+        """The rows at ``positions`` (olav.memory.ranking.RowSource)."""
+        if self._plain is None:
+            self._prepare_records()
+        assert self._plain is not None
+        rows = take_rows(self._plain, positions).to_pylist()
+        for name, (micros, valid, tz) in self._stamps.items():
+            epoch = datetime(1970, 1, 1, tzinfo=tz)
+            for row, pos in zip(rows, positions, strict=True):
+                row[name] = epoch + timedelta(microseconds=int(micros[pos])) if valid[pos] else None
         if not with_vector:
-            out = out.drop_columns(["vector"])
-        return out.append_column("_score", pa.array(scores[top].tolist(), pa.float32()))
+            return rows, [None] * len(rows)
+        vec = self.vectors["vector"]
+        return rows, [vec.matrix[p].copy() if vec.valid[p] else None for p in positions]
+
+    def _prepare_records(self) -> None:
+        stamps = {}
+        for f in self.rows.schema:
+            if pa.types.is_timestamp(f.type):
+                column = self.rows.column(f.name)
+                # the tzinfo object pyarrow itself gives this column's values
+                tz = pa.scalar(0, type=f.type).as_py().tzinfo
+                stamps[f.name] = (_micros(column, 0), valid_mask(column), tz)
+        self._stamps = stamps
+        self._plain = self.rows.drop_columns(["vector", *stamps])
 
 
 @dataclass

