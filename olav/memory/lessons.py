@@ -10,6 +10,7 @@ from typing import Any
 
 from olav.memory.schema import MemoryRecord, expiry_for
 from olav.memory.scopes import scoped_id
+from olav.memory.sql import live_filter, sql_str
 
 DEDUP_DISTANCE = 0.20  # squared L2 for e5; see olav.memory.calibration
 
@@ -60,8 +61,6 @@ def lessons_naming(
     most ``limit``). A lesson about using a tool ("When format_and_export rejects a format,
     ...") is often far from the request in the embedder's space, and it is needed when that
     tool fails rather than when the request arrives."""
-    from olav.memory.store import live_filter, sql_str
-
     if not _IDENT.fullmatch(tool):
         return []
     like = f"text LIKE {sql_str('%' + tool + '%')}"  # a superset: _ matches any character
