@@ -12,7 +12,7 @@ import pytest
 
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
-from olav.learning.curator import DRAFTS, propose_draft
+from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
 from olav.learning.reflector import write_code_fix
 from olav.memory.store import MemoryStore
 from tests.helpers import OlavCli, run_olav, scripted_ws
@@ -25,7 +25,7 @@ def propose_fact(root: Path, **kw: Any) -> None:
         "body": "R1's loopback is 10.255.1.1",
         "category": "fact",
     }
-    propose_draft(root, **{**args, **kw})
+    propose_draft(root, DraftRequest(**{**args, **kw}))
 
 
 def propose_guide(root: Path) -> None:
