@@ -25,15 +25,25 @@ def pytest_configure(config: pytest.Config) -> None:
         del os.environ[var]
 
 
-@pytest.fixture
-def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh workspace using the test-only hash embedder; cwd is its root."""
+@pytest.fixture(scope="session")
+def _hash_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``olav init`` with the hash embedder, run once per session (per xdist worker): each
+    ``hash_ws`` is a copy of it, which costs a few milliseconds instead of an init."""
     from olav.admin.setup import init_workspace
     from tests.helpers import write_config
 
-    root = tmp_path / "ws"
+    root = tmp_path_factory.mktemp("hashtpl") / "ws"
     write_config(root)
     init_workspace(root)
+    return root
+
+
+@pytest.fixture
+def hash_ws(_hash_ws_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh workspace using the test-only hash embedder (a copy of one initialised once per
+    session); cwd is its root."""
+    root = tmp_path / "ws"
+    shutil.copytree(_hash_ws_template, root)
     monkeypatch.chdir(root)
     return root
 
