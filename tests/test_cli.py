@@ -12,16 +12,20 @@ HEAVY = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
 
 
 def test_help_and_version_import_no_heavy_library() -> None:
-    for args in (["--help"], ["--version"], ["memory", "--help"], ["kb", "--help"]):
-        code = (
-            "import sys\n"
-            f"sys.argv = ['olav', *{args!r}]\n"
-            "from olav.cli.app import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert "LOADED []" in out.stdout, (args, out.stdout[-300:], out.stderr[-300:])
+    """One fresh interpreter runs each command in turn and names what is loaded after each:
+    modules only accumulate, so a heavy one shows up after the first command that loads it."""
+    argvs = [["--help"], ["--version"], ["memory", "--help"], ["kb", "--help"]]
+    code = (
+        "import sys\n"
+        "from olav.cli.app import main\n"
+        f"for args in {argvs!r}:\n"
+        "    sys.argv = ['olav', *args]\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        f"    print('LOADED', args, [m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    loaded = [line for line in out.stdout.splitlines() if line.startswith("LOADED")]
+    assert loaded == [f"LOADED {args!r} []" for args in argvs], (out.stdout[-600:], out.stderr)
 
 
 def test_outside_a_workspace_says_so_in_one_line(tmp_path: Path) -> None:
