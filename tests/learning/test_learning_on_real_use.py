@@ -133,6 +133,7 @@ def test_the_template_backup_is_captured_as_a_lasting_precedent(hash_ws: Path) -
         ws, agent="netops", model=ScriptedChatModel(turns=turns), learn_from_failures=False
     )
     assert session.ask(REQUEST).outcome == "completed"
+    session.wait_background()  # the capture is written by the background writer
     store = MemoryStore.for_workspace(ws)
     (event,) = store.list_rows("category = 'operational_event'")  # list_devices is a read
     assert event.metadata["tool"] == "backup_device_config" and event.scope == "netops"
