@@ -31,8 +31,11 @@ fmt: $(STAMP)
 	$(BIN)/ruff format olav tests
 	$(BIN)/ruff check --fix olav tests
 
+# one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
+# are built once (TEST_WORKERS=0 runs the suite in this process)
+TEST_WORKERS ?= auto
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
 # (STEER_WS=path adds the model steering runs)

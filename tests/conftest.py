@@ -11,7 +11,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 if TYPE_CHECKING:  # nothing from olav is imported before pytest_configure cleans the env
-    from tests.helpers import OlavCli, SessionFor
+    from tests.helpers import OlavCli, OlavMain, SessionFor
 
 BENCH_VARS = ("OLAV_BENCH_", "OLAV_LOCOMO")  # benchmark knobs, not olav configuration
 
@@ -25,15 +25,25 @@ def pytest_configure(config: pytest.Config) -> None:
         del os.environ[var]
 
 
-@pytest.fixture
-def hash_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh workspace using the test-only hash embedder; cwd is its root."""
+@pytest.fixture(scope="session")
+def _hash_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``olav init`` with the hash embedder, run once per session (per xdist worker): each
+    ``hash_ws`` is a copy of it, which costs a few milliseconds instead of an init."""
     from olav.admin.setup import init_workspace
     from tests.helpers import write_config
 
-    root = tmp_path / "ws"
+    root = tmp_path_factory.mktemp("hashtpl") / "ws"
     write_config(root)
     init_workspace(root)
+    return root
+
+
+@pytest.fixture
+def hash_ws(_hash_ws_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh workspace using the test-only hash embedder (a copy of one initialised once per
+    session); cwd is its root."""
+    root = tmp_path / "ws"
+    shutil.copytree(_hash_ws_template, root)
     monkeypatch.chdir(root)
     return root
 
@@ -79,6 +89,32 @@ def olav(runner: CliRunner) -> Iterator[OlavCli]:
         return runner.invoke(app, list(args), input=input, catch_exceptions=True)
 
     yield invoke
+
+
+@pytest.fixture
+def olav_main(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> OlavMain:
+    """Run the entry point ``olav.cli.app.main`` in-process, in the cwd: what `olav` prints on
+    stdout and stderr and its exit status (an error as one red line, as a user sees it), for
+    tests where a subprocess adds only its start-up time."""
+    import subprocess
+    import sys
+
+    from olav.cli.app import main
+
+    def invoke(*args: str) -> subprocess.CompletedProcess[str]:
+        monkeypatch.setattr(sys, "argv", ["olav", *args])
+        with runner.isolation() as (out, err, _):
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            sys.stdout.flush()  # the isolation's text wrappers buffer what print_json wrote
+            sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+        return subprocess.CompletedProcess(["olav", *args], code, stdout, stderr)
+
+    return invoke
 
 
 @pytest.fixture

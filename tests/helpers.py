@@ -39,6 +39,12 @@ class OlavCli(Protocol):
     def __call__(self, *args: str, input: str | None = None) -> Result: ...
 
 
+class OlavMain(Protocol):
+    """The ``olav_main`` fixture: the entry point in-process, as run_olav's result."""
+
+    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]: ...
+
+
 # the ``session_for`` fixture: session_for(turns, **Session kwargs) -> (Session, model)
 SessionFor = Callable[..., "tuple[Session, ScriptedChatModel]"]
 

@@ -11,7 +11,7 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.memory.chatlog import import_chat
 from olav.memory.store import MemoryStore
-from tests.helpers import run_olav
+from tests.helpers import OlavMain
 
 CHAT = [
     ("lin", "The core switch in rack 4 keeps dropping its uplink.", "2024-05-08T09:00:00Z"),
@@ -95,12 +95,12 @@ def test_bad_transcripts_name_the_line_and_write_nothing(
     assert store.count() == before
 
 
-def test_import_chat_cli(hash_ws: Path) -> None:
+def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:
     write_chat(hash_ws / "c.jsonl")
-    out = run_olav("kb", "import-chat", "c.jsonl", cwd=hash_ws)
+    out = olav_main("kb", "import-chat", "c.jsonl")
     assert out.returncode == 0, out.stderr
     assert "imported 10 messages in 2 session(s)" in out.stdout
-    bad = run_olav("kb", "import-chat", "missing.jsonl", cwd=hash_ws)
+    bad = olav_main("kb", "import-chat", "missing.jsonl")
     assert bad.returncode != 0 and "missing.jsonl does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr
 

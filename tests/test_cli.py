@@ -6,22 +6,28 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import OlavCli, rec, run_olav
+import pytest
+
+from tests.helpers import OlavCli, OlavMain, rec, run_olav
 
 HEAVY = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
 
 
 def test_help_and_version_import_no_heavy_library() -> None:
-    for args in (["--help"], ["--version"], ["memory", "--help"], ["kb", "--help"]):
-        code = (
-            "import sys\n"
-            f"sys.argv = ['olav', *{args!r}]\n"
-            "from olav.cli.app import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
-        )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert "LOADED []" in out.stdout, (args, out.stdout[-300:], out.stderr[-300:])
+    """One fresh interpreter runs each command in turn and names what is loaded after each:
+    modules only accumulate, so a heavy one shows up after the first command that loads it."""
+    argvs = [["--help"], ["--version"], ["memory", "--help"], ["kb", "--help"]]
+    code = (
+        "import sys\n"
+        "from olav.cli.app import main\n"
+        f"for args in {argvs!r}:\n"
+        "    sys.argv = ['olav', *args]\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        f"    print('LOADED', args, [m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    loaded = [line for line in out.stdout.splitlines() if line.startswith("LOADED")]
+    assert loaded == [f"LOADED {args!r} []" for args in argvs], (out.stdout[-600:], out.stderr)
 
 
 def test_outside_a_workspace_says_so_in_one_line(tmp_path: Path) -> None:
@@ -38,17 +44,20 @@ def test_debug_flag_shows_the_traceback(tmp_path: Path) -> None:
     assert result.returncode != 0 and "Traceback" in result.stderr
 
 
-def test_bad_config_value_is_one_line_naming_key(hash_ws: Path) -> None:
+def test_bad_config_value_is_one_line_naming_key(hash_ws: Path, olav_main: OlavMain) -> None:
     cfg = hash_ws / ".olav" / "olav.yaml"
     cfg.write_text(cfg.read_text().replace("model: hash-64", "model: hash-64\n  cache_size: lots"))
-    result = run_olav("memory", "stats", cwd=hash_ws)
+    result = olav_main("memory", "stats")
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1
     assert "embedder.cache_size must be int" in result.stderr
 
 
-def test_env_override_mismatch_is_reported_with_the_fix(hash_ws: Path) -> None:
-    result = run_olav("memory", "stats", cwd=hash_ws, env={"OLAV_EMBEDDER_MODEL": "hash-32"})
+def test_env_override_mismatch_is_reported_with_the_fix(
+    hash_ws: Path, olav_main: OlavMain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OLAV_EMBEDDER_MODEL", "hash-32")
+    result = olav_main("memory", "stats")
     assert result.returncode == 1
     line = result.stderr.strip()
     assert "\n" not in line
@@ -147,14 +156,17 @@ def test_agent_list(hash_ws: Path, olav: OlavCli) -> None:
     assert {"core", "admin", "netops"} <= names
 
 
-def test_reembed_cli_switches_embedder(hash_ws: Path) -> None:
-    env = {"OLAV_EMBEDDER_MODEL": "hash-32"}
-    res = run_olav("kb", "re-embed", "--yes", cwd=hash_ws, env=env)
-    assert res.returncode == 0, res.stderr
+def test_reembed_cli_switches_embedder(
+    hash_ws: Path, olav: OlavCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OLAV_EMBEDDER_MODEL", "hash-32")
+    res = olav("kb", "re-embed", "--yes")
+    assert res.exit_code == 0, res.output
     assert "memory_backup_" in res.stdout
-    res = run_olav("memory", "stats", "--json", cwd=hash_ws, env=env)
+    res = olav("memory", "stats", "--json")
+    assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["dim"] == 32
-    res = run_olav("kb", "backups", cwd=hash_ws, env=env)
+    res = olav("kb", "backups")
     assert res.stdout.startswith("memory_backup_")
 
 

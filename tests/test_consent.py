@@ -147,11 +147,12 @@ def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) 
 
 def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav: OlavCli) -> None:
     scripted_ws(hash_ws, [COMMIT, {"content": "Done."}])
-    from olav.learning.curator import propose_draft
+    from olav.learning.curator import DraftRequest, propose_draft
 
-    propose_draft(
-        hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
+    request = DraftRequest(
+        intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
     )
+    propose_draft(hash_ws, request)
     res = olav("ask", "--auto-approve", "store the R1 draft")
     assert res.exit_code == 0, res.output
     assert not stored(hash_ws)
@@ -161,13 +162,14 @@ def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav: OlavCli) -> 
 def test_the_tool_alone_cannot_commit(hash_ws: Path) -> None:
     """Called without the middleware's consent (e.g. a model forging arguments), the tool
     refuses; the consent is not an argument the model can pass."""
-    from olav.learning.curator import propose_draft
+    from olav.learning.curator import DraftRequest, propose_draft
     from olav.runtime.tools import build_tools
     from tests.helpers import tool_context
 
-    propose_draft(
-        hash_ws, intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
+    request = DraftRequest(
+        intent="r1_loopback", keywords=["R1"], body="R1 is 10.255.1.1", category="fact"
     )
+    propose_draft(hash_ws, request)
     [tool] = build_tools(["commit_to_memory"], tool_context(hash_ws), LEARNING_TOOLS)
     out = tool.invoke({"from_draft": True, "intent": "r1_loopback", "confirmed_by": "chat"})
     assert out.startswith("Error: a person must confirm the draft")

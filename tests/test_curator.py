@@ -16,6 +16,7 @@ from olav.learning.curator import (
     CONFIRM_PROMPT,
     DRAFTS,
     NOT_CONFIRMED,
+    DraftRequest,
     commit_draft,
     list_drafts,
     propose_draft,
@@ -60,14 +61,14 @@ def drafts_in(root: Path) -> list[str]:
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
-def propose(root: Path, **kw: Any) -> str:
+def propose(root: Path, *, run_id: str | None = None, **kw: Any) -> str:
     args: dict[str, Any] = {
         "intent": "r1_loopback",
         "keywords": ["R1", "loopback", "环回"],
         "body": "R1's loopback is 10.255.1.1",
         "category": "fact",
     }
-    return propose_draft(root, **{**args, **kw})
+    return propose_draft(root, DraftRequest(**{**args, **kw}), run_id=run_id)
 
 
 # -- turn 1 / turn 2 through a chat session ---------------------------------------------------
@@ -497,20 +498,19 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
 
 def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.learning.curator import commit_draft, propose_draft
+    from olav.learning.curator import DraftRequest, commit_draft, propose_draft
     from olav.memory.conflicts import history
     from olav.memory.store import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     for value in ("10.255.1.1", "10.255.9.9"):
-        propose_draft(
-            hash_ws,
+        request = DraftRequest(
             intent="r1_loopback",
             keywords=["r1", "loopback"],
             body=f"R1 loopback is {value}",
             category="fact",
-            run_id="turn1",
         )
+        propose_draft(hash_ws, request, run_id="turn1")
         commit_draft(hash_ws, store, run_id="turn2", confirmed_by="chat")
     live = [h.record for h in store.search("R1 loopback", categories=["fact"], k=5)]
     assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]

@@ -12,10 +12,10 @@ import pytest
 
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
-from olav.learning.curator import DRAFTS, propose_draft
+from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
 from olav.learning.reflector import write_code_fix
 from olav.memory.store import MemoryStore
-from tests.helpers import OlavCli, run_olav, scripted_ws
+from tests.helpers import OlavCli, OlavMain, scripted_ws
 
 
 def propose_fact(root: Path, **kw: Any) -> None:
@@ -25,7 +25,7 @@ def propose_fact(root: Path, **kw: Any) -> None:
         "body": "R1's loopback is 10.255.1.1",
         "category": "fact",
     }
-    propose_draft(root, **{**args, **kw})
+    propose_draft(root, DraftRequest(**{**args, **kw}))
 
 
 def propose_guide(root: Path) -> None:
@@ -143,8 +143,8 @@ def test_reject_archives_and_stores_nothing(hash_ws: Path, olav: OlavCli) -> Non
 
 
 @pytest.mark.parametrize("command", ["show", "confirm", "reject"])
-def test_unknown_id_is_one_red_line(hash_ws: Path, command: str) -> None:
-    res = run_olav("kb", "drafts", command, "../../nope", cwd=hash_ws)
+def test_unknown_id_is_one_red_line(hash_ws: Path, olav_main: OlavMain, command: str) -> None:
+    res = olav_main("kb", "drafts", command, "../../nope")
     assert res.returncode == 1
     assert res.stderr.strip() == (
         "error: no pending draft or fix proposal with id '../../nope'. "

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from olav.core.errors import GuideError
@@ -121,7 +123,7 @@ def test_import_progress_moves_as_guides_are_embedded(tmp_path: Path) -> None:
     embedded: list[int] = []
     inner = store.embedder.embed_passages
 
-    def counting(texts):  # type: ignore[no-untyped-def]
+    def counting(texts: Sequence[str]) -> np.ndarray:
         embedded.append(len(texts))
         return inner(texts)
 

@@ -1,4 +1,4 @@
-"""``olav memory``: search, list, show, delete, stats."""
+"""``olav memory``: search, list, show, delete, stats; `olav.cli.memory_render` prints them."""
 
 from __future__ import annotations
 
@@ -12,14 +12,11 @@ from rich.text import Text
 
 from olav.cli.calibrate import calibrate_cmd
 from olav.cli.common import console, open_store, open_workspace, print_json
+from olav.cli.memory_render import print_hits, print_stats, print_why, snippet
+from olav.cli.memory_render import render_why as render_why  # `/why` in chat uses it
 from olav.core.errors import NotFoundError, OlavError
 
 app = typer.Typer(no_args_is_help=True)
-
-
-def _snippet(text: str, width: int = 90) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 @app.command("search")
@@ -47,40 +44,8 @@ def search(
         k=k,
         reader=Reader.of(ws.config),  # never another operator's private rows
     )
-    _print_hits(hits, as_json)
+    print_hits(hits, as_json)
     store.persist_snapshot()  # for the next cold command, after the answer is out
-
-
-def _print_hits(hits: list[Any], as_json: bool) -> None:
-    if as_json:
-        print_json([h.to_json() for h in hits])
-        return
-    if not hits:
-        console.print("no memories match")
-        return
-    for i, h in enumerate(hits, 1):
-        dist = "-" if h.distance is None else f"{h.distance:.3f}"
-        fts = "-" if h.fts_score is None else f"{h.fts_score:.2f}"
-        # which extra rankings found it: its context window, the period the query names
-        via = "".join(
-            f" · {label}"
-            for label, names in (
-                ("context", ("context_vector", "context_fts")),
-                ("period", ("time_vector", "time_fts")),
-            )
-            if any(n in h.ranks for n in names)
-        )
-        console.print(
-            f"[bold]{i}.[/] [cyan]{escape(h.record.id)}[/]  "
-            f"[dim]{h.record.category} · {escape(h.record.scope)}"
-            f" · dist {dist} · fts {fts} · rrf {h.score:.4f}{via}[/]",
-            soft_wrap=True,
-        )
-        console.print(
-            "   " + _snippet(h.record.metadata.get("body") or h.record.text, 110),
-            markup=False,
-            soft_wrap=True,
-        )
 
 
 @app.command("promote")
@@ -125,7 +90,7 @@ def list_cmd(
     for col in ("id", "category", "scope", "origin", "hits", "text"):
         table.add_column(col, overflow="fold" if col == "text" else "ellipsis")
     for r in rows:
-        cells = (r.id, r.category, r.scope, r.origin, str(r.access_count), _snippet(r.text, 50))
+        cells = (r.id, r.category, r.scope, r.origin, str(r.access_count), snippet(r.text, 50))
         table.add_row(*(Text(c) for c in cells))
     console.print(table)
     console.print(f"{len(rows)} of {store.count(' AND '.join(parts))} rows")
@@ -180,7 +145,7 @@ def delete(
     store = open_store(ws)
     rec = _readable(ws, store, memory_id)
     if not yes:
-        typer.confirm(f"Delete {rec.category} {memory_id}: {_snippet(rec.text, 60)}?", abort=True)
+        typer.confirm(f"Delete {rec.category} {memory_id}: {snippet(rec.text, 60)}?", abort=True)
     audit = _audit(ws)
     if purge:
         store.delete(ids=[memory_id])
@@ -208,23 +173,7 @@ def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     if as_json:
         print_json(data)
         return
-    console.print(f"[bold]{data['rows']}[/] rows · embedder {data['embedder']} ({data['dim']}-d)")
-    for title, key in (("category", "by_category"), ("scope", "by_scope")):
-        table = Table(box=None, pad_edge=False)
-        table.add_column(title)
-        table.add_column("rows", justify="right")
-        for name, n in data[key].items():
-            table.add_row(name, str(n))
-        console.print(table)
-    fts, vec = data["indexes"]["fts"], data["indexes"]["vector"]
-    console.print(
-        "full-text index: "
-        + (f"{fts['indexed']} indexed, {fts['unindexed']} pending" if fts else "[red]missing[/]")
-    )
-    console.print(
-        "vector index: "
-        + (f"{vec['type']}" if vec else f"none (exact search below {store.ann_threshold} rows)")
-    )
+    print_stats(data, store.ann_threshold)
 
 
 def _audit(ws: Any) -> Any:
@@ -298,7 +247,7 @@ def history_cmd(
     for r in chain:
         state = "live" if r.invalidated_at is None else f"retired {r.invalidated_at:%Y-%m-%d %H:%M}"
         console.print(f"[cyan]{escape(r.id)}[/] [dim]({state})[/]")
-        console.print(f"  {_snippet(r.text, 110)}", markup=False)
+        console.print(f"  {snippet(r.text, 110)}", markup=False)
     for mid, action, actor, at in events:
         console.print(f"[dim]{at:%Y-%m-%d %H:%M:%S}[/] {action} {mid} by {actor}")
 
@@ -343,66 +292,8 @@ def why_cmd(
         store, cfg, agent=agent, tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
     )
     result = rec.recall(query, dry_run=True)
-    _print_why(query, agent, rec, result, as_json)
+    print_why(query, agent, rec, result, as_json)
     store.persist_snapshot()
-
-
-def _print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> None:
-    if as_json:
-        print_json(
-            {
-                "query": query,
-                "agent": agent,
-                "tier": rec.tier,
-                "candidates": [c.to_json() for c in result.candidates],
-                "injected": result.injected_ids,
-                "block": result.block,
-            }
-        )
-        return
-    render_why(result, rec)
-
-
-def render_why(result: Any, rec: Any) -> None:
-    floors = rec.floors
-    relevance = (
-        "relevance off: the nearest memories are sent"
-        if floors is None
-        else ("words only (no background) · " if rec.background is None else "")
-        + f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
-        f"{floors.specific:g} in specific words), "
-        f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"
-    )
-    table = Table(
-        title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · {relevance}",
-        box=None,
-        pad_edge=False,
-    )
-    for col in ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why"):
-        table.add_column(col, no_wrap=col not in ("id", "why"), overflow="fold")
-    for c in result.candidates[:15]:
-        d = c.to_json()
-        table.add_row(
-            ("[green]" if c.decision == "injected" else "[dim]")
-            + c.decision
-            + (" ↑kw" if c.boosted else "")
-            + "[/]",
-            d["category"],
-            d["id"],
-            "-" if d["margin"] is None else f"{d['margin']:+.3f}",
-            "-" if d["distance"] is None else f"{d['distance']:.3f}",
-            "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
-            f"{d['score']:.4f}",
-            escape(d["reason"]),
-        )
-    console.print(table)
-    if not result.injected:
-        console.print("nothing is relevant enough: no memory block is sent with this request")
-        return
-    total = sum(c.tokens for c in result.injected)
-    console.print(
-        f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"
-    )
 
 
 @app.command("log")
@@ -472,7 +363,7 @@ def quarantine_cmd(
         console.print("nothing in quarantine")
     for r in rows:
         console.print(
-            f"[yellow]{escape(r.id)}[/] ({r.superseded_by}) {escape(_snippet(r.text, 80))}",
+            f"[yellow]{escape(r.id)}[/] ({r.superseded_by}) {escape(snippet(r.text, 80))}",
             soft_wrap=True,
         )
 

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from olav.core.errors import OlavError
 from olav.learning.curator import (
+    DraftRequest,
     commit_draft,
     draft_for_consent,
     propose_draft,
@@ -65,8 +66,7 @@ def propose_memory_draft(
     chunks: list[str] | None = None,
 ) -> str:
     try:
-        return propose_draft(
-            ctx.root,
+        request = DraftRequest(
             intent=intent,
             keywords=keywords,
             body=body,
@@ -74,8 +74,8 @@ def propose_memory_draft(
             agent=agent,
             scope=scope,
             chunks=chunks,
-            run_id=ctx.run_id,
         )
+        return propose_draft(ctx.root, request, run_id=ctx.run_id)
     except OlavError as exc:
         return tool_error(str(exc))
 
@@ -145,15 +145,10 @@ def propose_guide_draft(
     ctx: ToolContext, intent: str, keywords: list[str], body: str, agent: str = "core"
 ) -> str:
     try:
-        preview = propose_draft(
-            ctx.root,
-            intent=intent,
-            keywords=keywords,
-            body=body,
-            category="usage_guide",
-            agent=agent,
-            run_id=ctx.run_id,
+        request = DraftRequest(
+            intent=intent, keywords=keywords, body=body, category="usage_guide", agent=agent
         )
+        preview = propose_draft(ctx.root, request, run_id=ctx.run_id)
     except OlavError as exc:
         return tool_error(str(exc))
     name = sanitise_intent(intent)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from olav.core.errors import MemoryStoreError, NotFoundError
-from olav.learning.curator import CATEGORIES, propose_draft, sanitise_intent
+from olav.learning.curator import CATEGORIES, DraftRequest, propose_draft, sanitise_intent
 from olav.memory.scopes import read_by_id, team_scope
 
 
@@ -31,8 +31,7 @@ def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:
     if row.scope == team:
         raise MemoryStoreError(f"memory {memory_id} is already in {team}")
     intent = sanitise_intent(f"team_{memory_id}")
-    preview = propose_draft(
-        ws.root,
+    request = DraftRequest(
         intent=intent,
         keywords=list(row.tags),
         body=row.text,
@@ -41,4 +40,5 @@ def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:
         agent="core",
         scope=team,
     )
+    preview = propose_draft(ws.root, request)
     return intent, preview

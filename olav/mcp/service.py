@@ -22,6 +22,7 @@ from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.core.errors import NotFoundError, OlavError
 from olav.learning.curator import (
+    DraftRequest,
     commit_draft,
     draft_preview,
     pick_draft,
@@ -224,14 +225,14 @@ class MemoryService:
                 + "; import documents with `olav kb import`",
             )
         intent = draft_intent(text)
-        propose_draft(
-            self.ws.root,
+        request = DraftRequest(
             intent=intent,
             keywords=list(keywords or text_keywords(text)),
             body=text,
             category=category,
             agent=self.agent,
         )
+        propose_draft(self.ws.root, request)
         return {
             "draft_id": intent,
             "stored": False,

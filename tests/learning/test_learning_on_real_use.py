@@ -19,7 +19,7 @@ from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
-from tests.helpers import OlavCli, run_olav, scripted_ws
+from tests.helpers import OlavCli, OlavMain, scripted_ws
 
 NARRATION = [{"content": "I will back up the router config now."}]
 REQUEST = "back up the config of sh1-border01"
@@ -154,7 +154,9 @@ def test_template_declares_capture_for_its_write_tools(hash_ws: Path) -> None:
     ]
 
 
-def test_a_bad_capture_value_is_one_line_naming_the_file_and_field(hash_ws: Path) -> None:
+def test_a_bad_capture_value_is_one_line_naming_the_file_and_field(
+    hash_ws: Path, olav_main: OlavMain
+) -> None:
     skill = hash_ws / "netops" / "SKILL.md"
     skill.write_text(
         skill.read_text().replace("take_snapshot, capture: true", "take_snapshot, capture: maybe")
@@ -164,7 +166,7 @@ def test_a_bad_capture_value_is_one_line_naming_the_file_and_field(hash_ws: Path
     assert str(err.value) == (
         f"{skill}: field 'tools.2.capture' is 'maybe'. Write capture: true or false"
     )
-    res = run_olav("agent", "list", cwd=hash_ws)
+    res = olav_main("agent", "list")
     assert res.returncode == 1 and "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert "SKILL.md: field 'tools.2.capture' is 'maybe'" in line

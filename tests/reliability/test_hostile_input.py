@@ -19,7 +19,7 @@ from olav.core.errors import GuideError, OlavError
 from olav.cron import CronExpressionError
 from olav.cron.expression import validate_expression
 from olav.learning.curator import CATEGORIES as DRAFT_CATEGORIES
-from olav.learning.curator import DRAFTS, propose_draft, sanitise_intent
+from olav.learning.curator import DRAFTS, DraftRequest, propose_draft, sanitise_intent
 from olav.memory.guides import Guide, guide_record, import_guides, load_guide
 from olav.memory.transfer import FORMAT, export_jsonl, import_jsonl
 from tests.helpers import HASH_CONFIG, hash_store, rec
@@ -366,7 +366,7 @@ def test_curator_intent_cannot_leave_the_drafts_folder(
     curator_root: Path, tmp_path: Path, intent: str
 ) -> None:
     before = _all_files(tmp_path)
-    propose_draft(curator_root, intent=intent, keywords=["k"], body="remember", category="fact")
+    propose_draft(curator_root, DraftRequest(intent, ["k"], body="remember", category="fact"))
     created = _all_files(tmp_path) - before
     assert len(created) == 1, created
     (draft,) = created
@@ -380,7 +380,7 @@ def test_curator_intent_without_usable_characters_is_refused(
 ) -> None:
     before = _all_files(tmp_path)
     with pytest.raises(OlavError, match="no usable characters") as err:
-        propose_draft(curator_root, intent=intent, keywords=["k"], body="x", category="fact")
+        propose_draft(curator_root, DraftRequest(intent, ["k"], body="x", category="fact"))
     assert "\n" not in err.value.one_line()
     assert _all_files(tmp_path) == before
 
@@ -394,7 +394,7 @@ def test_curator_unknown_category_is_refused(
     assert category not in DRAFT_CATEGORIES
     before = _all_files(tmp_path)
     with pytest.raises(OlavError, match="unknown category") as err:
-        propose_draft(curator_root, intent="ok", keywords=["k"], body="x", category=category)
+        propose_draft(curator_root, DraftRequest("ok", ["k"], body="x", category=category))
     assert repr(category) in err.value.one_line()
     assert _all_files(tmp_path) == before
 
@@ -414,15 +414,8 @@ def test_curator_hostile_agent_or_scope_is_refused(
 ) -> None:
     before = _all_files(tmp_path)
     with pytest.raises(OlavError, match=re.escape(needle)):
-        propose_draft(
-            curator_root,
-            intent="ok",
-            keywords=["k"],
-            body="x",
-            category="fact",
-            agent=agent,
-            scope=scope,
-        )
+        request = DraftRequest("ok", ["k"], "x", "fact", agent=agent, scope=scope)
+        propose_draft(curator_root, request)
     assert _all_files(tmp_path) == before
 
 

@@ -22,7 +22,7 @@ from olav.bench.steer import (
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.memory.store import MemoryStore
-from tests.helpers import run_olav, scripted_ws, write_config
+from tests.helpers import OlavMain, scripted_ws, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 MARK = "<relevant-memories>"
@@ -246,10 +246,10 @@ def test_unknown_agent_or_unreachable_tool_is_refused(hash_ws: Path, tmp_path: P
 
 
 @pytest.mark.slow
-def test_cli_json_and_table(hash_ws: Path, tmp_path: Path) -> None:
+def test_cli_json_and_table(hash_ws: Path, tmp_path: Path, olav_main: OlavMain) -> None:
     scripted_ws(hash_ws, STEERED)
     path = scenario_file(tmp_path)
-    res = run_olav("bench", "steer", "--scenarios", str(path), "--runs", "1", "--json", cwd=hash_ws)
+    res = olav_main("bench", "steer", "--scenarios", str(path), "--runs", "1", "--json")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["scenarios_file"] == str(path)
@@ -257,7 +257,7 @@ def test_cli_json_and_table(hash_ws: Path, tmp_path: Path) -> None:
     assert (env["on"]["tool_called"], env["on"]["artifact"]) == (1, 1)
     assert (env["off"]["tool_called"], env["off"]["artifact"]) == (0, 0)
 
-    res = run_olav("bench", "steer", "--scenarios", str(path), "--agent", "core", cwd=hash_ws)
+    res = olav_main("bench", "steer", "--scenarios", str(path), "--agent", "core")
     assert res.returncode == 1
     assert res.stderr.strip().count("\n") == 0 and "no scenario in" in res.stderr
 
@@ -272,17 +272,19 @@ def test_cli_table(hash_ws: Path, tmp_path: Path, olav: Any) -> None:
     assert "memory adds +100 pp tool calls, +50 pp artifacts" in result.output
 
 
-def test_cli_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
-    res = run_olav("bench", "steer", "--runs", "1", cwd=hash_ws)
+def test_cli_without_a_server_prints_the_one_line_hint(hash_ws: Path, olav_main: OlavMain) -> None:
+    res = olav_main("bench", "steer", "--runs", "1")
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
     assert "ollama serve" in lines[0] and "llm.base_url" in lines[0]
 
 
-def test_cli_bad_scenario_file_is_one_line(hash_ws: Path, tmp_path: Path) -> None:
+def test_cli_bad_scenario_file_is_one_line(
+    hash_ws: Path, tmp_path: Path, olav_main: OlavMain
+) -> None:
     path = scenario_file(tmp_path, GOOD.replace("expect_artifact", "expect_artefact"))
-    res = run_olav("bench", "steer", "--scenarios", str(path), cwd=hash_ws)
+    res = olav_main("bench", "steer", "--scenarios", str(path))
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "'one'" in lines[0]

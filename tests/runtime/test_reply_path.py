@@ -11,7 +11,7 @@ import numpy as np
 
 from olav.core.config import Workspace
 from olav.memory.store import MemoryStore
-from tests.helpers import DelegatingEmbedder
+from tests.helpers import DelegatingEmbedder, SessionFor
 
 
 class GatedEmbedder(DelegatingEmbedder):
@@ -28,8 +28,8 @@ class GatedEmbedder(DelegatingEmbedder):
         return self.inner.embed_passages(texts)
 
 
-def test_ask_returns_before_the_capture_is_embedded_and_close_writes_it(  # type: ignore[no-untyped-def]
-    session_for, hash_ws: Path
+def test_ask_returns_before_the_capture_is_embedded_and_close_writes_it(
+    session_for: SessionFor, hash_ws: Path
 ) -> None:
     embedder = GatedEmbedder()
     store = MemoryStore.for_workspace(Workspace.open(hash_ws), embedder)

@@ -53,7 +53,7 @@ from olav.learning.curator.common import (
     sanitise_agent,
     sanitise_intent,
 )
-from olav.learning.curator.propose import draft_preview, propose_draft
+from olav.learning.curator.propose import DraftRequest, draft_preview, propose_draft
 
 __all__ = [
     "ACTOR",
@@ -67,6 +67,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "ROW_CATEGORIES",
     "Draft",
+    "DraftRequest",
     "commit_draft",
     "draft_for_consent",
     "draft_preview",

@@ -4,6 +4,8 @@ Nothing reaches memory here."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ _SCOPE = re.compile(r"^(global|team:[\w.-]+|[a-z0-9][a-z0-9_-]*)$")
 _PATHLIKE = re.compile(r"^[^\n]{1,400}\.(md|markdown|txt|mmd|mermaid|dot|gv|svg)$", re.I)
 
 
-def _keywords(words: list[str], intent: str) -> list[str]:
+def _keywords(words: Sequence[str], intent: str) -> list[str]:
     out: list[str] = []
     for w in words:
         w = " ".join(str(w).split()).strip("\"'`“”‘’")
@@ -171,7 +173,7 @@ def _tidy(value: Any) -> Any:
 
 
 def _check_request(
-    category: str, body: str, chunks: list[str] | None, scope: str | None, agent: str
+    category: str, body: str, chunks: Sequence[str] | None, scope: str | None, agent: str
 ) -> str:
     """Refuse a draft that could never be committed; returns its scope."""
     if category not in CATEGORIES:
@@ -206,33 +208,37 @@ def _body_and_source(root: Path, body: str, category: str) -> tuple[str, str | N
         return text, str(path.resolve())
 
 
-def propose_draft(
-    root: Path,
-    *,
-    intent: str,
-    keywords: list[str],
-    body: str,
-    category: str,
-    agent: str = "core",
-    scope: str | None = None,
-    chunks: list[str] | None = None,
-    run_id: str | None = None,
-) -> str:
-    """Turn 1: write the draft and return the preview to quote. Stores nothing in memory."""
-    name = sanitise_intent(intent)
-    agent_name = sanitise_agent(agent)
-    resolved_scope = _check_request(category, body, chunks, scope, agent_name)
+@dataclass(frozen=True)
+class DraftRequest:
+    """What a draft should store: its name, the words that recall it, its text, and where it
+    belongs. ``chunks`` (documents only) are the author's own splits of the body."""
+
+    intent: str
+    keywords: Sequence[str]
+    body: str
+    category: str
+    agent: str = "core"
+    scope: str | None = None
+    chunks: Sequence[str] | None = None
+
+
+def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -> str:
+    """Turn 1: write the draft ``req`` asks for (``run_id``: the run that proposed it) and
+    return the preview to quote. Stores nothing in memory."""
+    name = sanitise_intent(req.intent)
+    agent_name = sanitise_agent(req.agent)
+    resolved_scope = _check_request(req.category, req.body, req.chunks, req.scope, agent_name)
     _check_agent(root, agent_name)
-    text, source = _body_and_source(root, body, category)
+    text, source = _body_and_source(root, req.body, req.category)
     draft: dict[str, Any] = {
         "version": DRAFT_VERSION,
         "intent": name,
-        "category": category,
+        "category": req.category,
         "agent": agent_name,
         "scope": resolved_scope,
-        "keywords": _keywords(keywords, name),
+        "keywords": _keywords(req.keywords, name),
         "body": text,
-        "chunks": [c for c in chunks or [] if c.strip()] or None,
+        "chunks": [c for c in req.chunks or [] if c.strip()] or None,
         "source": source,
         "run_id": run_id,
         "created_at": now().isoformat(),

@@ -1,0 +1,127 @@
+"""How ``olav memory`` prints what it found: search hits, the table's stats, and the recall
+explanation that `olav memory why` and `/why` in chat show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from olav.cli.common import console, print_json
+
+
+def snippet(text: str, width: int = 90) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def print_hits(hits: list[Any], as_json: bool) -> None:
+    if as_json:
+        print_json([h.to_json() for h in hits])
+        return
+    if not hits:
+        console.print("no memories match")
+        return
+    for i, h in enumerate(hits, 1):
+        dist = "-" if h.distance is None else f"{h.distance:.3f}"
+        fts = "-" if h.fts_score is None else f"{h.fts_score:.2f}"
+        # which extra rankings found it: its context window, the period the query names
+        via = "".join(
+            f" · {label}"
+            for label, names in (
+                ("context", ("context_vector", "context_fts")),
+                ("period", ("time_vector", "time_fts")),
+            )
+            if any(n in h.ranks for n in names)
+        )
+        console.print(
+            f"[bold]{i}.[/] [cyan]{escape(h.record.id)}[/]  "
+            f"[dim]{h.record.category} · {escape(h.record.scope)}"
+            f" · dist {dist} · fts {fts} · rrf {h.score:.4f}{via}[/]",
+            soft_wrap=True,
+        )
+        console.print(
+            "   " + snippet(h.record.metadata.get("body") or h.record.text, 110),
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def print_stats(data: dict[str, Any], ann_threshold: int) -> None:
+    """The human form of ``olav memory stats`` (``data`` as ``--json`` prints it)."""
+    console.print(f"[bold]{data['rows']}[/] rows · embedder {data['embedder']} ({data['dim']}-d)")
+    for title, key in (("category", "by_category"), ("scope", "by_scope")):
+        table = Table(box=None, pad_edge=False)
+        table.add_column(title)
+        table.add_column("rows", justify="right")
+        for name, n in data[key].items():
+            table.add_row(name, str(n))
+        console.print(table)
+    fts, vec = data["indexes"]["fts"], data["indexes"]["vector"]
+    console.print(
+        "full-text index: "
+        + (f"{fts['indexed']} indexed, {fts['unindexed']} pending" if fts else "[red]missing[/]")
+    )
+    console.print(
+        "vector index: "
+        + (f"{vec['type']}" if vec else f"none (exact search below {ann_threshold} rows)")
+    )
+
+
+def print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(
+            {
+                "query": query,
+                "agent": agent,
+                "tier": rec.tier,
+                "candidates": [c.to_json() for c in result.candidates],
+                "injected": result.injected_ids,
+                "block": result.block,
+            }
+        )
+        return
+    render_why(result, rec)
+
+
+def render_why(result: Any, rec: Any) -> None:
+    floors = rec.floors
+    relevance = (
+        "relevance off: the nearest memories are sent"
+        if floors is None
+        else ("words only (no background) · " if rec.background is None else "")
+        + f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
+        f"{floors.specific:g} in specific words), "
+        f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"
+    )
+    table = Table(
+        title=f"recall for {result.query!r} · agent {rec.agent} · tier {rec.tier} · {relevance}",
+        box=None,
+        pad_edge=False,
+    )
+    for col in ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why"):
+        table.add_column(col, no_wrap=col not in ("id", "why"), overflow="fold")
+    for c in result.candidates[:15]:
+        d = c.to_json()
+        table.add_row(
+            ("[green]" if c.decision == "injected" else "[dim]")
+            + c.decision
+            + (" ↑kw" if c.boosted else "")
+            + "[/]",
+            d["category"],
+            d["id"],
+            "-" if d["margin"] is None else f"{d['margin']:+.3f}",
+            "-" if d["distance"] is None else f"{d['distance']:.3f}",
+            "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
+            f"{d['score']:.4f}",
+            escape(d["reason"]),
+        )
+    console.print(table)
+    if not result.injected:
+        console.print("nothing is relevant enough: no memory block is sent with this request")
+        return
+    total = sum(c.tokens for c in result.injected)
+    console.print(
+        f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"
+    )
