@@ -42,6 +42,10 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
     assert "lancedb" in text and "make bench" in text
+    # the command as given: its options, none of the defaults
+    (command,) = [line for line in text.splitlines() if line.startswith("olav bench report")]
+    given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
+    assert command == f"olav bench report {given} --embedder hash --cli-runs 0"
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))
     assert report["recall"]["questions"] > 0 and report["golden"]["counts"]["guides"] >= 40

@@ -134,6 +134,7 @@ def recall(
 
 @app.command("report")
 def report_cmd(
+    ctx: typer.Context,
     out: Path = typer.Option(Path("docs/benchmarks.md"), "--out", help="Markdown file to write."),
     locomo: Path | None = typer.Option(
         None, "--locomo", help="LoCoMo JSON (e.g. ../shared/data/locomo/locomo_dev.json)."
@@ -159,8 +160,6 @@ def report_cmd(
 ) -> None:
     """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
     Markdown file: machine, versions, commands and tables. `make bench` runs this."""
-    import sys
-
     from olav.bench.locomo import default_cache_dir, parse_range
     from olav.bench.report import markdown, run_all, write
 
@@ -193,13 +192,28 @@ def report_cmd(
             cli_runs=cli_runs,
             remote=remote,
         )
-    command = ["olav", "bench", *sys.argv[sys.argv.index("report") :]]
+    command = ["olav", "bench", "report", *_given_options(ctx)]
     write(out, markdown(report, command=command))
     if json_out is not None:
         import json
 
         write(json_out, json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     console.print(f"[green]✓[/] wrote {out} in {report['seconds']} s", soft_wrap=True)
+
+
+def _given_options(ctx: typer.Context) -> list[str]:
+    """The options of the running command that differ from their defaults, as they would be
+    typed (for the report's "how to reproduce"; called from Python as from a shell)."""
+    words: list[str] = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name or "")
+        if param.param_type_name != "option" or value is None or value == param.default:
+            continue
+        if getattr(param, "is_flag", False):
+            words.append(param.opts[0] if value else (param.secondary_opts or param.opts)[0])
+        else:
+            words += [param.opts[0], str(value)]
+    return words
 
 
 def _register_more() -> None:
