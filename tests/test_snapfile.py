@@ -16,7 +16,7 @@ from olav.memory import snapfile
 from olav.memory.embedders import HashEmbedder
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
-from tests.test_vcache import _rows
+from tests.vcache_support import rows as _rows
 
 QUERIES = ["router backup config", "备份 路由器", "disk alert cpu", "zebra"]
 

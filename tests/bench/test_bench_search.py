@@ -1,17 +1,15 @@
-"""Benchmarks of the memory layer: guide import, search latency, ANN recall, ANN threshold.
+"""Benchmark of the memory layer: search latency at 10k and 100k rows, and the ANN threshold.
 
 Run with ``make bench`` (``pytest -m bench -s``). Every benchmark prints Markdown tables and,
 when ``OLAV_BENCH_OUT`` names a file, merges its numbers into that JSON file. The assertions
 are sanity checks only (counts, recall); wall-clock times are reported, never asserted.
 Results and their reading: docs/benchmarks.md.
 
-Settings: ``OLAV_BENCH_OUT`` (JSON file), ``OLAV_LOCOMO`` (path of locomo_dev.json),
-``OLAV_BENCH_LOCOMO_ROWS`` (passages embedded for the recall bench, default 3000).
+Settings: ``OLAV_BENCH_OUT`` (JSON file).
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -21,15 +19,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from olav.bench.perf import numpy_topk, one_blas_thread, write_guides
-from olav.memory.embedders import E5Embedder, HashEmbedder
-from olav.memory.guides import import_guides
+from olav.bench.perf import numpy_topk, one_blas_thread
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
+from tests.bench.memory_support import DIM, NEVER, recall_at_k
 from tests.bench.support import (
     WARMUP,
     K,
-    bench_env,
     fts_query,
     latencies_ms,
     p50,
@@ -39,24 +35,6 @@ from tests.bench.support import (
 )
 
 pytestmark = pytest.mark.bench
-
-DIM = 384
-NEVER = 10**12  # an ann_threshold that is never reached
-# the shared data folder beside the repository (../shared/data/locomo)
-LOCOMO_DEFAULT = str(
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo" / "locomo_dev.json"
-)
-
-
-def recall_at_k(
-    returned: Sequence[int], matrix: np.ndarray, q: np.ndarray, k: int = K, eps: float = 1e-4
-) -> float:
-    """Share of the returned rows that are within the exact k-th best distance (tie-safe)."""
-    scores = matrix @ q
-    kth = np.partition(-scores, k - 1)[k - 1]  # minus the k-th best inner product
-    good = sum(1 for i in returned[:k] if -scores[i] <= kth + eps)
-    return good / k
-
 
 # -- synthetic corpora -------------------------------------------------------------------------
 
@@ -98,49 +76,6 @@ def clustered_vectors(rng: np.random.Generator, centers: np.ndarray, n: int) -> 
 
 SCOPES = ("global", "netops", "coder", "team:sre")
 SCOPE_P = (0.60, 0.20, 0.19, 0.01)  # team:sre is the selective scope: 1 % of rows
-
-
-# -- 1. guides imported per second -------------------------------------------------------------
-
-
-@pytest.mark.timeout(900)
-def test_bench_guide_import(tmp_path: Path) -> None:
-    n = 1000
-    root = tmp_path / "guides"
-    files = write_guides(root, n)
-    assert len(files) == n
-
-    rows: list[list[Any]] = []
-    for label, embedder in (
-        ("e5 (multilingual-e5-small)", E5Embedder()),
-        ("hash-384 (storage only)", HashEmbedder("hash-384")),
-    ):
-        store = MemoryStore(tmp_path / f"db-{embedder.name.split(':')[0]}", embedder)
-        t0 = time.perf_counter()
-        first = import_guides(store, files, base=root, prune_under=root)
-        t_first = time.perf_counter() - t0
-        assert not first.errors, [e.one_line() for e in first.errors]
-        assert len(first.added) == n
-        assert store.count() == n
-
-        version = store.table.version
-        t0 = time.perf_counter()
-        again = import_guides(store, files, base=root, prune_under=root)
-        t_again = time.perf_counter() - t0
-        assert len(again.unchanged) == n
-        assert not again.added and not again.updated and not again.pruned and not again.errors
-        assert store.table.version == version, "a no-change re-import wrote to the table"
-
-        hits = store.search("回滚 router", mode="fts", k=5)
-        assert hits, "imported guides are not found by full-text search"
-        rows.append([label, n, t_first, n / t_first, t_again * 1000.0])
-
-    report(
-        "guide_import",
-        f"Guide import ({n} guides)",
-        ["embedder", "guides", "first import s", "guides/s", "no-change re-import ms"],
-        rows,
-    )
 
 
 # -- 2. search latency at 10k and 100k rows, and the ANN threshold -----------------------------
@@ -337,119 +272,4 @@ def test_bench_search_latency_and_ann_threshold(tmp_path: Path) -> None:
             "numpy p50 ms",
         ],
         threshold_rows,
-    )
-
-
-# -- 3. ANN recall on real e5 embeddings (LoCoMo) ----------------------------------------------
-
-
-def locomo_texts(path: Path, limit: int) -> tuple[list[str], list[str]]:
-    """Dialogue turns (then observations, if turns run short) and the questions."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    turns: list[str] = []
-    observations: list[str] = []
-    questions: list[str] = []
-    for sample in data:
-        conv = sample["conversation"]
-        for key, val in conv.items():
-            if key.startswith("session_") and isinstance(val, list):
-                turns += [t["text"] for t in val if t.get("text")]
-        for sess in (sample.get("observation") or {}).values():
-            for facts in sess.values():
-                observations += [f[0] for f in facts if f and isinstance(f[0], str)]
-        questions += [q["question"] for q in sample["qa"] if q.get("question")]
-    seen: set[str] = set()
-    passages = []
-    for text in turns + observations:  # drop exact duplicates, so recall has no ties to hide
-        if text.strip() and text not in seen:
-            seen.add(text)
-            passages.append(text)
-    return passages[:limit], questions
-
-
-@pytest.mark.timeout(1200)
-def test_bench_ann_recall_locomo(tmp_path: Path) -> None:
-    path = Path(bench_env("OLAV_LOCOMO") or LOCOMO_DEFAULT)
-    if not path.is_file():
-        pytest.skip(f"LoCoMo data not found at {path}; set OLAV_LOCOMO to locomo_dev.json")
-    # e5 embeds these ~30-token passages at about 15/s on 2 cores: 3,000 keep this bench
-    # near three minutes. OLAV_BENCH_LOCOMO_ROWS=5000 takes every turn and observation.
-    passages, questions = locomo_texts(path, int(bench_env("OLAV_BENCH_LOCOMO_ROWS") or 3000))
-    questions = random.Random(3).sample(questions, min(200, len(questions)))
-    assert len(passages) >= 500 and questions
-
-    e5 = E5Embedder()
-    passages.sort(key=len)  # batches of similar length pad less: same vectors, 1.5x faster
-    t0 = time.perf_counter()
-    pvecs = np.vstack(
-        [e5.embed_passages(passages[i : i + 64]) for i in range(0, len(passages), 64)]
-    )
-    embed_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    qvecs = np.vstack([e5.embed_query(q) for q in questions])
-    query_embed_ms = (time.perf_counter() - t0) * 1000.0 / len(questions)
-
-    store = MemoryStore(tmp_path / "db", e5, ann_threshold=NEVER)
-    for i in range(0, len(passages), 5000):
-        store.upsert(
-            MemoryRecord(
-                id=f"t{j:06d}", text=passages[j], category="fact", vector=pvecs[j].tolist()
-            )
-            for j in range(i, min(i + 5000, len(passages)))
-        )
-    store.maintain(force_optimize=True)
-    assert store.count() == len(passages)
-
-    def run(n: int) -> tuple[list[float], list[list[int]]]:
-        got: list[list[int]] = []
-
-        def call(i: int) -> None:
-            hits = store.search(questions[i % n], mode="vector", k=K, query_vector=qvecs[i % n])
-            got.append([int(h.record.id[1:]) for h in hits])
-
-        lat = latencies_ms(call, n)
-        return lat, got[WARMUP:]
-
-    n = len(questions)
-    exact_lat, exact_got = run(n)
-    with one_blas_thread() as np_label:
-        np_lat = latencies_ms(lambda i: numpy_topk(pvecs, qvecs[i % n]), n)
-    store.ann_threshold = 1
-    t0 = time.perf_counter()
-    assert store.maintain()["ann_built"]
-    build_s = time.perf_counter() - t0
-    ann_lat, ann_got = run(n)
-
-    exact_recall = float(
-        np.mean([recall_at_k(g, pvecs, qvecs[i]) for i, g in enumerate(exact_got)])
-    )
-    ann_recall = float(np.mean([recall_at_k(g, pvecs, qvecs[i]) for i, g in enumerate(ann_got)]))
-    overlap = float(
-        np.mean([len(set(a) & set(b)) / K for a, b in zip(ann_got, exact_got, strict=True)])
-    )
-    assert exact_recall >= 0.99, "exact store search disagrees with numpy brute force"
-    assert ann_recall >= 0.8, f"IVF_HNSW_SQ recall@10 is {ann_recall:.3f}"
-
-    size = len(passages)
-    rows = [
-        [np_label, size, n, p50(np_lat), p95(np_lat), 1.0, "-"],
-        ["store.search, exact", size, n, p50(exact_lat), p95(exact_lat), exact_recall, "-"],
-        ["store.search, IVF_HNSW_SQ", size, n, p50(ann_lat), p95(ann_lat), ann_recall, overlap],
-    ]
-    report(
-        "ann_recall_locomo",
-        "ANN recall@10 on e5 embeddings of LoCoMo dev",
-        ["search", "rows", "questions", "p50 ms", "p95 ms", "recall@10", "overlap with exact"],
-        rows,
-    )
-    report(
-        "ann_recall_locomo",
-        "e5 cost on this data",
-        ["step", "value"],
-        [
-            ["passages embedded (batches of 64)", len(passages)],
-            ["passages/s", len(passages) / embed_s],
-            ["query embedding ms (mean)", query_embed_ms],
-            ["IVF_HNSW_SQ build s", build_s],
-        ],
     )
