@@ -143,6 +143,62 @@ def check_team_table(loc: Any) -> list[Check]:
     return [Check("team memory", "ok", f"{loc.uri} reachable at {where}, bucket {bucket}")]
 
 
+def _memory_checks(ws: Any, loc: Any) -> tuple[list[Check], Any]:
+    """The embedder (probed), the relevance setting and the memory table; returns the checks
+    and the opened store (None when it could not be opened)."""
+    checks: list[Check] = []
+    store: Any = None
+    try:
+        from olav.memory.embedders import make_embedder
+
+        embedder = make_embedder(ws.config)
+        checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
+        checks.append(check_relevance(ws.config, embedder.name, ws.databases))
+        from olav.memory.store import MemoryStore
+
+        store = MemoryStore.for_workspace(ws, embedder)
+        where = loc.uri if loc.remote else ws.memory_path.name
+        checks.append(
+            Check("memory", "ok", f"{store.count()} rows in {where}, {embedder.dim}-d table")
+        )
+    except OlavError as exc:
+        checks.append(Check("embedder/memory", "fail", exc.message, exc.hint or ""))
+    return checks, store
+
+
+def _index_checks(store: Any) -> list[Check]:
+    """The FTS index and the table's fragments."""
+    fts = store.index_state()["fts"]
+    if fts is None:
+        checks = [Check("fts index", "fail", "missing", "Run `olav kb import-guides`")]
+    else:
+        pending = fts.get("unindexed") or 0
+        checks = [Check("fts index", "ok", f"{fts['indexed']} indexed, {pending} pending (ICU)")]
+    return [*checks, check_fragments(store)]
+
+
+def _audit_check(audit_path: Path) -> Check:
+    """The audit database exists and its schema is at the latest migration."""
+    try:
+        from olav.audit.db import MIGRATIONS, applied_versions, connect
+
+        if not audit_path.exists():
+            raise OlavError(f"{audit_path} is missing", hint="Run `olav init` again")
+        with connect(audit_path) as con:
+            versions = applied_versions(con)
+        latest = MIGRATIONS[-1][0]
+        if versions and versions[-1] == latest:
+            return Check("audit db", "ok", f"schema version {latest}")
+        return Check(
+            "audit db",
+            "fail",
+            f"schema at {versions}, expected {latest}",
+            "Run `olav init` again to migrate it",
+        )
+    except OlavError as exc:
+        return Check("audit db", "fail", exc.message, exc.hint or "")
+
+
 def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
     from olav.core.config import Workspace, find_root
 
@@ -170,53 +226,11 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
             return checks
     elif ws.memory_path.is_dir():
         checks.append(check_leftovers(ws.memory_path, repair=repair))
-    store: Any = None
-    try:
-        from olav.memory.embedders import make_embedder
-
-        embedder = make_embedder(ws.config)
-        checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
-        checks.append(check_relevance(ws.config, embedder.name, ws.databases))
-        from olav.memory.store import MemoryStore
-
-        store = MemoryStore.for_workspace(ws, embedder)
-        where = loc.uri if loc.remote else ws.memory_path.name
-        checks.append(
-            Check("memory", "ok", f"{store.count()} rows in {where}, {embedder.dim}-d table")
-        )
-    except OlavError as exc:
-        checks.append(Check("embedder/memory", "fail", exc.message, exc.hint or ""))
+    memory, store = _memory_checks(ws, loc)
+    checks += memory
     if store is not None:
-        fts = store.index_state()["fts"]
-        if fts is None:
-            checks.append(Check("fts index", "fail", "missing", "Run `olav kb import-guides`"))
-        else:
-            pending = fts.get("unindexed") or 0
-            checks.append(
-                Check("fts index", "ok", f"{fts['indexed']} indexed, {pending} pending (ICU)")
-            )
-        checks.append(check_fragments(store))
-    try:
-        from olav.audit.db import MIGRATIONS, applied_versions, connect
-
-        if not ws.audit_path.exists():
-            raise OlavError(f"{ws.audit_path} is missing", hint="Run `olav init` again")
-        with connect(ws.audit_path) as con:
-            versions = applied_versions(con)
-        latest = MIGRATIONS[-1][0]
-        if versions and versions[-1] == latest:
-            checks.append(Check("audit db", "ok", f"schema version {latest}"))
-        else:
-            checks.append(
-                Check(
-                    "audit db",
-                    "fail",
-                    f"schema at {versions}, expected {latest}",
-                    "Run `olav init` again to migrate it",
-                )
-            )
-    except OlavError as exc:
-        checks.append(Check("audit db", "fail", exc.message, exc.hint or ""))
+        checks += _index_checks(store)
+    checks.append(_audit_check(ws.audit_path))
     if ws.config["llm.provider"] == "ollama":
         checks.append(check_ollama(ws.config["llm.base_url"], ws.config["llm.model"]))
     return checks

@@ -234,17 +234,12 @@ def run_golden(
     calibration half and reported on the test half beside the configured ones. With
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale."""
-    from olav.core.settings import SETTINGS
     from olav.memory import calibration
-    from olav.memory.recall import Recaller
     from olav.memory.store import MemoryStore
 
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
-    settings: dict[str, Any] = {s.key: s.default for s in SETTINGS}
-    for key, value in (("memory.relevance", relevance), ("memory.dedup_distance", dedup)):
-        if value is not None:
-            settings[key] = str(value)
+    settings = _settings(relevance, dedup)
     gs = load_golden(data)
     emb = CachedEmbedder(embedder, size=4096)
     budget = settings["memory.token_budget"]
@@ -254,17 +249,12 @@ def run_golden(
         guides = _load_store(gs, store)
         load_s = time.perf_counter() - started
         say("recalling every query")
-        recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
-        configured = recaller.floors or Floors.off()
-        if fresh and not recaller.relevance_on:  # measure the margins it gives
-            start = {**settings, "memory.relevance": floors_string(calibration.REFERENCE)}
-            recaller = Recaller.for_config(store, start, agent=AGENT, tier=TIER)
+        recaller, configured = _recaller(store, settings, fresh)
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
     _check_replay(rows, recaller.floors or Floors.off(), budget)
     say("calibrating the floors on the calibration half")
     suggested, scale = _suggest(rows, recaller, configured, emb.name, budget)
-    floors = configured
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
@@ -276,21 +266,56 @@ def run_golden(
         "margin_scale": round(scale, 3),
         "counts": _counts(gs, guides),
         "retrieval": retrieval,
-        "floors": {"configured": _asdict(floors), "suggested": _asdict(suggested)},
-        "blocks": {
-            "configured": report_blocks(rows, floors, budget),
-            "suggested": report_blocks(rows, suggested, budget),
-            # no floor at all, as olav injected before the relevance decision
-            "off": measure(rows, Floors.off(), TIER, budget, "test"),
-        },
+        "floors": {"configured": _asdict(configured), "suggested": _asdict(suggested)},
+        "blocks": _blocks(rows, configured, suggested, budget),
         "targets": {k: {"target": t, "higher": h} for k, (t, h) in TARGETS.items()},
-        "misses": block_misses(rows, floors, budget),
+        "misses": block_misses(rows, configured, budget),
         "dedup": dedup_report,
-        "seconds": {
-            "load": round(load_s, 2),
-            "total": round(time.perf_counter() - started, 2),
-            "recall_ms_per_query": round(statistics.mean(ms), 2) if ms else None,
-        },
+        "seconds": _seconds(load_s, started, ms),
+    }
+
+
+def _settings(relevance: str | None, dedup: float | None) -> dict[str, Any]:
+    """The settings' defaults, with the relevance floors and dedup distance measured."""
+    from olav.core.settings import SETTINGS
+
+    settings: dict[str, Any] = {s.key: s.default for s in SETTINGS}
+    for key, value in (("memory.relevance", relevance), ("memory.dedup_distance", dedup)):
+        if value is not None:
+            settings[key] = str(value)
+    return settings
+
+
+def _recaller(store: Any, settings: dict[str, Any], fresh: bool) -> tuple[Any, Floors]:
+    """The Recaller the suite measures and the floors configured for its embedder. With
+    ``fresh`` and no floors yet, it recalls with the reference floors to measure margins."""
+    from olav.memory import calibration
+    from olav.memory.recall import Recaller
+
+    recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
+    configured = recaller.floors or Floors.off()
+    if fresh and not recaller.relevance_on:  # measure the margins it gives
+        start = {**settings, "memory.relevance": floors_string(calibration.REFERENCE)}
+        recaller = Recaller.for_config(store, start, agent=AGENT, tier=TIER)
+    return recaller, configured
+
+
+def _blocks(
+    rows: Sequence[Recalled], configured: Floors, suggested: Floors, budget: int
+) -> dict[str, Any]:
+    return {
+        "configured": report_blocks(rows, configured, budget),
+        "suggested": report_blocks(rows, suggested, budget),
+        # no floor at all, as olav injected before the relevance decision
+        "off": measure(rows, Floors.off(), TIER, budget, "test"),
+    }
+
+
+def _seconds(load_s: float, started: float, ms: list[float]) -> dict[str, Any]:
+    return {
+        "load": round(load_s, 2),
+        "total": round(time.perf_counter() - started, 2),
+        "recall_ms_per_query": round(statistics.mean(ms), 2) if ms else None,
     }
 
 

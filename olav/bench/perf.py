@@ -24,6 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,39 +57,24 @@ DEFAULT_SIZES = (1000, 10000, 100000)
 Progress = Callable[[str], None]
 
 
-def run_perf(
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    queries: int = 100,
-    guides: int = 200,
-    progress: Progress | None = None,
-    *,
-    captures: int = 30,
-    cli_runs: int = 5,
-    rss_recalls: int = 20,
-    tier: str = "small",
-    remote: bool = False,
-) -> dict[str, Any]:
-    """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
-    of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
-    from olav.bench.waits import (
-        dir_mb,
-        measure_cold,
-        measure_first_prompt,
-        measure_reply_path,
-        wait_targets,
-    )
-    from olav.core.config import Config
-    from olav.memory.embedders import E5Embedder
+@dataclass
+class _Run:
+    """What every measurement of one ``run_perf`` shares."""
 
-    say = progress or (lambda msg: None)
-    started = time.perf_counter()
-    # lance warns on every index_stats() of a vector index unless this is decided
-    os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
-    config = Config.load(None, environ={})
-    sizes = sorted({int(s) for s in sizes})
-    if not sizes or sizes[0] < 20 or queries < 1:
-        raise ValueError("perf needs sizes of at least 20 rows and at least one query")
-    report: dict[str, Any] = {
+    config: Any
+    tier: str
+    tmp: Path
+    say: Progress
+    e5: Any
+    word_vecs: np.ndarray
+    qtexts: list[str]
+    qvecs: np.ndarray
+
+
+def _new_report(
+    config: Any, sizes: list[int], queries: int, guides: int, captures: int, tier: str
+) -> dict[str, Any]:
+    return {
         "machine": machine(),
         "settings": {
             "sizes": sizes,
@@ -105,6 +91,98 @@ def run_perf(
         "capture": [],
         "reply_path": [],
     }
+
+
+def _measure_size(run: _Run, report: dict[str, Any], n: int, captures: int) -> Path:
+    """Build a table of ``n`` memories and measure recall, capture and the reply path on it;
+    return the table's path."""
+    from olav.bench.waits import measure_reply_path
+
+    say = run.say
+    say(f"building {n:,} memories (and the indexes maintain() builds)")
+    path = run.tmp / f"m{n}.lance"
+    store, vectors, build = build_table(path, run.e5, run.word_vecs, n, run.config)
+    state = store.index_state()
+    say(f"recall at {n:,} memories")
+    block = measure_recall(store, vectors, run.e5, run.qtexts, run.qvecs, run.config, run.tier)
+    report["recall"].append(
+        {
+            "memories": n,
+            "vector_index": (state["vector"] or {}).get("type", "none"),
+            "build": build,
+            **block,
+        }
+    )
+    if captures:
+        say(f"L1 capture into {n:,} memories")
+        report["capture"].append(
+            {"memories": n, **measure_capture(store, run.e5, captures, str(n))}
+        )
+        say(f"the reply path at {n:,} memories")
+        report["reply_path"].append(
+            {"memories": n, **measure_reply_path(store, run.tmp, captures, f"r{n}", AGENT)}
+        )
+    return path
+
+
+def _measure_cli(run: _Run, report: dict[str, Any], cli_runs: int) -> None:
+    from olav.bench.waits import measure_cold, measure_first_prompt
+
+    run.say("olav --help and olav memory search as cold subprocesses")
+    report["cli"] = measure_cli(run.tmp, cli_runs)
+    report["cold"] = measure_cold(run.tmp / "ws", cli_runs, SEARCH_QUERY)
+    report["first_prompt"] = measure_first_prompt(run.tmp / "ws", cli_runs)
+
+
+def _measure_remote(run: _Run, report: dict[str, Any]) -> None:
+    """olav.bench.remote: the same table on a local S3 server."""
+    from olav.bench.remote import PerfKit, run_remote
+
+    run.say("the team table on a local S3 server, next to the local folder")
+    kit = PerfKit(build_table, measure_capture, write_guides, AGENT)
+    queried = (run.qtexts[WARMUP:], run.qvecs[WARMUP:])
+    report["remote"] = run_remote(kit, run.e5, run.word_vecs, run.config, queried)
+
+
+def _measure_rss(run: _Run, report: dict[str, Any], largest: Path, rss_recalls: int) -> None:
+    from olav.bench.waits import dir_mb
+
+    memories = report["settings"]["sizes"][-1]
+    run.say(f"peak RSS of a process recalling from {memories:,} memories")
+    report["rss"] = {
+        "memories": memories,
+        "table_mb": dir_mb(largest),
+        **measure_rss(largest, rss_recalls),
+    }
+
+
+def run_perf(
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    queries: int = 100,
+    guides: int = 200,
+    progress: Progress | None = None,
+    *,
+    captures: int = 30,
+    cli_runs: int = 5,
+    rss_recalls: int = 20,
+    tier: str = "small",
+    remote: bool = False,
+) -> dict[str, Any]:
+    """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
+    of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
+    from olav.bench.waits import wait_targets
+    from olav.core.config import Config
+    from olav.memory.embedders import E5Embedder
+
+    say = progress or (lambda msg: None)
+    started = time.perf_counter()
+    # lance warns on every index_stats() of a vector index unless this is decided
+    os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
+    config = Config.load(None, environ={})
+    sizes = sorted({int(s) for s in sizes})
+    if not sizes or sizes[0] < 20 or queries < 1:
+        raise ValueError("perf needs sizes of at least 20 rows and at least one query")
+    report = _new_report(config, sizes, queries, guides, captures, tier)
     say("loading e5")
     e5 = E5Embedder()
     say("embedding the vocabulary and the queries with e5")
@@ -112,56 +190,20 @@ def run_perf(
     qtexts = make_queries(queries + WARMUP)
     qvecs = np.vstack([e5.embed_query(q) for q in qtexts])
     tmp = Path(tempfile.mkdtemp(prefix="olav-perf-"))
+    run = _Run(config, tier, tmp, say, e5, word_vecs, qtexts, qvecs)
     try:
         largest: Path | None = None
         for n in sizes:
-            say(f"building {n:,} memories (and the indexes maintain() builds)")
-            path = tmp / f"m{n}.lance"
-            store, vectors, build = build_table(path, e5, word_vecs, n, config)
-            state = store.index_state()
-            say(f"recall at {n:,} memories")
-            block = measure_recall(store, vectors, e5, qtexts, qvecs, config, tier)
-            report["recall"].append(
-                {
-                    "memories": n,
-                    "vector_index": (state["vector"] or {}).get("type", "none"),
-                    "build": build,
-                    **block,
-                }
-            )
-            if captures:
-                say(f"L1 capture into {n:,} memories")
-                report["capture"].append(
-                    {"memories": n, **measure_capture(store, e5, captures, str(n))}
-                )
-                say(f"the reply path at {n:,} memories")
-                report["reply_path"].append(
-                    {"memories": n, **measure_reply_path(store, tmp, captures, f"r{n}", AGENT)}
-                )
-            largest = path
-            del store, vectors
+            largest = _measure_size(run, report, n, captures)
         if guides:
             say(f"importing {guides} guides with e5")
             report["guides"] = measure_guides(tmp, e5, guides)
         if cli_runs:
-            say("olav --help and olav memory search as cold subprocesses")
-            report["cli"] = measure_cli(tmp, cli_runs)
-            report["cold"] = measure_cold(tmp / "ws", cli_runs, SEARCH_QUERY)
-            report["first_prompt"] = measure_first_prompt(tmp / "ws", cli_runs)
-        if remote:  # olav.bench.remote: the same table on a local S3 server
-            from olav.bench.remote import PerfKit, run_remote
-
-            say("the team table on a local S3 server, next to the local folder")
-            kit = PerfKit(build_table, measure_capture, write_guides, AGENT)
-            queried = (qtexts[WARMUP:], qvecs[WARMUP:])
-            report["remote"] = run_remote(kit, e5, word_vecs, config, queried)
+            _measure_cli(run, report, cli_runs)
+        if remote:
+            _measure_remote(run, report)
         if rss_recalls and largest is not None:
-            say(f"peak RSS of a process recalling from {sizes[-1]:,} memories")
-            report["rss"] = {
-                "memories": sizes[-1],
-                "table_mb": dir_mb(largest),
-                **measure_rss(largest, rss_recalls),
-            }
+            _measure_rss(run, report, largest, rss_recalls)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report["targets"] = wait_targets(report)

@@ -60,6 +60,103 @@ def fragments(store: Any) -> int | None:
         return None
 
 
+def _numpy_baseline(vectors: np.ndarray, qvecs: np.ndarray, n: int) -> dict[str, Any]:
+    with one_blas_thread() as label:
+        lat = latencies_ms(lambda i: numpy_topk(vectors, qvecs[i]), n)
+    return {**summary(lat), "label": label}
+
+
+def _relative_to_numpy(modes: dict[str, dict[str, Any]], base: float) -> None:
+    for block in modes.values():
+        block["x_numpy"] = round(block["p50"] / base, 1) if base else None
+
+
+def _dry_recall(dry: Any, queries: list[str]) -> Callable[[int], None]:
+    """One timed AutoRecall selection that writes nothing."""
+
+    def call(i: int) -> None:
+        dry.recall(queries[i], dry_run=True)
+
+    return call
+
+
+def _searcher(
+    store: Any,
+    queries: list[str],
+    qvecs: np.ndarray,
+    mode: str,
+    k: int = K,
+    cats: list[str] | None = None,
+) -> Callable[[int], None]:
+    """One timed call: the ``i``-th query searched in ``mode`` with its precomputed vector."""
+    scopes = [AGENT, "global"]
+
+    def call(i: int) -> None:
+        hits = store.search(
+            queries[i], mode=mode, k=k, scopes=scopes, categories=cats, query_vector=qvecs[i]
+        )
+        if not hits:
+            raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")
+
+    return call
+
+
+def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
+    from olav.memory.relevance import Floors, load_background
+
+    return {
+        "agent": AGENT,
+        "tier": tier,
+        "token_budget": config["memory.token_budget"],
+        # the relevance signals are computed as in chat, but with no floor: random-word
+        # queries are relevant to nothing, and the bench must still pay for injecting and
+        # for the access-count bumps that injected memories cost
+        "floors": Floors.off(),
+        "background": load_background(e5),
+        "half_life_days": config["memory.half_life_days"],
+    }
+
+
+def _full_autorecall(
+    store: Any, e5: Any, queries: list[str], config: Any, kwargs: dict[str, Any], n: int
+) -> tuple[dict[str, Any], list[int]]:
+    """Full AutoRecall: every query a cache miss, so e5 embeds it; the access-count bump runs on
+    the background writer as in chat and is waited for (untimed) before the next model call.
+    Returns the latency summary and how many memories each recall injected."""
+    from olav.memory.embedders import CachedEmbedder
+    from olav.memory.recall import Recaller
+    from olav.runtime.runner import BUMP_EVERY_N_TURNS
+
+    store.embedder = CachedEmbedder(e5, config["embedder.cache_size"])
+    rec = Recaller(store, **kwargs)
+    injected: list[int] = []
+
+    def recall(i: int) -> None:
+        injected.append(len(rec.recall(queries[i], run_id=f"bench{i}").injected))
+
+    runs = [0]
+
+    def after_run() -> None:
+        # what a chat Session does after each run, off the model call's path: write the
+        # access-count bumps every few runs, and compact the table once it is fragmented
+        runs[0] += 1
+        rec.flush(bumps=runs[0] % BUMP_EVERY_N_TURNS == 0)
+        if store.needs_maintenance():
+            store.maintain()
+        store.vcache.refresh(store.table)
+
+    return summary(latencies_ms(recall, n, after=after_run)), injected
+
+
+def _force_maintain(store: Any) -> float:
+    """Compact the fragments the bumps wrote; return the seconds it took."""
+    t0 = time.perf_counter()
+    store.maintain(force_optimize=True)
+    maintain_s = time.perf_counter() - t0
+    store.vcache.refresh(store.table)
+    return maintain_s
+
+
 def measure_recall(
     store: Any,
     vectors: np.ndarray,
@@ -75,94 +172,42 @@ def measure_recall(
     table version, comes last and is followed by one more read-only AutoRecall pass."""
     from olav.memory.embedders import CachedEmbedder
     from olav.memory.recall import QUOTAS, Recaller
-    from olav.memory.relevance import Floors, load_background
 
     n = len(queries) - WARMUP
-    scopes = [AGENT, "global"]
     out: dict[str, Any] = {}
     # the vector snapshot (olav.memory.vcache) is current, as a chat session keeps it
     out["vector_cache"] = store.vcache.refresh(store.table) is not None
-    with one_blas_thread() as label:
-        lat = latencies_ms(lambda i: numpy_topk(vectors, qvecs[i]), n)
-    out["numpy"] = {**summary(lat), "label": label}
-
-    def search(mode: str, k: int = K, cats: list[str] | None = None) -> Callable[[int], Any]:
-        def call(i: int) -> None:
-            hits = store.search(
-                queries[i], mode=mode, k=k, scopes=scopes, categories=cats, query_vector=qvecs[i]
-            )
-            if not hits:
-                raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")
-
-        return call
-
-    modes = {m: summary(latencies_ms(search(m), n)) for m in ("vector", "fts", "hybrid")}
-    kwargs = {
-        "agent": AGENT,
-        "tier": tier,
-        "token_budget": config["memory.token_budget"],
-        # the relevance signals are computed as in chat, but with no floor: random-word
-        # queries are relevant to nothing, and the bench must still pay for injecting and
-        # for the access-count bumps that injected memories cost
-        "floors": Floors.off(),
-        "background": load_background(e5),
-        "half_life_days": config["memory.half_life_days"],
+    out["numpy"] = _numpy_baseline(vectors, qvecs, n)
+    modes = {
+        m: summary(latencies_ms(_searcher(store, queries, qvecs, m), n))
+        for m in ("vector", "fts", "hybrid")
     }
+    kwargs = _recaller_kwargs(e5, config, tier)
     # the pieces of AutoRecall: e5 alone, the hybrid search it makes (its candidate count and
     # categories, precomputed vector), and the whole selection with the query vector cached
     cached = Precomputed(e5, dict(zip(queries, qvecs, strict=True)))
     dry = Recaller(store, bump_access=False, **kwargs)
+    dry_recall = _dry_recall(dry, queries)
     cats = [c for c in QUOTAS if c != "episode"]  # what a request without "last time" gets
-
-    def dry_recall(i: int) -> None:
-        dry.recall(queries[i], dry_run=True)
-
+    hybrid = _searcher(store, queries, qvecs, "hybrid", dry.n_candidates, cats)
     parts = {
         "e5_query": summary(latencies_ms(lambda i: e5.embed_query(queries[i]), n)),
-        "hybrid_k_candidates": summary(latencies_ms(search("hybrid", dry.n_candidates, cats), n)),
+        "hybrid_k_candidates": summary(latencies_ms(hybrid, n)),
     }
     store.embedder = CachedEmbedder(e5, 0)  # e5 embeds every query, no bump is written
     parts["autorecall_no_bump"] = summary(latencies_ms(dry_recall, n))
     store.embedder = cached
     parts["autorecall_cached_vector"] = summary(latencies_ms(dry_recall, n))
-    # full AutoRecall: every query a cache miss, so e5 embeds it; the access-count bump runs on
-    # the background writer as in chat and is waited for (untimed) before the next model call
-    store.embedder = CachedEmbedder(e5, config["embedder.cache_size"])
-    rec = Recaller(store, **kwargs)
-    injected = []
-
-    def recall(i: int) -> None:
-        injected.append(len(rec.recall(queries[i], run_id=f"bench{i}").injected))
-
-    from olav.runtime.runner import BUMP_EVERY_N_TURNS
-
-    runs = [0]
-
-    def after_run() -> None:
-        # what a chat Session does after each run, off the model call's path: write the
-        # access-count bumps every few runs, and compact the table once it is fragmented
-        runs[0] += 1
-        rec.flush(bumps=runs[0] % BUMP_EVERY_N_TURNS == 0)
-        if store.needs_maintenance():
-            store.maintain()
-        store.vcache.refresh(store.table)
-
     frags_before = fragments(store)
-    modes["autorecall"] = summary(latencies_ms(recall, n, after=after_run))
+    modes["autorecall"], injected = _full_autorecall(store, e5, queries, config, kwargs, n)
     frags_after = fragments(store)
     store.embedder = cached
     parts["autorecall_cached_vector_after_bumps"] = summary(latencies_ms(dry_recall, n))
-    t0 = time.perf_counter()
-    store.maintain(force_optimize=True)  # compacts the fragments the bumps wrote
-    maintain_s = time.perf_counter() - t0
-    store.vcache.refresh(store.table)
+    maintain_s = _force_maintain(store)
     parts["autorecall_cached_vector_after_maintain"] = summary(latencies_ms(dry_recall, n))
     store.embedder = e5
-    base = out["numpy"]["p50"]
-    for block in modes.values():
-        block["x_numpy"] = round(block["p50"] / base, 1) if base else None
-    out["modes"] = modes
-    out["parts"] = parts
+    _relative_to_numpy(modes, out["numpy"]["p50"])
+    out.update(modes=modes, parts=parts)
     out["fragments"] = {
         "before_autorecall": frags_before,
         "after_autorecall": frags_after,

@@ -33,7 +33,6 @@ loads slowly on its first call does not penalise one mode only.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -44,11 +43,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from olav.bench.steer_stats import MODES as MODES
+from olav.bench.steer_stats import markdown_steer as markdown_steer
+from olav.bench.steer_stats import scenario_blocks, summarize
 from olav.core.config import Config, Workspace
 from olav.core.errors import ModelError, OlavError
 
 DEFAULT_SCENARIOS = Path(__file__).resolve().parent / "data" / "steer" / "scenarios.yaml"
-MODES = ("on", "off")  # memory (AutoRecall) on / off
 HINT = "See docs/steer.md for the scenario format"
 ANSWER_CHARS = 300
 
@@ -256,40 +257,6 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
     }
 
 
-def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
-
-
-def _stats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    n = len(rows)
-    secs = [r["seconds"] for r in rows]
-    return {
-        "runs": n,
-        "tool_called": round(sum(r["tool_called"] for r in rows) / n, 3),
-        "tool_calls_mean": round(sum(r["tool_calls"] for r in rows) / n, 2),
-        "artifact": round(sum(r["artifact"] for r in rows) / n, 3),
-        "seconds_mean": round(sum(secs) / n, 2),
-        "seconds_p95": round(_p95(secs), 2),
-        "errors": sum(r["status"] == "error" for r in rows),
-    }
-
-
-def _pct(share: float) -> str:
-    return f"{share * 100:.0f}%"
-
-
-def summary_line(summary: dict[str, Any]) -> str:
-    on, off = summary["on"], summary["off"]
-    return (
-        f"memory on: tool called {_pct(on['tool_called'])}, artifact {_pct(on['artifact'])}, "
-        f"{on['seconds_mean']:.1f}s mean; memory off: tool called {_pct(off['tool_called'])}, "
-        f"artifact {_pct(off['artifact'])}, {off['seconds_mean']:.1f}s mean; memory adds "
-        f"{summary['tool_called_delta'] * 100:+.0f} pp tool calls, "
-        f"{summary['artifact_delta'] * 100:+.0f} pp artifacts"
-    )
-
-
 def _drop_log_handlers(folder: Path) -> None:
     """Session attaches a file handler for the sandbox logs; detach it with the sandbox."""
     import logging
@@ -344,51 +311,15 @@ def run_steer(
         finally:
             _drop_log_handlers(base)
     everything = {m: [r for s in scenarios for r in rows[s.id][m]] for m in MODES}
-    summary: dict[str, Any] = {m: _stats(everything[m]) for m in MODES}
-    for key in ("tool_called", "artifact"):
-        summary[f"{key}_delta"] = round(summary["on"][key] - summary["off"][key], 3)
-    summary["line"] = summary_line(summary)
     report = {
         "benchmark": "steer",
         "provider": values["llm.provider"],
         "models": sorted({r["model"] for m in MODES for r in everything[m]}),
         "runs": runs,
         "isolation": "a throwaway copy of the workspace per run",
-        "scenarios": [
-            {
-                **s.model_dump(),
-                **{m: {**_stats(rows[s.id][m]), "results": rows[s.id][m]} for m in MODES},
-            }
-            for s in scenarios
-        ],
-        "summary": summary,
+        "scenarios": scenario_blocks(scenarios, rows),
+        "summary": summarize(everything),
         "seconds": round(time.perf_counter() - started, 2),
     }
     json.dumps(report)  # JSON-safe by construction; fail here rather than in a caller
     return report
-
-
-def markdown_steer(report: dict[str, Any]) -> str:
-    """The report as a Markdown section for docs/benchmarks.md."""
-    head = (
-        "| scenario | agent | memory | tool called | tool calls | artifact | mean s | p95 s "
-        "| errors |\n|---|---|---|---|---|---|---|---|---|"
-    )
-    lines = [
-        "### Steering: memory on vs off (`olav bench steer`)",
-        "",
-        f"Model {', '.join(report['models'])} ({report['provider']}), {report['runs']} runs "
-        "per scenario and mode; each run in a throwaway copy of the workspace.",
-        "",
-        head,
-    ]
-    for s in report["scenarios"]:
-        for mode in MODES:
-            m = s[mode]
-            lines.append(
-                f"| {s['id']} | {s['agent']} | {mode} | {_pct(m['tool_called'])} "
-                f"| {m['tool_calls_mean']:.2f} | {_pct(m['artifact'])} | {m['seconds_mean']:.1f} "
-                f"| {m['seconds_p95']:.1f} | {m['errors']} |"
-            )
-    lines += ["", f"Summary: {report['summary']['line']}.", ""]
-    return "\n".join(lines)

@@ -104,7 +104,12 @@ def recall(
     if as_json:
         print_json(report)
         return
+    _print_recall(report)
 
+
+def _print_recall(report: dict[str, Any]) -> None:
+    """The recall report as tables: the baselines, olav by category, then the experimental
+    methods (and the best one's categories when it is not a baseline)."""
     from olav.bench.locomo import BASELINES, best_method, method_names
 
     console.print(
@@ -161,19 +166,11 @@ def report_cmd(
     """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
     Markdown file: machine, versions, commands and tables. `make bench` runs this."""
     from olav.bench.locomo import default_cache_dir, parse_range
-    from olav.bench.report import markdown, run_all, write
+    from olav.bench.report import run_all
 
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
-    try:
-        size_list = [int(x) for x in sizes.split(",") if x.strip()]
-    except ValueError:
-        size_list = []
-    if not size_list or min(size_list) < 20:
-        raise OlavError(
-            f"--sizes {sizes!r} is not a list of row counts",
-            hint="Use e.g. --sizes 1000,10000,100000 (each at least 20)",
-        )
+    size_list = _size_list(sizes)
     if locomo is not None and not locomo.is_file():  # the report says it was skipped
         err_console.print(f"[yellow]![/] {locomo} does not exist: skipping LoCoMo recall")
     show = err_console.is_terminal
@@ -193,6 +190,29 @@ def report_cmd(
             remote=remote,
         )
     command = ["olav", "bench", "report", *_given_options(ctx)]
+    _write_report(report, out, json_out, command)
+
+
+def _size_list(sizes: str) -> list[int]:
+    """``--sizes`` as row counts, each at least 20."""
+    try:
+        size_list = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        size_list = []
+    if not size_list or min(size_list) < 20:
+        raise OlavError(
+            f"--sizes {sizes!r} is not a list of row counts",
+            hint="Use e.g. --sizes 1000,10000,100000 (each at least 20)",
+        )
+    return size_list
+
+
+def _write_report(
+    report: dict[str, Any], out: Path, json_out: Path | None, command: list[str]
+) -> None:
+    """The Markdown report, and the raw one as JSON when asked."""
+    from olav.bench.report import markdown, write
+
     write(out, markdown(report, command=command))
     if json_out is not None:
         import json

@@ -22,7 +22,7 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def _tables(report: dict[str, Any]) -> list[Any]:
+def _recall_table(report: dict[str, Any]) -> Any:
     from rich.table import Table
 
     from olav.bench.perf import fmt, recall_rows
@@ -36,6 +36,13 @@ def _tables(report: dict[str, Any]) -> list[Any]:
         recall.add_column(col, justify="left" if col in ("vector index", "search") else "right")
     for row in recall_rows(report):
         recall.add_row(*(f"{row[0]:,}", *(fmt(v) for v in row[1:])))
+    return recall
+
+
+def _parts_table(report: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    from olav.bench.perf import fmt
 
     parts = Table(title="AutoRecall pieces (ms, p50), in the order measured", title_justify="left")
     for col in (
@@ -66,6 +73,14 @@ def _tables(report: dict[str, Any]) -> list[Any]:
                 for key in ("before_autorecall", "after_autorecall", "after_maintain")
             ),
         )
+    return parts
+
+
+def _other_table(report: dict[str, Any]) -> Any:
+    """Capture, guide import, the reply path, start-up and RSS."""
+    from rich.table import Table
+
+    from olav.bench.perf import fmt
 
     other = Table(title="capture, guides, start-up, memory", title_justify="left")
     other.add_column("what")
@@ -97,6 +112,13 @@ def _tables(report: dict[str, Any]) -> list[Any]:
             f"peak RSS, {r['memories']:,} memories, {r['recalls']} recalls",
             f"{fmt(r['vmhwm_mb'])} MB",
         )
+    return other
+
+
+def _targets_table(report: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    from olav.bench.perf import fmt
 
     targets = Table(title="targets", title_justify="left")
     for col in ("target", "limit", "measured", "floor", ""):
@@ -110,7 +132,16 @@ def _tables(report: dict[str, Any]) -> list[Any]:
             t.get("floor", "-"),
             mark,
         )
-    return [recall, parts, other, targets]
+    return targets
+
+
+def _tables(report: dict[str, Any]) -> list[Any]:
+    return [
+        _recall_table(report),
+        _parts_table(report),
+        _other_table(report),
+        _targets_table(report),
+    ]
 
 
 def register(app: typer.Typer) -> None:

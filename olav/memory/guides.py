@@ -211,6 +211,28 @@ def import_guides(
     """
     files = list(files)
     summary = ImportSummary()
+    records = _load_records(files, base, summary)
+    existing = {
+        r.id: r for r in store.list_rows(where="origin = 'directive' AND id LIKE 'guide_%'")
+    }
+    changed = _changed(records, existing, summary)
+    if known_vectors:
+        fill_known(changed, known_vectors)
+    if progress:
+        progress(len(files) - len(changed))  # done: nothing of theirs to write
+    embed_missing(store.embedder, changed, progress=progress)
+    store.upsert(changed)
+
+    if prune_under is not None:
+        _prune(store, existing, records, _relative(prune_under, base).rstrip("/"), base, summary)
+    if changed or summary.pruned:
+        store.maintain(force_optimize=True)  # fold the new rows into the FTS index now
+    return summary
+
+
+def _load_records(files: list[Path], base: Path, summary: ImportSummary) -> dict[str, MemoryRecord]:
+    """Each readable guide's record by guide id; malformed files and second guides for the
+    same agent and intent go to ``summary.errors``."""
     records: dict[str, MemoryRecord] = {}
     seen_sources: dict[str, str] = {}
     for path in files:
@@ -232,10 +254,14 @@ def import_guides(
             continue
         seen_sources[guide.id] = source
         records[guide.id] = guide_record(guide, source)
+    return records
 
-    existing = {
-        r.id: r for r in store.list_rows(where="origin = 'directive' AND id LIKE 'guide_%'")
-    }
+
+def _changed(
+    records: dict[str, MemoryRecord], existing: dict[str, MemoryRecord], summary: ImportSummary
+) -> list[MemoryRecord]:
+    """The records to write: new guides and changed ones (text, source, or invalidated);
+    each guide is counted in ``summary`` as added, updated or unchanged."""
     changed = []
     for gid, rec in records.items():
         old = existing.get(gid)
@@ -249,28 +275,28 @@ def import_guides(
             continue
         (summary.updated if old is not None else summary.added).append(gid)
         changed.append(rec)
-    if known_vectors:
-        fill_known(changed, known_vectors)
-    if progress:
-        progress(len(files) - len(changed))  # done: nothing of theirs to write
-    embed_missing(store.embedder, changed, progress=progress)
-    store.upsert(changed)
+    return changed
 
-    if prune_under is not None:
-        prefix = _relative(prune_under, base).rstrip("/")
-        stale = [
-            gid
-            for gid, rec in existing.items()
-            if gid not in records
-            and _under(str(rec.metadata.get("source", "")), prefix)
-            and not (base / str(rec.metadata.get("source", ""))).exists()
-        ]
-        if stale:
-            store.delete(where=sql_in("id", stale) + " AND origin = 'directive'")
-            summary.pruned.extend(stale)
-    if changed or summary.pruned:
-        store.maintain(force_optimize=True)  # fold the new rows into the FTS index now
-    return summary
+
+def _prune(
+    store: MemoryStore,
+    existing: dict[str, MemoryRecord],
+    records: dict[str, MemoryRecord],
+    prefix: str,
+    base: Path,
+    summary: ImportSummary,
+) -> None:
+    """Delete the guide rows under ``prefix`` whose file is gone."""
+    stale = [
+        gid
+        for gid, rec in existing.items()
+        if gid not in records
+        and _under(str(rec.metadata.get("source", "")), prefix)
+        and not (base / str(rec.metadata.get("source", ""))).exists()
+    ]
+    if stale:
+        store.delete(where=sql_in("id", stale) + " AND origin = 'directive'")
+        summary.pruned.extend(stale)
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -107,71 +107,13 @@ class Searching:
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and time_aware:
             period = query_period(query)
-        qv: np.ndarray | None = query_vector
         cq = CachedQuery(scopes, categories, include_invalid, now(), reader=reader)
-
-        def cached(extra: str | None) -> CachedQuery:
-            timed = period is not None and extra == period.sql("event_at")
-            self.vcache.served += 1
-            return replace(cq, period=period if timed else None)
-
-        def run(column: str, extra: str | None) -> Ranking:
-            """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
-            full = " AND ".join(f"({p})" for p in (pred, extra) if p) or None
-            if column in VECTOR_COLUMNS and snap is not None and qv is not None:
-                return snap.rank(column, qv, n, cached(extra))
-            if column in VECTOR_COLUMNS:
-                q = self._table.search(qv, vector_column_name=column).select(
-                    [*self._columns(False), "vector", "_distance"]
-                )
-            else:
-                # the vector comes along so that hits from here get a distance
-                cols = self._columns(False) + (["vector"] if wants_vector else [])
-                q = self._table.search(query, query_type="fts", fts_columns=column).select(
-                    [*cols, "_score"]
-                )
-            if full:
-                q = q.where(full, prefilter=True)
-            return Ranking.from_arrow(q.limit(n).to_arrow())
-
-        # (ranking name, column, extra filter); full-text rankings first: they start while
-        # the query is being embedded
-        text_jobs: list[tuple[str, str, str | None]] = []
-        vector_jobs: list[tuple[str, str, str | None]] = []
-        if do_fts:
-            text_jobs.append(("fts", "text", None))
-            if with_context:
-                text_jobs.append(("context_fts", "context", None))
-            if period is not None:
-                text_jobs.append(("time_fts", "text", period.sql("event_at")))
-        if wants_vector:
-            vector_jobs.append(("vector", "vector", None))
-            if with_context:
-                vector_jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
-            if hybrid and period is not None:
-                vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
+        call = _Call(self, query, pred, n, wants_vector, snap, period, query_vector, cq)
+        text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
+        results = call.rankings(text_jobs, vector_jobs)
         jobs = text_jobs + vector_jobs
-        if snap is not None:  # numpy throughout: one thread, no LanceDB query
-            tokens = analyzer().query(query) if text_jobs else []
-            results = [
-                snap.rank_text(col, tokens, n, cached(extra), wants_vector)
-                for _name, col, extra in text_jobs
-            ]
-            if vector_jobs and qv is None:
-                qv = self.embedder.embed_query(query)
-            results += [run(col, extra) for _name, col, extra in vector_jobs]
-        elif len(jobs) == 1 and (qv is not None or not vector_jobs):
-            results = [run(jobs[0][1], jobs[0][2])]
-        else:  # concurrently: LanceDB releases the GIL
-            futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
-            if vector_jobs and qv is None:
-                qv = self.embedder.embed_query(query)
-            futures += [_pool().submit(run, col, extra) for _name, col, extra in vector_jobs[1:]]
-            own = [run(vector_jobs[0][1], vector_jobs[0][2])] if vector_jobs else []
-            done = [f.result() for f in futures]
-            results = done[: len(text_jobs)] + own + done[len(text_jobs) :]
         rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
-        return fuse(rankings, k, qv, rrf_k=self.rrf_k, with_context=with_context)
+        return fuse(rankings, k, call.qv, rrf_k=self.rrf_k, with_context=with_context)
 
     def _current_snapshot(self) -> Any:
         """The in-process snapshot when it holds the table's current version. On a local
@@ -209,3 +151,99 @@ class Searching:
         if self._context_rows is None or self._context_rows[0] != version:
             self._context_rows = (version, self._table.count_rows("context IS NOT NULL") > 0)
         return self._context_rows[1]
+
+
+# (ranking name, column, extra filter)
+_Job = tuple[str, str, str | None]
+
+
+def _jobs(
+    do_fts: bool, wants_vector: bool, with_context: bool, hybrid: bool, period: Period | None
+) -> tuple[list[_Job], list[_Job]]:
+    """The full-text and the vector rankings a search makes. Full-text rankings run first:
+    they start while the query is being embedded."""
+    text_jobs: list[_Job] = []
+    vector_jobs: list[_Job] = []
+    if do_fts:
+        text_jobs.append(("fts", "text", None))
+        if with_context:
+            text_jobs.append(("context_fts", "context", None))
+        if period is not None:
+            text_jobs.append(("time_fts", "text", period.sql("event_at")))
+    if wants_vector:
+        vector_jobs.append(("vector", "vector", None))
+        if with_context:
+            vector_jobs.append(("context_vector", "context_vector", "context IS NOT NULL"))
+        if hybrid and period is not None:
+            vector_jobs.append(("time_vector", "vector", period.sql("event_at")))
+    return text_jobs, vector_jobs
+
+
+@dataclass(slots=True)
+class _Call:
+    """One search in progress: what its rankings share. ``qv`` is the query vector, embedded
+    once a vector ranking needs it."""
+
+    store: Searching
+    query: str
+    pred: str | None
+    n: int
+    wants_vector: bool
+    snap: Any
+    period: Period | None
+    qv: np.ndarray | None
+    cq: CachedQuery
+
+    def cached(self, extra: str | None) -> CachedQuery:
+        period = self.period
+        timed = period is not None and extra == period.sql("event_at")
+        self.store.vcache.served += 1
+        return replace(self.cq, period=period if timed else None)
+
+    def run(self, column: str, extra: str | None) -> Ranking:
+        """One ranking: vector search over ``column`` or FTS over it, pre-filtered."""
+        full = " AND ".join(f"({p})" for p in (self.pred, extra) if p) or None
+        store, qv = self.store, self.qv
+        if column in VECTOR_COLUMNS and self.snap is not None and qv is not None:
+            return self.snap.rank(column, qv, self.n, self.cached(extra))
+        if column in VECTOR_COLUMNS:
+            q = store._table.search(qv, vector_column_name=column).select(
+                [*store._columns(False), "vector", "_distance"]
+            )
+        else:
+            # the vector comes along so that hits from here get a distance
+            cols = store._columns(False) + (["vector"] if self.wants_vector else [])
+            q = store._table.search(self.query, query_type="fts", fts_columns=column).select(
+                [*cols, "_score"]
+            )
+        if full:
+            q = q.where(full, prefilter=True)
+        return Ranking.from_arrow(q.limit(self.n).to_arrow())
+
+    def embed(self) -> None:
+        if self.qv is None:
+            self.qv = self.store.embedder.embed_query(self.query)
+
+    def rankings(self, text_jobs: list[_Job], vector_jobs: list[_Job]) -> list[Ranking]:
+        """Every ranking, in the order of ``text_jobs + vector_jobs``."""
+        snap, run = self.snap, self.run
+        if snap is not None:  # numpy throughout: one thread, no LanceDB query
+            tokens = analyzer().query(self.query) if text_jobs else []
+            results = [
+                snap.rank_text(col, tokens, self.n, self.cached(extra), self.wants_vector)
+                for _name, col, extra in text_jobs
+            ]
+            if vector_jobs:
+                self.embed()
+            return results + [run(col, extra) for _name, col, extra in vector_jobs]
+        jobs = text_jobs + vector_jobs
+        if len(jobs) == 1 and (self.qv is not None or not vector_jobs):
+            return [run(jobs[0][1], jobs[0][2])]
+        # concurrently: LanceDB releases the GIL
+        futures = [_pool().submit(run, col, extra) for _name, col, extra in text_jobs]
+        if vector_jobs:
+            self.embed()
+        futures += [_pool().submit(run, col, extra) for _name, col, extra in vector_jobs[1:]]
+        own = [run(vector_jobs[0][1], vector_jobs[0][2])] if vector_jobs else []
+        done = [f.result() for f in futures]
+        return done[: len(text_jobs)] + own + done[len(text_jobs) :]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from olav.core.config import Workspace
@@ -118,47 +118,44 @@ def open_memory(ws: Workspace, run: RunContext) -> Any:
         return MemoryOff(reason)
 
 
-def build(
-    ws: Workspace,
-    run: RunContext,
-    *,
-    agent: str = ORCHESTRATOR,
-    store: Any = None,
-    model: Any = None,
-    tools: Mapping[str, ToolSpec] | None = None,
-) -> BuiltAgent:
-    """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents.
-    ``tools`` are the tools beyond the registry's that the agents may list."""
-    from deepagents import FilesystemPermission, SubAgent, create_deep_agent
-    from deepagents.backends import FilesystemBackend
-    from langgraph.checkpoint.memory import InMemorySaver
+@dataclass
+class _Assembly:
+    """What building one agent graph shares: the workspace, the run, the memory table, and
+    the Recaller each agent gets (kept for the BuiltAgent)."""
 
-    agents = load_agents(ws)
-    if agent not in agents:
-        raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
-    main = agents[agent]
-    subs = [a for n, a in sorted(agents.items()) if n != agent] if agent == ORCHESTRATOR else []
-    cfg = ws.config
-    store = store or open_memory(ws, run)
-    memory_on = not isinstance(store, MemoryOff)
+    ws: Workspace
+    run: RunContext
+    store: Any
+    model: Any
+    tools: Mapping[str, ToolSpec] | None
+    recallers: dict[str, Recaller] = field(default_factory=dict)
 
-    def model_for(a: Agent) -> tuple[Any, str]:
+    @property
+    def memory_on(self) -> bool:
+        return not isinstance(self.store, MemoryOff)
+
+    def model_for(self, a: Agent) -> tuple[Any, str]:
+        """The agent's chat model and its name: its own override, else ``model``, else the
+        workspace's."""
+        cfg = self.ws.config
         override = a.spec.model or (cfg.agents.get(a.name) or {}).get("model")
         name = override or cfg["llm.model"]
-        if model is not None and not override:
-            return model, name
-        return workspace_chat_model(ws, model=name), name
+        if self.model is not None and not override:
+            return self.model, name
+        return workspace_chat_model(self.ws, model=name), name
 
-    recallers: dict[str, Recaller] = {}
-
-    def middleware_for(a: Agent, tools: list[str], sub_names: set[str], name: str) -> list[Any]:
+    def middleware_for(
+        self, a: Agent, tools: list[str], sub_names: set[str], name: str
+    ) -> list[Any]:
+        """Compression, static context, AutoRecall (memory on) and the tool guard."""
+        cfg, run, store, memory_on = self.ws.config, self.run, self.store, self.memory_on
         tier = model_tier(name, cfg["llm.tier"])
         rec = (
             Recaller.for_config(store, cfg, agent=a.name, tier=tier, audit=run.audit)
             if memory_on
             else Recaller(store, agent=a.name, tier=tier)
         )
-        recallers[a.name] = rec
+        self.recallers[a.name] = rec
         allowed = set(tools) | ({"task"} if sub_names else set())
         recall = [AutoRecallMiddleware(rec, run)] if memory_on else []  # memory off: no recall
         return [
@@ -170,7 +167,8 @@ def build(
             ),
         ]
 
-    def tools_for(a: Agent) -> list[Any]:
+    def tools_for(self, a: Agent) -> list[Any]:
+        ws, cfg, store = self.ws, self.ws.config, self.store
         ctx = ToolContext(
             root=ws.root,
             exports=ws.exports,
@@ -182,35 +180,65 @@ def build(
             logs=ws.logs,
             config=cfg,
             tier=model_tier(cfg["llm.model"], cfg["llm.tier"]),
-            run=run,
+            run=self.run,
         )
-        return build_tools(a.spec.tools, ctx, tools)
+        return build_tools(a.spec.tools, ctx, self.tools)
 
-    sub_specs: list[Any] = []
-    for sub in subs:
-        sub_model, sub_name = model_for(sub)
-        spec: SubAgent = {
+    def subagent(self, sub: Agent) -> Any:
+        """A deepagents SubAgent spec for ``sub``."""
+        sub_model, sub_name = self.model_for(sub)
+        return {
             "name": sub.name,
             "description": sub.spec.description,
             "system_prompt": system_prompt(sub, []),
-            "tools": tools_for(sub),
+            "tools": self.tools_for(sub),
             "model": sub_model,
-            "middleware": middleware_for(sub, sub.spec.tools, set(), sub_name),
+            "middleware": self.middleware_for(sub, sub.spec.tools, set(), sub_name),
         }
-        sub_specs.append(spec)
-    main_model, main_name = model_for(main)
-    permissions = [
+
+
+def _permissions() -> list[Any]:
+    """Agents write under /exports only."""
+    from deepagents import FilesystemPermission
+
+    return [
         FilesystemPermission(operations=["write"], paths=["/exports/**"], mode="allow"),
         FilesystemPermission(operations=["write"], paths=["/**"], mode="deny"),
     ]
+
+
+def build(
+    ws: Workspace,
+    run: RunContext,
+    *,
+    agent: str = ORCHESTRATOR,
+    store: Any = None,
+    model: Any = None,
+    tools: Mapping[str, ToolSpec] | None = None,
+) -> BuiltAgent:
+    """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents.
+    ``tools`` are the tools beyond the registry's that the agents may list."""
+    from deepagents import SubAgent, create_deep_agent
+    from deepagents.backends import FilesystemBackend
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    agents = load_agents(ws)
+    if agent not in agents:
+        raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
+    main = agents[agent]
+    subs = [a for n, a in sorted(agents.items()) if n != agent] if agent == ORCHESTRATOR else []
+    asm = _Assembly(ws, run, store or open_memory(ws, run), model, tools)
+    sub_specs: list[SubAgent] = [asm.subagent(sub) for sub in subs]
+    main_model, main_name = asm.model_for(main)
+    sub_names = {s.name for s in subs}
     graph = create_deep_agent(
         main_model,
-        tools=tools_for(main),
+        tools=asm.tools_for(main),
         system_prompt=system_prompt(main, subs),
-        middleware=middleware_for(main, main.spec.tools, {s.name for s in subs}, main_name),
+        middleware=asm.middleware_for(main, main.spec.tools, sub_names, main_name),
         subagents=sub_specs,
         backend=FilesystemBackend(root_dir=ws.root, virtual_mode=True),
-        permissions=permissions,
+        permissions=_permissions(),
         checkpointer=InMemorySaver(),
         name=f"olav-{main.name}",
     )
@@ -218,6 +246,6 @@ def build(
         graph=graph,
         agent=main,
         model_name=main_name,
-        tier=model_tier(main_name, cfg["llm.tier"]),
-        recallers=recallers,
+        tier=model_tier(main_name, ws.config["llm.tier"]),
+        recallers=asm.recallers,
     )
