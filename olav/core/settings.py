@@ -106,7 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
         "memory.ann_threshold",
         int,
         10000,
-        "Rows after which an ANN (IVF_HNSW_SQ) vector index is built.",
+        "Rows after which an ANN (IVF_SQ) vector index is built.",
     ),
     Setting(
         "memory.uri",

@@ -21,6 +21,7 @@ from olav.memory.connection import VECTOR_COLUMNS
 from olav.memory.embedders import Embedder
 from olav.memory.ftscache import analyzer
 from olav.memory.hits import Hit, fuse
+from olav.memory.maintenance import probe
 from olav.memory.ranking import Ranking
 from olav.memory.schema import now
 from olav.memory.scopes import Reader
@@ -210,6 +211,7 @@ class _Call:
             q = store._table.search(qv, vector_column_name=column).select(
                 [*store._columns(False), "vector", "_distance"]
             )
+            q = probe(q)
         else:
             # the vector comes along so that hits from here get a distance
             cols = store._columns(False) + (["vector"] if self.wants_vector else [])

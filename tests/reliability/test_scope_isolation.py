@@ -118,7 +118,7 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
 @pytest.mark.parametrize("ann", [False, True], ids=["exact", "ann_index"])
 def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     """2,000 rows match the query far better than the 3 in scope 'tiny'; k=3 still returns
-    exactly the 3, with exact search and with an IVF_HNSW_SQ index."""
+    exactly the 3, with exact search and with an IVF_SQ index."""
     store = hash_store(tmp_path / "m.lance", ann_threshold=1000 if ann else 20000)
     query = "router backup configuration nightly"
     big = [rec(f"big{i}", f"{query} job {i}", scope="big") for i in range(2000)]

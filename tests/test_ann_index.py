@@ -1,0 +1,139 @@
+"""The ANN vector index past memory.ann_threshold: IVF_SQ, its probing, and tables that
+still hold the IVF_HNSW_SQ index built before (olav.memory.maintenance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import olav.memory.maintenance as maintenance
+from olav.memory.store import MemoryStore
+from tests.helpers import hash_store, rec
+
+ROWS = 3000
+RARE = 15  # rows of scope 'rare', one every ROWS // RARE rows: spread over the partitions
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, 64)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _partitioned() -> object:
+    """ann_config() with 16 partitions: LanceDB's default gives 3,000 rows one partition,
+    where every probe count searches all of it."""
+    from lancedb.index import IvfSq
+
+    return IvfSq(distance_type="l2", num_partitions=16)
+
+
+def _indexed(path: Path) -> tuple[MemoryStore, np.ndarray]:
+    store = hash_store(path, ann_threshold=1000)
+    vectors = _unit(np.random.default_rng(7), ROWS)
+    step = ROWS // RARE
+    store.upsert(
+        [
+            rec(f"r{i}", f"row {i}", scope="rare" if i % step == 0 else "big", vector=list(v))
+            for i, v in enumerate(vectors)
+        ]
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(maintenance, "ann_config", _partitioned)
+        assert store.maintain(force_optimize=True)["ann_built"]
+    return store, vectors
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[MemoryStore, np.ndarray]:
+    return _indexed(tmp_path_factory.mktemp("ann") / "m.lance")
+
+
+def test_the_index_is_ivf_sq(indexed: tuple[MemoryStore, np.ndarray]) -> None:
+    store, _ = indexed
+    assert store.index_state()["vector"]["type"] == maintenance.ANN_INDEX_TYPE == "IvfSq"
+
+
+@pytest.mark.parametrize("min_probes", [1, maintenance.MIN_PROBES])
+def test_a_rare_scope_fills_k_from_every_partition(
+    indexed: tuple[MemoryStore, np.ndarray], min_probes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 15 'rare' rows lie in many partitions and the query is near none of them: the
+    first probes hold few of them, and LanceDB probes on until k rows are found."""
+    store, vectors = indexed
+    monkeypatch.setattr(maintenance, "MIN_PROBES", min_probes)
+    step = ROWS // RARE
+    rare = {f"r{i}" for i in range(0, ROWS, step)}
+    for j in (1, 2, 3):
+        q = vectors[j]  # a 'big' row: its partition holds at most one 'rare' row
+        for mode in ("vector", "hybrid"):
+            hits = store.search("", mode=mode, scopes=["rare"], k=RARE, query_vector=q)
+            assert {h.record.id for h in hits} == rare, (mode, j, min_probes)
+
+
+def test_a_fixed_probe_count_would_lose_rows(indexed: tuple[MemoryStore, np.ndarray]) -> None:
+    """What the probing above guards against: one fixed probe misses most 'rare' rows."""
+    store, vectors = indexed
+    q = store.table.search(vectors[1], vector_column_name="vector").where(
+        "scope = 'rare'", prefilter=True
+    )
+    assert len(q.nprobes(1).limit(RARE).to_arrow()) < RARE
+    assert len(maintenance.probe(q.limit(RARE)).to_arrow()) == RARE
+
+
+def test_ordinary_queries_find_what_exact_search_finds(
+    indexed: tuple[MemoryStore, np.ndarray],
+) -> None:
+    store, vectors = indexed
+    rng = np.random.default_rng(11)
+    big = [i for i in range(ROWS) if i % (ROWS // RARE)]
+    overlap = []
+    for i in rng.choice(big, size=20, replace=False):
+        q = vectors[i] + 0.05 * _unit(rng, 1)[0]
+        hits = store.search("", mode="vector", scopes=["big"], k=10, query_vector=q)
+        ids = [h.record.id for h in hits]
+        assert len(ids) == 10 and f"r{i}" in ids
+        dist = ((vectors[big] - q) ** 2).sum(axis=1)
+        exact = {f"r{big[j]}" for j in np.argsort(dist)[:10]}
+        overlap.append(len(exact & set(ids)) / 10)
+    assert np.mean(overlap) >= 0.6, overlap
+
+
+def _old_index(store: MemoryStore) -> None:
+    """Give the table the IVF_HNSW_SQ index maintain() built before IVF_SQ."""
+    from lancedb.index import IvfHnswSq
+
+    config = IvfHnswSq(distance_type="l2", num_partitions=16)
+    store.table.create_index("vector", config=config, replace=True)
+    assert store.index_state()["vector"]["type"] == "IvfHnswSq"
+
+
+def test_maintain_replaces_an_old_ivf_hnsw_sq_index(tmp_path: Path) -> None:
+    store, vectors = _indexed(tmp_path / "m.lance")
+    _old_index(store)
+    hits = store.search("", mode="vector", scopes=["rare"], k=RARE, query_vector=vectors[1])
+    assert len(hits) == RARE  # still searched as it is
+    done = store.maintain()
+    assert done["rebuilt"] and not done["ann_built"]
+    assert store.index_state()["vector"]["type"] == "IvfSq"
+    assert not store.maintain()["rebuilt"]  # once
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[5])
+    assert hits[0].record.id == "r5"
+
+
+def test_a_big_table_keeps_its_old_index_until_gc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, vectors = _indexed(tmp_path / "m.lance")
+    _old_index(store)
+    monkeypatch.setattr(maintenance, "REBUILD_ROWS", 100)  # this table counts as big
+    assert not store.maintain()["rebuilt"]
+    assert store.index_state()["vector"]["type"] == "IvfHnswSq"
+    hits = store.search("", mode="hybrid", scopes=["rare"], k=RARE, query_vector=vectors[2])
+    assert len(hits) == RARE
+    from olav.memory.lifecycle import gc
+
+    gc(store)  # the full pass of `olav memory gc` and the nightly job
+    assert store.index_state()["vector"]["type"] == "IvfSq"
+    assert store.count() == ROWS
