@@ -12,6 +12,7 @@ import pytest
 
 from olav.core.errors import MemoryStoreError
 from olav.memory.context import neighbour_windows
+from olav.memory.filters import SearchFilter
 from olav.memory.recall import Recaller
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
 from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
@@ -151,7 +152,9 @@ def test_a_named_period_adds_time_rankings_on_event_at(tmp_path: Path) -> None:
     assert hits[0].record.id == "may"
     assert "time_vector" in hits[0].ranks and "time_fts" in hits[0].ranks
     assert all("time_vector" not in h.ranks for h in hits[1:])
-    untimed = store.search("router firmware upgrade in May 2023", k=3, time_aware=False)
+    untimed = store.search(
+        "router firmware upgrade in May 2023", k=3, filter=SearchFilter(time_aware=False)
+    )
     assert all(set(h.ranks) <= {"vector", "fts"} for h in untimed)
     fresh = store.get("now")
     assert fresh is not None and fresh.event_at == fresh.created_at  # the default

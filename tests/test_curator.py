@@ -21,6 +21,7 @@ from olav.learning.curator import (
     list_drafts,
     propose_draft,
 )
+from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
 from tests.curator_support import audit, drafts_in, open_store, propose
 from tests.helpers import SessionFor
@@ -254,7 +255,9 @@ def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> 
         )
         propose_draft(hash_ws, request, run_id="turn1")
         commit_draft(hash_ws, store, run_id="turn2", confirmed_by="chat")
-    live = [h.record for h in store.search("R1 loopback", categories=["fact"], k=5)]
+    live = [
+        h.record for h in store.search("R1 loopback", k=5, filter=SearchFilter(categories=["fact"]))
+    ]
     assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]
     chain = history(store, live[0].id)
     assert [r.metadata["body"] for r in chain] == [

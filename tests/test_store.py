@@ -8,6 +8,7 @@ import pytest
 
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.embedders import HashEmbedder
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import now
 from olav.memory.store import MemoryStore, drop_backup, reembed
 from tests.helpers import hash_store, rec
@@ -85,7 +86,9 @@ def test_selective_prefilter_still_fills_k(tmp_path: Path) -> None:
     wanted = [rec(f"w{i}", f"unrelated words {i}", scope="netops") for i in range(6)]
     store.upsert(noise + wanted)
     for mode in ("vector", "hybrid"):
-        hits = store.search("router backup config", mode=mode, scopes=["netops"], k=5)
+        hits = store.search(
+            "router backup config", mode=mode, k=5, filter=SearchFilter(scopes=["netops"])
+        )
         assert len(hits) == 5, mode
         assert {h.record.scope for h in hits} == {"netops"}
 
@@ -103,7 +106,7 @@ def test_expired_and_invalidated_rows_are_never_returned(tmp_path: Path) -> None
     for mode in ("vector", "fts", "hybrid"):
         ids = {h.record.id for h in store.search("snapshot lesson", mode=mode, k=10)}
         assert ids == {"live", "future"}, mode
-    everything = store.search("snapshot lesson", k=10, include_invalid=True)
+    everything = store.search("snapshot lesson", k=10, filter=SearchFilter(include_invalid=True))
     assert len(everything) == 4
 
 
@@ -130,7 +133,7 @@ def test_hostile_queries_do_not_crash(tmp_path: Path) -> None:
     store.upsert([rec("a", 'it\'s a "quoted" (weird) AND OR NOT text: *')])
     for q in ["", "'", "' OR 1=1 --", '"unterminated', "AND", "a:b", "*", "(((", "\x00"]:
         store.search(q, k=3)
-    hits = store.search("x", scopes=["it's"], k=3)
+    hits = store.search("x", k=3, filter=SearchFilter(scopes=["it's"]))
     assert hits == []
 
 

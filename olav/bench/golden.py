@@ -53,6 +53,7 @@ from olav.bench.golden_block import (
 from olav.bench.golden_set import DATA, GoldenSet, load_golden
 from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
+from olav.memory.filters import SearchFilter
 from olav.memory.relevance import Floors
 
 AGENT = "ops"
@@ -148,7 +149,9 @@ def _retrieval(store: Any, rows: Sequence[Recalled], scopes: list[str]) -> dict[
         ids = [c.hit.record.id for c in r.candidates if c.hit.record.category != "reflection"]
         hits = [
             h
-            for h in store.search(q.text, mode="hybrid", scopes=scopes, k=total)
+            for h in store.search(
+                q.text, mode="hybrid", k=total, filter=SearchFilter(scopes=scopes)
+            )
             if h.record.category != "reflection"
         ]
         pos = _position([h.record.id for h in hits], q.expect)

@@ -13,6 +13,7 @@ import numpy as np
 from olav.bench.perf_data import AGENT
 from olav.bench.timing import WARMUP, latencies_ms, summary
 from olav.memory.embedders import EmbedderProxy
+from olav.memory.filters import SearchFilter
 
 K = 10
 
@@ -93,7 +94,11 @@ def _searcher(
 
     def call(i: int) -> None:
         hits = store.search(
-            queries[i], mode=mode, k=k, scopes=scopes, categories=cats, query_vector=qvecs[i]
+            queries[i],
+            mode=mode,
+            k=k,
+            query_vector=qvecs[i],
+            filter=SearchFilter(scopes=scopes, categories=cats),
         )
         if not hits:
             raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")

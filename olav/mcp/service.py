@@ -31,6 +31,7 @@ from olav.learning.curator import (
 )
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.episodes import recent_episodes
+from olav.memory.filters import SearchFilter
 from olav.memory.injection import QUARANTINE
 from olav.memory.recall import Recaller, memory_body
 from olav.memory.schema import MemoryRecord
@@ -176,7 +177,9 @@ class MemoryService:
         """The hybrid search, restricted to this agent's scopes."""
         cats = [category] if category else None
         with self._lock:
-            hits = self.store.search(query, mode="hybrid", scopes=self.scopes, categories=cats, k=k)
+            hits = self.store.search(
+                query, mode="hybrid", k=k, filter=SearchFilter(scopes=self.scopes, categories=cats)
+            )
         return {
             "hits": [
                 {

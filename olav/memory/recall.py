@@ -18,6 +18,7 @@ from typing import Any
 
 from olav.core.log import get_logger
 from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
+from olav.memory.filters import SearchFilter
 from olav.memory.hits import Hit
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (
@@ -227,7 +228,10 @@ class Recaller:
         # episodes answer "what did we do last time"; other requests never get them
         categories = [c for c in QUOTAS if temporal or c != "episode"]
         hits = self.store.search(
-            query, mode=search_mode, scopes=self.scopes, categories=categories, k=self.n_candidates
+            query,
+            mode=search_mode,
+            k=self.n_candidates,
+            filter=SearchFilter(scopes=self.scopes, categories=categories),
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from olav.memory.embedders import CachedEmbedder, E5Embedder
+from olav.memory.filters import SearchFilter
 from olav.memory.recall import QUOTAS, Recaller
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
@@ -54,7 +55,10 @@ def measure(store: MemoryStore, e5: E5Embedder, queries: list[str]) -> list[floa
     qv = e5.embed_query("warm up")
     scopes = ["netops", "global"]
     bare = latencies_ms(
-        lambda i: store.search("", mode="vector", k=10, query_vector=qv, scopes=scopes), N_QUERIES
+        lambda i: store.search(
+            "", mode="vector", k=10, query_vector=qv, filter=SearchFilter(scopes=scopes)
+        ),
+        N_QUERIES,
     )
     store.embedder = CachedEmbedder(e5, size=0)  # no cache: every query is embedded
     dry = Recaller(store, agent="netops", tier="medium", bump_access=False)

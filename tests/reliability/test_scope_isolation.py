@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from olav.core.errors import MemoryStoreError, OlavError
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import CATEGORIES, now
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec
@@ -98,7 +99,10 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
             ]
             for mode in SEARCH_MODES:
                 hits = store.search(
-                    query, mode=mode, scopes=list(VISIBLE), categories=categories, k=k
+                    query,
+                    mode=mode,
+                    k=k,
+                    filter=SearchFilter(scopes=list(VISIBLE), categories=categories),
                 )
                 ids = [h.record.id for h in hits]
                 assert len(ids) == len(set(ids)), (mode, ids)
@@ -127,7 +131,7 @@ def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     done = store.maintain(force_optimize=True)
     assert done["ann_built"] is ann
     for mode in SEARCH_MODES:
-        hits = store.search(query, mode=mode, scopes=["tiny"], k=3)
+        hits = store.search(query, mode=mode, k=3, filter=SearchFilter(scopes=["tiny"]))
         assert sorted(h.record.id for h in hits) == ["tiny0", "tiny1", "tiny2"], mode
 
 
@@ -145,9 +149,11 @@ def test_sql_hostile_scope_names_stay_isolated(tmp_path: Path, agent: str) -> No
         ]
     )
     for mode in SEARCH_MODES:
-        hits = store.search("shared words routers", mode=mode, scopes=[agent], k=10)
+        hits = store.search(
+            "shared words routers", mode=mode, k=10, filter=SearchFilter(scopes=[agent])
+        )
         assert [h.record.id for h in hits] == ["mine"], mode
-    hits = store.search("routers", categories=["fact' OR '1'='1"], k=10)
+    hits = store.search("routers", k=10, filter=SearchFilter(categories=["fact' OR '1'='1"]))
     assert hits == []
 
 
