@@ -113,10 +113,12 @@ def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:
 
 
 def test_the_recall_block_shows_a_turn_with_its_surroundings(hash_ws: Path) -> None:
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     import_chat(store, write_chat(hash_ws / "c.jsonl"), base=hash_ws)
-    result = Recaller(store, agent="global", tier="large").recall("Yes, 98 percent", dry_run=True)
+    result = Recaller(store, agent="global", options=RecallOptions(tier="large")).recall(
+        "Yes, 98 percent", dry_run=True
+    )
     assert "chat_c_00008" in result.injected_ids
     assert "Disk full on the backup server again?" in result.block  # the question it answers

@@ -13,7 +13,7 @@ import pytest
 from olav.core.errors import MemoryStoreError
 from olav.memory.context import neighbour_windows
 from olav.memory.filters import SearchFilter
-from olav.memory.recall import Recaller
+from olav.memory.recall import Recaller, RecallOptions
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
 from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
 from olav.memory.timeq import query_period
@@ -238,7 +238,7 @@ def test_many_small_writes_are_compacted_by_maintain(tmp_path: Path) -> None:
 def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m")
     store.upsert([rec("g", "restart the nginx service", category="usage_guide")])
-    recaller = Recaller(store, agent="global", tier="large")
+    recaller = Recaller(store, agent="global", options=RecallOptions(tier="large"))
     for _ in range(3):
         assert recaller.recall("restart nginx").injected_ids == ["g"]
     before = store.table.version

@@ -49,6 +49,7 @@ from olav.bench.perf_probes import measure_cli as measure_cli
 from olav.bench.perf_probes import measure_guides as measure_guides
 from olav.bench.perf_probes import measure_rss as measure_rss
 from olav.bench.perf_recall import K as K
+from olav.bench.perf_recall import TimedQueries
 from olav.bench.perf_recall import measure_recall as measure_recall
 from olav.bench.perf_recall import numpy_topk as numpy_topk
 from olav.bench.perf_recall import one_blas_thread as one_blas_thread
@@ -102,7 +103,8 @@ def _measure_size(run: _Run, report: dict[str, Any], n: int, captures: int) -> P
     store, vectors, build = build_table(path, run.e5, run.word_vecs, n, run.config)
     state = store.index_state()
     say(f"recall at {n:,} memories")
-    block = measure_recall(store, vectors, run.e5, run.qtexts, run.qvecs, run.config, run.tier)
+    timed = TimedQueries(run.qtexts, run.qvecs)
+    block = measure_recall(store, vectors, run.e5, timed, run.config, run.tier)
     report["recall"].append(
         {
             "memories": n,

@@ -196,7 +196,7 @@ def rss_probe_main() -> None:
     path, n = Path(sys.argv[1]), int(sys.argv[2])
     from olav.core.config import Config
     from olav.memory.embedders import make_embedder
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
     from olav.memory.store import MemoryStore
 
     config = Config.load(None, environ={})
@@ -207,7 +207,9 @@ def rss_probe_main() -> None:
         ann_threshold=config["memory.ann_threshold"],
     )
     after_open = _proc_status_mb("VmRSS")
-    rec = Recaller(store, agent=AGENT, tier="small", token_budget=config["memory.token_budget"])
+    rec = Recaller(
+        store, agent=AGENT, options=RecallOptions(token_budget=config["memory.token_budget"])
+    )
     for q in make_queries(n, seed=5):
         rec.recall(q)
     rec.flush()

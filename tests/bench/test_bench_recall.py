@@ -16,7 +16,7 @@ import pytest
 
 from olav.memory.embedders import CachedEmbedder, E5Embedder
 from olav.memory.filters import SearchFilter
-from olav.memory.recall import QUOTAS, Recaller
+from olav.memory.recall import QUOTAS, Recaller, RecallOptions
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
@@ -61,8 +61,8 @@ def measure(store: MemoryStore, e5: E5Embedder, queries: list[str]) -> list[floa
         N_QUERIES,
     )
     store.embedder = CachedEmbedder(e5, size=0)  # no cache: every query is embedded
-    dry = Recaller(store, agent="netops", tier="medium", bump_access=False)
-    full = Recaller(store, agent="netops", tier="medium")
+    dry = Recaller(store, agent="netops", options=RecallOptions(tier="medium", bump_access=False))
+    full = Recaller(store, agent="netops", options=RecallOptions(tier="medium"))
     recall_dry = latencies_ms(lambda i: dry.recall(queries[i], dry_run=True), N_QUERIES)
     recall_full = latencies_ms(lambda i: full.recall(queries[i]), N_QUERIES)
     full.flush()

@@ -177,13 +177,15 @@ def test_whitespace_scope_cannot_be_written(tmp_path: Path) -> None:
 
 def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
     from olav.core.config import Config
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
     from olav.memory.scopes import personal_scopes
 
     cfg = Config.load(None, environ={"OLAV_MEMORY_USER": "Alice", "OLAV_MEMORY_TEAM": "x"})
     with tempfile.TemporaryDirectory() as tmp:
         store = hash_store(Path(tmp) / "m.lance")
-        recaller = Recaller(store, agent="agentA", extra_scopes=personal_scopes(cfg))
+        recaller = Recaller(
+            store, agent="agentA", options=RecallOptions(extra_scopes=personal_scopes(cfg))
+        )
         assert sorted(recaller.scopes) == sorted(VISIBLE)
 
 
