@@ -23,6 +23,7 @@ from olav.learning.curator import (
 )
 from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
+from olav.runtime.hooks import Callbacks
 from tests.curator_support import audit, drafts_in, open_store, propose
 from tests.helpers import SessionFor
 
@@ -66,7 +67,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
             COMMIT_CALL,
             {"content": "Stored."},
         ],
-        approver=person,
+        callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -108,7 +109,7 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
             COMMIT_CALL,
             {"content": "Stored."},
         ],
-        approver=person,
+        callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -127,7 +128,9 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
 
 def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Path) -> None:
     person = Person(True)
-    session, model = session_for([COMMIT_CALL, {"content": "nothing to commit"}], approver=person)
+    session, model = session_for(
+        [COMMIT_CALL, {"content": "nothing to commit"}], callbacks=Callbacks(approver=person)
+    )
     before = open_store(hash_ws).count()
     session.ask("ok")
     result = str(model.calls[1][-1].content)
