@@ -15,6 +15,7 @@ from olav.memory.context import neighbour_windows
 from olav.memory.filters import SearchFilter
 from olav.memory.recall import Recaller, RecallOptions
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
+from olav.memory.search import SearchTuning
 from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
 from olav.memory.timeq import query_period
 from tests.helpers import hash_store, rec
@@ -252,7 +253,7 @@ def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
 
 
 def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -> None:
-    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store = hash_store(tmp_path / "m", tuning=SearchTuning(ann_threshold=300))
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
     assert store.maintain(force_optimize=True)["ann_built"]
     rebuilt = False
@@ -269,7 +270,7 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
 def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
     import olav.memory.maintenance as store_module
 
-    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store = hash_store(tmp_path / "m", tuning=SearchTuning(ann_threshold=300))
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
     store.maintain(force_optimize=True)
     old = store_module.REBUILD_ROWS

@@ -10,6 +10,7 @@ from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.embedders import HashEmbedder
 from olav.memory.filters import SearchFilter
 from olav.memory.schema import now
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore, drop_backup, reembed
 from tests.helpers import hash_store, rec
 
@@ -185,7 +186,7 @@ def test_interrupted_swap_is_recovered_on_open(tmp_path: Path) -> None:
 
 
 def test_ann_index_is_built_past_the_threshold(tmp_path: Path) -> None:
-    store = hash_store(tmp_path / "m.lance", ann_threshold=600)
+    store = hash_store(tmp_path / "m.lance", tuning=SearchTuning(ann_threshold=600))
     rng = np.random.default_rng(0)
     rows = []
     for i in range(500):

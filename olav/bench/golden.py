@@ -238,6 +238,7 @@ def run_golden(
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale."""
     from olav.memory import calibration
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
     say = progress or (lambda _msg: None)
@@ -248,7 +249,9 @@ def run_golden(
     budget = settings["memory.token_budget"]
     with tempfile.TemporaryDirectory(prefix="olav-golden-") as tmp:
         say("embedding the golden set")
-        store = MemoryStore(Path(tmp) / "memory.lance", emb, rrf_k=settings["memory.rrf_k"])
+        store = MemoryStore(
+            Path(tmp) / "memory.lance", emb, tuning=SearchTuning(rrf_k=settings["memory.rrf_k"])
+        )
         guides = _load_store(gs, store)
         load_s = time.perf_counter() - started
         say("recalling every query")

@@ -197,14 +197,14 @@ def rss_probe_main() -> None:
     from olav.core.config import Config
     from olav.memory.embedders import make_embedder
     from olav.memory.recall import Recaller, RecallOptions
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
     config = Config.load(None, environ={})
     store = MemoryStore(
         path,
         make_embedder(config),
-        rrf_k=config["memory.rrf_k"],
-        ann_threshold=config["memory.ann_threshold"],
+        tuning=SearchTuning.of(config),
     )
     after_open = _proc_status_mb("VmRSS")
     rec = Recaller(

@@ -44,6 +44,20 @@ def _pool() -> Any:
     return _POOL
 
 
+@dataclass(frozen=True, slots=True)
+class SearchTuning:
+    """A store's ranking settings: ``rrf_k``, the reciprocal-rank fusion constant, and
+    ``ann_threshold``, the row count from which the vector column gets an ANN index."""
+
+    rrf_k: int = 20
+    ann_threshold: int = 10000
+
+    @classmethod
+    def of(cls, config: Any) -> SearchTuning:
+        """The workspace's settings (``memory.rrf_k``, ``memory.ann_threshold``)."""
+        return cls(config["memory.rrf_k"], config["memory.ann_threshold"])
+
+
 class Searching:
     """MemoryStore's search methods (a mixin: MemoryStore provides the table)."""
 

@@ -18,6 +18,7 @@ from olav.memory.embedders import CachedEmbedder, E5Embedder
 from olav.memory.filters import SearchFilter
 from olav.memory.recall import QUOTAS, Recaller, RecallOptions
 from olav.memory.schema import MemoryRecord
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore
 from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
 
@@ -27,7 +28,7 @@ N_QUERIES = 60
 
 
 def build(path: Path, embedder: E5Embedder, n: int, seed: int = 3) -> MemoryStore:
-    store = MemoryStore(path, embedder, ann_threshold=50_000)
+    store = MemoryStore(path, embedder, tuning=SearchTuning(ann_threshold=50_000))
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     cats = list(QUOTAS)

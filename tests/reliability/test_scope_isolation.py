@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from olav.core.errors import MemoryStoreError, OlavError
 from olav.memory.filters import SearchFilter
 from olav.memory.schema import CATEGORIES, now
+from olav.memory.search import SearchTuning
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec
 
@@ -123,7 +124,9 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
 def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     """2,000 rows match the query far better than the 3 in scope 'tiny'; k=3 still returns
     exactly the 3, with exact search and with an IVF_HNSW_SQ index."""
-    store = hash_store(tmp_path / "m.lance", ann_threshold=1000 if ann else 20000)
+    store = hash_store(
+        tmp_path / "m.lance", tuning=SearchTuning(ann_threshold=1000 if ann else 20000)
+    )
     query = "router backup configuration nightly"
     big = [rec(f"big{i}", f"{query} job {i}", scope="big") for i in range(2000)]
     tiny = [rec(f"tiny{i}", f"bananas router note {i}", scope="tiny") for i in range(3)]
