@@ -157,8 +157,7 @@ def _measure_rss(run: _Run, report: dict[str, Any], largest: Path, rss_recalls: 
 
 
 def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None) -> dict[str, Any]:
-    """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
-    of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
+    """Run every measurement ``opts`` asks for; return a JSON-safe report."""
     from olav.bench.waits import wait_targets
     from olav.core.config import Config
     from olav.memory.embedders import E5Embedder
