@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import olav.memory.maintenance as maintenance
+from olav.memory.filters import SearchFilter
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore
 from tests.helpers import hash_store, rec
 
@@ -30,7 +32,7 @@ def _partitioned() -> object:
 
 
 def _indexed(path: Path) -> tuple[MemoryStore, np.ndarray]:
-    store = hash_store(path, ann_threshold=1000)
+    store = hash_store(path, tuning=SearchTuning(ann_threshold=1000))
     vectors = _unit(np.random.default_rng(7), ROWS)
     step = ROWS // RARE
     store.upsert(
@@ -68,7 +70,9 @@ def test_a_rare_scope_fills_k_from_every_partition(
     for j in (1, 2, 3):
         q = vectors[j]  # a 'big' row: its partition holds at most one 'rare' row
         for mode in ("vector", "hybrid"):
-            hits = store.search("", mode=mode, scopes=["rare"], k=RARE, query_vector=q)
+            hits = store.search(
+                "", mode=mode, filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=q
+            )
             assert {h.record.id for h in hits} == rare, (mode, j, min_probes)
 
 
@@ -91,7 +95,9 @@ def test_ordinary_queries_find_what_exact_search_finds(
     overlap = []
     for i in rng.choice(big, size=20, replace=False):
         q = vectors[i] + 0.05 * _unit(rng, 1)[0]
-        hits = store.search("", mode="vector", scopes=["big"], k=10, query_vector=q)
+        hits = store.search(
+            "", mode="vector", filter=SearchFilter(scopes=["big"]), k=10, query_vector=q
+        )
         ids = [h.record.id for h in hits]
         assert len(ids) == 10 and f"r{i}" in ids
         dist = ((vectors[big] - q) ** 2).sum(axis=1)
@@ -112,7 +118,9 @@ def _old_index(store: MemoryStore) -> None:
 def test_maintain_replaces_an_old_ivf_hnsw_sq_index(tmp_path: Path) -> None:
     store, vectors = _indexed(tmp_path / "m.lance")
     _old_index(store)
-    hits = store.search("", mode="vector", scopes=["rare"], k=RARE, query_vector=vectors[1])
+    hits = store.search(
+        "", mode="vector", filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=vectors[1]
+    )
     assert len(hits) == RARE  # still searched as it is
     done = store.maintain()
     assert done["rebuilt"] and not done["ann_built"]
@@ -130,7 +138,9 @@ def test_a_big_table_keeps_its_old_index_until_gc(
     monkeypatch.setattr(maintenance, "REBUILD_ROWS", 100)  # this table counts as big
     assert not store.maintain()["rebuilt"]
     assert store.index_state()["vector"]["type"] == "IvfHnswSq"
-    hits = store.search("", mode="hybrid", scopes=["rare"], k=RARE, query_vector=vectors[2])
+    hits = store.search(
+        "", mode="hybrid", filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=vectors[2]
+    )
     assert len(hits) == RARE
     from olav.memory.lifecycle import gc
 

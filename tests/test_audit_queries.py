@@ -17,7 +17,7 @@ from olav.audit.queries import (
     runs_tool_calls,
     session_runs,
 )
-from olav.audit.recorder import AuditRecorder
+from olav.audit.recorder import AuditRecorder, ToolCallEntry
 
 
 @dataclass
@@ -37,9 +37,13 @@ def audit(tmp_path: Path) -> AuditRecorder:
 
 def test_a_sessions_runs_and_their_tool_calls_oldest_first(audit: AuditRecorder) -> None:
     first = audit.start_run("core", "s1", "list devices", "m")
-    audit.tool_call(first, "core", "list_devices", {"role": "core"}, "3 rows", "success", 1.0)
+    audit.tool_call(
+        first, "core", ToolCallEntry("list_devices", {"role": "core"}, "3 rows", "success", 1.0)
+    )
     second = audit.start_run("core", "s1", "back them up", "m")
-    audit.tool_call(second, "core", "backup_device_config", {}, "Error: no", "error", 1.0)
+    audit.tool_call(
+        second, "core", ToolCallEntry("backup_device_config", {}, "Error: no", "error", 1.0)
+    )
     audit.end_run(second, "error", "boom")
     audit.start_run("core", "other", "elsewhere", "m")
 
@@ -73,7 +77,7 @@ def test_run_start_names_the_run_or_the_newest_running_one(audit: AuditRecorder)
 def test_errors_since_reads_runs_tool_calls_and_events(audit: AuditRecorder) -> None:
     rid = audit.start_run("netops", "s1", "q", "m")
     audit.end_run(rid, "error", "Conflicting lock on domain.duckdb")
-    audit.tool_call(rid, "netops", "db_query", {}, "no column x", "error", 1.0)
+    audit.tool_call(rid, "netops", ToolCallEntry("db_query", {}, "no column x", "error", 1.0))
     audit.event(rid, "error", {"what": "disk full"})
     audit.event(rid, "note", {"what": "not an error"})
     found = errors_since(audit.path, datetime.now(UTC) - timedelta(hours=1))

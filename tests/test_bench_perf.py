@@ -20,15 +20,8 @@ GUIDES = 3
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     said: list[str] = []
-    out = perf.run_perf(
-        SIZES,
-        QUERIES,
-        GUIDES,
-        said.append,
-        captures=CAPTURES,
-        cli_runs=0,
-        rss_recalls=2,
-    )
+    opts = perf.PerfOptions(SIZES, QUERIES, GUIDES, captures=CAPTURES, cli_runs=0, rss_recalls=2)
+    out = perf.run_perf(opts, said.append)
     assert said and any("120" in msg for msg in said)
     return out
 
@@ -111,21 +104,15 @@ def test_the_command_prints_tables_or_json(
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(sizes: list[int], queries: int, guides: int, progress: Any, **kw: Any) -> Any:
-        seen.update(sizes=sizes, queries=queries, guides=guides, **kw)
+    def fake(opts: perf.PerfOptions, progress: Any) -> Any:
+        seen.update(opts=opts)
         return report
 
     monkeypatch.setattr(perf, "run_perf", fake)
     res = olav("bench", "perf", "--sizes", "60,120", "--queries", "4", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout) == report
-    assert seen == {
-        "sizes": [60, 120],
-        "queries": 4,
-        "guides": 200,
-        "captures": 30,
-        "remote": False,
-    }
+    assert seen == {"opts": perf.PerfOptions([60, 120], 4, 200, captures=30, remote=False)}
     res = olav("bench", "perf", "--sizes", "120", "--guides", "0")
     assert res.exit_code == 0, res.output
     assert "AutoRecall" in res.stdout and "reply path" in res.stdout

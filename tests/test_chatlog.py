@@ -10,6 +10,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.memory.chatlog import import_chat
+from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
 from tests.helpers import OlavMain
 
@@ -46,12 +47,18 @@ def test_a_short_reply_is_recalled_by_its_surroundings_and_dates_narrow_it(e5_ws
     assert last_of_may is not None and last_of_may.context is not None
     assert "Backups of the branch routers" not in last_of_may.context  # windows keep to a session
 
-    hits = store.search("how full was the disk of the backup server", k=5, categories=["document"])
+    hits = store.search(
+        "how full was the disk of the backup server",
+        k=5,
+        filter=SearchFilter(categories=["document"]),
+    )
     by_id = {h.record.id: h for h in hits}
     assert reply in by_id
     assert {"context_vector", "context_fts"} & set(by_id[reply].ranks)
 
-    dated = store.search("what did lin say in May 2024", k=6, categories=["document"])
+    dated = store.search(
+        "what did lin say in May 2024", k=6, filter=SearchFilter(categories=["document"])
+    )
     may = {f"chat_incident_{i:05d}" for i in range(6)}
     assert {h.record.id for h in dated[:3]} <= may
     assert all("time_vector" in h.ranks for h in dated[:3])
@@ -106,10 +113,12 @@ def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:
 
 
 def test_the_recall_block_shows_a_turn_with_its_surroundings(hash_ws: Path) -> None:
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     import_chat(store, write_chat(hash_ws / "c.jsonl"), base=hash_ws)
-    result = Recaller(store, agent="global", tier="large").recall("Yes, 98 percent", dry_run=True)
+    result = Recaller(store, agent="global", options=RecallOptions(tier="large")).recall(
+        "Yes, 98 percent", dry_run=True
+    )
     assert "chat_c_00008" in result.injected_ids
     assert "Disk full on the backup server again?" in result.block  # the question it answers

@@ -21,6 +21,7 @@ from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
+from olav.runtime.hooks import Callbacks
 from tests.helpers import OlavCli, clean_env, scripted_ws
 
 PROPOSE = {
@@ -134,7 +135,7 @@ def test_yes_at_the_prompt_stores_the_draft(hash_ws: Path) -> None:
 def test_without_an_approver_commit_is_refused_with_the_cli_hint(hash_ws: Path) -> None:
     """`olav ask`, cron and benchmarks have nobody to ask: refused, never auto-approved."""
     model = ScriptedChatModel(turns=SCRIPT)
-    session = agent_session(scripted_ws(hash_ws, SCRIPT), model=model, approver=None)
+    session = agent_session(scripted_ws(hash_ws, SCRIPT), model=model, callbacks=Callbacks())
     session.ask("remember that R1's loopback is 10.255.1.1")
     session.ask("yes, store it")
     refusal = str(model.calls[3][-1].content)

@@ -12,8 +12,10 @@ import pytest
 
 from olav.core.errors import MemoryStoreError
 from olav.memory.context import neighbour_windows
-from olav.memory.recall import Recaller
+from olav.memory.filters import SearchFilter
+from olav.memory.recall import Recaller, RecallOptions
 from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
+from olav.memory.search import SearchTuning
 from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
 from olav.memory.timeq import query_period
 from tests.helpers import hash_store, rec
@@ -151,7 +153,9 @@ def test_a_named_period_adds_time_rankings_on_event_at(tmp_path: Path) -> None:
     assert hits[0].record.id == "may"
     assert "time_vector" in hits[0].ranks and "time_fts" in hits[0].ranks
     assert all("time_vector" not in h.ranks for h in hits[1:])
-    untimed = store.search("router firmware upgrade in May 2023", k=3, time_aware=False)
+    untimed = store.search(
+        "router firmware upgrade in May 2023", k=3, filter=SearchFilter(time_aware=False)
+    )
     assert all(set(h.ranks) <= {"vector", "fts"} for h in untimed)
     fresh = store.get("now")
     assert fresh is not None and fresh.event_at == fresh.created_at  # the default
@@ -235,7 +239,7 @@ def test_many_small_writes_are_compacted_by_maintain(tmp_path: Path) -> None:
 def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m")
     store.upsert([rec("g", "restart the nginx service", category="usage_guide")])
-    recaller = Recaller(store, agent="global", tier="large")
+    recaller = Recaller(store, agent="global", options=RecallOptions(tier="large"))
     for _ in range(3):
         assert recaller.recall("restart nginx").injected_ids == ["g"]
     before = store.table.version
@@ -249,7 +253,7 @@ def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
 
 
 def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -> None:
-    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store = hash_store(tmp_path / "m", tuning=SearchTuning(ann_threshold=300))
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
     assert store.maintain(force_optimize=True)["ann_built"]
     rebuilt = False
@@ -266,7 +270,7 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
 def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
     import olav.memory.maintenance as store_module
 
-    store = hash_store(tmp_path / "m", ann_threshold=300)
+    store = hash_store(tmp_path / "m", tuning=SearchTuning(ann_threshold=300))
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
     store.maintain(force_optimize=True)
     old = store_module.REBUILD_ROWS

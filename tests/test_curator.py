@@ -21,7 +21,9 @@ from olav.learning.curator import (
     list_drafts,
     propose_draft,
 )
+from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
+from olav.runtime.hooks import Callbacks
 from tests.curator_support import audit, drafts_in, open_store, propose
 from tests.helpers import SessionFor
 
@@ -65,7 +67,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
             COMMIT_CALL,
             {"content": "Stored."},
         ],
-        approver=person,
+        callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -107,7 +109,7 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
             COMMIT_CALL,
             {"content": "Stored."},
         ],
-        approver=person,
+        callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
     before = store.count()
@@ -126,7 +128,9 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
 
 def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Path) -> None:
     person = Person(True)
-    session, model = session_for([COMMIT_CALL, {"content": "nothing to commit"}], approver=person)
+    session, model = session_for(
+        [COMMIT_CALL, {"content": "nothing to commit"}], callbacks=Callbacks(approver=person)
+    )
     before = open_store(hash_ws).count()
     session.ask("ok")
     result = str(model.calls[1][-1].content)
@@ -254,7 +258,9 @@ def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> 
         )
         propose_draft(hash_ws, request, run_id="turn1")
         commit_draft(hash_ws, store, run_id="turn2", confirmed_by="chat")
-    live = [h.record for h in store.search("R1 loopback", categories=["fact"], k=5)]
+    live = [
+        h.record for h in store.search("R1 loopback", k=5, filter=SearchFilter(categories=["fact"]))
+    ]
     assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]
     chain = history(store, live[0].id)
     assert [r.metadata["body"] for r in chain] == [

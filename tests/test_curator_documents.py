@@ -17,6 +17,7 @@ from olav.learning.curator import (
 from olav.memory.chunking import CHUNK_TOKENS, chunk_text
 from olav.memory.diagrams import detect_diagram_format
 from olav.memory.documents import import_document_file
+from olav.memory.filters import SearchFilter
 from olav.memory.tokens import estimate_tokens
 from tests.curator_support import RUNBOOK, audit, drafts_in, open_store, propose
 from tests.helpers import OlavCli
@@ -74,7 +75,7 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert audit(hash_ws, "SELECT memory_id, action FROM memory_events") == [
         (f"{doc}_summary", "commit")
     ]
-    hits = store.search("升级 值班", categories=["document"], k=3)
+    hits = store.search("升级 值班", k=3, filter=SearchFilter(categories=["document"]))
     assert hits and any("升级" in h.record.text for h in hits)
 
 

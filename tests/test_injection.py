@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from olav.memory.capture import ToolEvent, capture
+from olav.memory.filters import SearchFilter
 from olav.memory.injection import scan
 from tests.helpers import OlavCli
 
@@ -53,7 +54,7 @@ def test_captured_injection_is_quarantined_not_recalled(olav: OlavCli, hash_ws: 
     )
     (rid,) = capture(store, [ev], question="push", run_id="r")
     assert store.search(
-        "push_config export secrets", k=10, scopes=["netops", "global"]
+        "push_config export secrets", k=10, filter=SearchFilter(scopes=["netops", "global"])
     ) == [] or rid not in {h.record.id for h in store.search("push_config", k=10)}
     res = olav("memory", "quarantine", "--json")
     assert rid in res.output

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from olav.memory.conflicts import history, remember
 from olav.memory.lifecycle import decay_weight, edit_text, gc, pin, soft_delete
-from olav.memory.recall import Recaller
+from olav.memory.recall import Recaller, RecallOptions
 from tests.helpers import hash_store, rec
 
 OLD = datetime.now(UTC) - timedelta(days=90)
@@ -42,7 +42,7 @@ def test_decay_orders_equally_relevant_memories_by_age(tmp_path: Path) -> None:
             ),
         ]
     )
-    recaller = Recaller(store, agent="x", tier="large", bump_access=False)
+    recaller = Recaller(store, agent="x", options=RecallOptions(tier="large", bump_access=False))
     result = recaller.recall("restart the snmp agent on the switch", dry_run=True)
     assert [c.hit.record.id for c in result.candidates][:2] == ["new", "old"]
     pin(store, "old")

@@ -8,7 +8,9 @@ import pytest
 
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.embedders import HashEmbedder
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import now
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore, drop_backup, reembed
 from tests.helpers import hash_store, rec
 
@@ -85,7 +87,9 @@ def test_selective_prefilter_still_fills_k(tmp_path: Path) -> None:
     wanted = [rec(f"w{i}", f"unrelated words {i}", scope="netops") for i in range(6)]
     store.upsert(noise + wanted)
     for mode in ("vector", "hybrid"):
-        hits = store.search("router backup config", mode=mode, scopes=["netops"], k=5)
+        hits = store.search(
+            "router backup config", mode=mode, k=5, filter=SearchFilter(scopes=["netops"])
+        )
         assert len(hits) == 5, mode
         assert {h.record.scope for h in hits} == {"netops"}
 
@@ -103,7 +107,7 @@ def test_expired_and_invalidated_rows_are_never_returned(tmp_path: Path) -> None
     for mode in ("vector", "fts", "hybrid"):
         ids = {h.record.id for h in store.search("snapshot lesson", mode=mode, k=10)}
         assert ids == {"live", "future"}, mode
-    everything = store.search("snapshot lesson", k=10, include_invalid=True)
+    everything = store.search("snapshot lesson", k=10, filter=SearchFilter(include_invalid=True))
     assert len(everything) == 4
 
 
@@ -130,7 +134,7 @@ def test_hostile_queries_do_not_crash(tmp_path: Path) -> None:
     store.upsert([rec("a", 'it\'s a "quoted" (weird) AND OR NOT text: *')])
     for q in ["", "'", "' OR 1=1 --", '"unterminated', "AND", "a:b", "*", "(((", "\x00"]:
         store.search(q, k=3)
-    hits = store.search("x", scopes=["it's"], k=3)
+    hits = store.search("x", k=3, filter=SearchFilter(scopes=["it's"]))
     assert hits == []
 
 
@@ -182,7 +186,7 @@ def test_interrupted_swap_is_recovered_on_open(tmp_path: Path) -> None:
 
 
 def test_ann_index_is_built_past_the_threshold(tmp_path: Path) -> None:
-    store = hash_store(tmp_path / "m.lance", ann_threshold=600)
+    store = hash_store(tmp_path / "m.lance", tuning=SearchTuning(ann_threshold=600))
     rng = np.random.default_rng(0)
     rows = []
     for i in range(500):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from olav.memory.embedders import HashEmbedder
+from olav.memory.filters import SearchFilter
 from olav.memory.scopes import Reader
 from olav.memory.store import MemoryStore
 from olav.memory.timeq import Period
@@ -26,18 +27,16 @@ def store(tmp_path: Path) -> MemoryStore:
 
 
 SEARCHES = [
-    {"scopes": ["netops", "global"], "categories": ["fact", "usage_guide"]},
-    {"scopes": None, "categories": None},
-    {"scopes": ["coder"], "categories": None, "include_invalid": True},
-    {
-        "scopes": None,
-        "categories": None,
-        "period": Period(datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)),
-    },
-    {"scopes": None, "categories": ["fact"], "period": Period(months=(4,))},
+    SearchFilter(scopes=["netops", "global"], categories=["fact", "usage_guide"]),
+    SearchFilter(),
+    SearchFilter(scopes=["coder"], include_invalid=True),
+    SearchFilter(
+        period=Period(datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)),
+    ),
+    SearchFilter(categories=["fact"], period=Period(months=(4,))),
     # an operator's read rule: other operators' private rows and other teams' rows hidden
-    {"scopes": None, "categories": None, "reader": Reader("user:alice", "team:netops")},
-    {"scopes": None, "categories": ["fact"], "reader": Reader("user:bob", None)},
+    SearchFilter(reader=Reader("user:alice", "team:netops")),
+    SearchFilter(categories=["fact"], reader=Reader("user:bob", None)),
 ]
 
 
@@ -55,10 +54,10 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
     expected = [
         [
             (h.record.id, h.distance, h.ranks)
-            for h in store.search(q, mode=mode, k=12, query_vector=qv, **kw)
+            for h in store.search(q, mode=mode, k=12, query_vector=qv, filter=f)
         ]
         for q, qv in queries
-        for kw in SEARCHES
+        for f in SEARCHES
     ]
     store.vcache.wait(60)
     assert store.vcache.served == 0 and store.vcache.snapshot is None
@@ -67,10 +66,10 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
     got = [
         [
             (h.record.id, h.distance, h.ranks)
-            for h in store.search(q, mode=mode, k=12, query_vector=qv, **kw)
+            for h in store.search(q, mode=mode, k=12, query_vector=qv, filter=f)
         ]
         for q, qv in queries
-        for kw in SEARCHES
+        for f in SEARCHES
     ]
     assert store.vcache.served > 0
     assert sum(len(e) for e in expected) > 100
@@ -114,10 +113,10 @@ def test_snapshot_hits_carry_the_rows_and_vectors_lancedb_returns(
     snapshot itself, and must equal what LanceDB's result rows give."""
     store.maintain(force_optimize=True)
     qv = np.asarray(_unit(np.random.default_rng(3)), dtype=np.float32)
-    kw = {"scopes": ["netops", "global", "user:alice"], "k": 15, "query_vector": qv}
+    only = SearchFilter(scopes=["netops", "global", "user:alice"])
 
     def hits() -> list[tuple]:
-        found = store.search("router backup 路由器", mode=mode, **kw)  # type: ignore[arg-type]
+        found = store.search("router backup 路由器", mode=mode, k=15, query_vector=qv, filter=only)
         return [
             (
                 h.record.to_json(),

@@ -163,6 +163,7 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     any other row exists (captures, user facts ...), the mismatch error stands.
     """
     from olav.memory.embedders import make_embedder
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
     embedder = make_embedder(ws.config)
@@ -181,8 +182,7 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     store = MemoryStore(
         loc,
         embedder,
-        rrf_k=ws.config["memory.rrf_k"],
-        ann_threshold=ws.config["memory.ann_threshold"],
+        tuning=SearchTuning.of(ws.config),
         allow_destructive=True,
     )
     return store, True

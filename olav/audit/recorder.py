@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,18 @@ OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled")
 # the outcomes trace_learner turns into lessons
 LEARNABLE_OUTCOMES = ("narrated", "tool_error", "failed", "cancelled")
 _OUTCOME_OF_STATUS = {"completed": "completed", "error": "failed", "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEntry:
+    """One tool call as the audit log records it (``args`` and ``result`` are redacted when
+    written)."""
+
+    tool: str
+    args: dict[str, Any]
+    result: str
+    status: str  # success or error
+    duration_ms: float = 0.0
 
 
 def _now() -> datetime:
@@ -69,16 +82,7 @@ class AuditRecorder:
             [status, outcome, redact_text(error)[:MAX_TEXT] if error else None, _now(), run_id],
         )
 
-    def tool_call(
-        self,
-        run_id: str | None,
-        agent: str,
-        tool: str,
-        args: dict[str, Any],
-        result: str,
-        status: str,
-        duration_ms: float,
-    ) -> None:
+    def tool_call(self, run_id: str | None, agent: str, call: ToolCallEntry) -> None:
         self._write(
             "INSERT INTO tool_calls (id, run_id, agent, tool, args, result, status, duration_ms, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -86,11 +90,11 @@ class AuditRecorder:
                 _id(),
                 run_id or "",
                 agent,
-                tool,
-                json.dumps(redact(args), ensure_ascii=False, default=str),
-                redact_text(result)[:MAX_TEXT],
-                status,
-                duration_ms,
+                call.tool,
+                json.dumps(redact(call.args), ensure_ascii=False, default=str),
+                redact_text(call.result)[:MAX_TEXT],
+                call.status,
+                call.duration_ms,
                 _now(),
             ],
         )

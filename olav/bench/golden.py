@@ -53,6 +53,7 @@ from olav.bench.golden_block import (
 from olav.bench.golden_set import DATA, GoldenSet, load_golden
 from olav.core.errors import OlavError
 from olav.memory.embedders import CachedEmbedder, Embedder
+from olav.memory.filters import SearchFilter
 from olav.memory.relevance import Floors
 
 AGENT = "ops"
@@ -148,7 +149,9 @@ def _retrieval(store: Any, rows: Sequence[Recalled], scopes: list[str]) -> dict[
         ids = [c.hit.record.id for c in r.candidates if c.hit.record.category != "reflection"]
         hits = [
             h
-            for h in store.search(q.text, mode="hybrid", scopes=scopes, k=total)
+            for h in store.search(
+                q.text, mode="hybrid", k=total, filter=SearchFilter(scopes=scopes)
+            )
             if h.record.category != "reflection"
         ]
         pos = _position([h.record.id for h in hits], q.expect)
@@ -235,6 +238,7 @@ def run_golden(
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale."""
     from olav.memory import calibration
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
     say = progress or (lambda _msg: None)
@@ -245,7 +249,9 @@ def run_golden(
     budget = settings["memory.token_budget"]
     with tempfile.TemporaryDirectory(prefix="olav-golden-") as tmp:
         say("embedding the golden set")
-        store = MemoryStore(Path(tmp) / "memory.lance", emb, rrf_k=settings["memory.rrf_k"])
+        store = MemoryStore(
+            Path(tmp) / "memory.lance", emb, tuning=SearchTuning(rrf_k=settings["memory.rrf_k"])
+        )
         guides = _load_store(gs, store)
         load_s = time.perf_counter() - started
         say("recalling every query")

@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,18 +42,19 @@ from olav.bench.perf_markdown import fmt as fmt
 from olav.bench.perf_markdown import machine_line as machine_line
 from olav.bench.perf_markdown import markdown_perf as markdown_perf
 from olav.bench.perf_markdown import recall_rows as recall_rows
+from olav.bench.perf_options import PerfOptions as PerfOptions
 from olav.bench.perf_probes import machine as machine
 from olav.bench.perf_probes import measure_capture as measure_capture
 from olav.bench.perf_probes import measure_cli as measure_cli
 from olav.bench.perf_probes import measure_guides as measure_guides
 from olav.bench.perf_probes import measure_rss as measure_rss
 from olav.bench.perf_recall import K as K
+from olav.bench.perf_recall import TimedQueries
 from olav.bench.perf_recall import measure_recall as measure_recall
 from olav.bench.perf_recall import numpy_topk as numpy_topk
 from olav.bench.perf_recall import one_blas_thread as one_blas_thread
 from olav.bench.timing import WARMUP as WARMUP
 
-DEFAULT_SIZES = (1000, 10000, 100000)
 Progress = Callable[[str], None]
 
 
@@ -71,19 +72,17 @@ class _Run:
     qvecs: np.ndarray
 
 
-def _new_report(
-    config: Any, sizes: list[int], queries: int, guides: int, captures: int, tier: str
-) -> dict[str, Any]:
+def _new_report(config: Any, sizes: list[int], opts: PerfOptions) -> dict[str, Any]:
     return {
         "machine": machine(),
         "settings": {
             "sizes": sizes,
-            "queries": queries,
-            "guides": guides,
-            "captures": captures,
+            "queries": opts.queries,
+            "guides": opts.guides,
+            "captures": opts.captures,
             "k": K,
             "warmup": WARMUP,
-            "tier": tier,
+            "tier": opts.tier,
             "ann_threshold": config["memory.ann_threshold"],
             "rrf_k": config["memory.rrf_k"],
         },
@@ -104,7 +103,8 @@ def _measure_size(run: _Run, report: dict[str, Any], n: int, captures: int) -> P
     store, vectors, build = build_table(path, run.e5, run.word_vecs, n, run.config)
     state = store.index_state()
     say(f"recall at {n:,} memories")
-    block = measure_recall(store, vectors, run.e5, run.qtexts, run.qvecs, run.config, run.tier)
+    timed = TimedQueries(run.qtexts, run.qvecs)
+    block = measure_recall(store, vectors, run.e5, timed, run.config, run.tier)
     report["recall"].append(
         {
             "memories": n,
@@ -156,20 +156,8 @@ def _measure_rss(run: _Run, report: dict[str, Any], largest: Path, rss_recalls: 
     }
 
 
-def run_perf(
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    queries: int = 100,
-    guides: int = 200,
-    progress: Progress | None = None,
-    *,
-    captures: int = 30,
-    cli_runs: int = 5,
-    rss_recalls: int = 20,
-    tier: str = "small",
-    remote: bool = False,
-) -> dict[str, Any]:
-    """Run every measurement; return a JSON-safe report. ``cli_runs=0`` skips the subprocesses
-    of ``olav``; ``rss_recalls=0`` skips the RSS probe."""
+def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None) -> dict[str, Any]:
+    """Run every measurement ``opts`` asks for; return a JSON-safe report."""
     from olav.bench.waits import wait_targets
     from olav.core.config import Config
     from olav.memory.embedders import E5Embedder
@@ -179,31 +167,31 @@ def run_perf(
     # lance warns on every index_stats() of a vector index unless this is decided
     os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
     config = Config.load(None, environ={})
-    sizes = sorted({int(s) for s in sizes})
-    if not sizes or sizes[0] < 20 or queries < 1:
+    sizes = sorted({int(s) for s in opts.sizes})
+    if not sizes or sizes[0] < 20 or opts.queries < 1:
         raise ValueError("perf needs sizes of at least 20 rows and at least one query")
-    report = _new_report(config, sizes, queries, guides, captures, tier)
+    report = _new_report(config, sizes, opts)
     say("loading e5")
     e5 = E5Embedder()
     say("embedding the vocabulary and the queries with e5")
     word_vecs = e5.embed_passages(EN_WORDS + ZH_WORDS)
-    qtexts = make_queries(queries + WARMUP)
+    qtexts = make_queries(opts.queries + WARMUP)
     qvecs = np.vstack([e5.embed_query(q) for q in qtexts])
     tmp = Path(tempfile.mkdtemp(prefix="olav-perf-"))
-    run = _Run(config, tier, tmp, say, e5, word_vecs, qtexts, qvecs)
+    run = _Run(config, opts.tier, tmp, say, e5, word_vecs, qtexts, qvecs)
     try:
         largest: Path | None = None
         for n in sizes:
-            largest = _measure_size(run, report, n, captures)
-        if guides:
-            say(f"importing {guides} guides with e5")
-            report["guides"] = measure_guides(tmp, e5, guides)
-        if cli_runs:
-            _measure_cli(run, report, cli_runs)
-        if remote:
+            largest = _measure_size(run, report, n, opts.captures)
+        if opts.guides:
+            say(f"importing {opts.guides} guides with e5")
+            report["guides"] = measure_guides(tmp, e5, opts.guides)
+        if opts.cli_runs:
+            _measure_cli(run, report, opts.cli_runs)
+        if opts.remote:
             _measure_remote(run, report)
-        if rss_recalls and largest is not None:
-            _measure_rss(run, report, largest, rss_recalls)
+        if opts.rss_recalls and largest is not None:
+            _measure_rss(run, report, largest, opts.rss_recalls)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report["targets"] = wait_targets(report)

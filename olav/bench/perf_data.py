@@ -78,11 +78,10 @@ def build_table(
 
     from olav.memory.recall import QUOTAS
     from olav.memory.schema import MemoryRecord
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
-    store = MemoryStore(
-        path, embedder, rrf_k=config["memory.rrf_k"], ann_threshold=config["memory.ann_threshold"]
-    )
+    store = MemoryStore(path, embedder, tuning=SearchTuning.of(config))
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = EN_WORDS + ZH_WORDS

@@ -196,18 +196,20 @@ def rss_probe_main() -> None:
     path, n = Path(sys.argv[1]), int(sys.argv[2])
     from olav.core.config import Config
     from olav.memory.embedders import make_embedder
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
+    from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
 
     config = Config.load(None, environ={})
     store = MemoryStore(
         path,
         make_embedder(config),
-        rrf_k=config["memory.rrf_k"],
-        ann_threshold=config["memory.ann_threshold"],
+        tuning=SearchTuning.of(config),
     )
     after_open = _proc_status_mb("VmRSS")
-    rec = Recaller(store, agent=AGENT, tier="small", token_budget=config["memory.token_budget"])
+    rec = Recaller(
+        store, agent=AGENT, options=RecallOptions(token_budget=config["memory.token_budget"])
+    )
     for q in make_queries(n, seed=5):
         rec.recall(q)
     rec.flush()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from olav.bench.perf_data import AGENT
 from olav.bench.timing import WARMUP, latencies_ms, summary
 from olav.memory.embedders import EmbedderProxy
+from olav.memory.filters import SearchFilter
 
 K = 10
 
@@ -93,7 +95,11 @@ def _searcher(
 
     def call(i: int) -> None:
         hits = store.search(
-            queries[i], mode=mode, k=k, scopes=scopes, categories=cats, query_vector=qvecs[i]
+            queries[i],
+            mode=mode,
+            k=k,
+            query_vector=qvecs[i],
+            filter=SearchFilter(scopes=scopes, categories=cats),
         )
         if not hits:
             raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")
@@ -102,18 +108,22 @@ def _searcher(
 
 
 def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
+    from olav.memory.recall import RecallOptions
     from olav.memory.relevance import Floors, load_background
 
+    options = RecallOptions(
+        tier=tier,
+        token_budget=config["memory.token_budget"],
+        half_life_days=config["memory.half_life_days"],
+    )
     return {
         "agent": AGENT,
-        "tier": tier,
-        "token_budget": config["memory.token_budget"],
+        "options": options,
         # the relevance signals are computed as in chat, but with no floor: random-word
         # queries are relevant to nothing, and the bench must still pay for injecting and
         # for the access-count bumps that injected memories cost
         "floors": Floors.off(),
         "background": load_background(e5),
-        "half_life_days": config["memory.half_life_days"],
     }
 
 
@@ -157,14 +167,16 @@ def _force_maintain(store: Any) -> float:
     return maintain_s
 
 
+@dataclass(frozen=True, slots=True)
+class TimedQueries:
+    """The queries one run times (the first ``WARMUP`` untimed) and their e5 vectors."""
+
+    texts: list[str]
+    vectors: np.ndarray
+
+
 def measure_recall(
-    store: Any,
-    vectors: np.ndarray,
-    e5: Any,
-    queries: list[str],
-    qvecs: np.ndarray,
-    config: Any,
-    tier: str,
+    store: Any, vectors: np.ndarray, e5: Any, timed: TimedQueries, config: Any, tier: str
 ) -> dict[str, Any]:
     """p50/p95 of every search mode, AutoRecall and numpy over one table.
 
@@ -173,6 +185,7 @@ def measure_recall(
     from olav.memory.embedders import CachedEmbedder
     from olav.memory.recall import QUOTAS, Recaller
 
+    queries, qvecs = timed.texts, timed.vectors
     n = len(queries) - WARMUP
     out: dict[str, Any] = {}
     # the vector snapshot (olav.memory.vcache) is current, as a chat session keeps it
@@ -186,7 +199,8 @@ def measure_recall(
     # the pieces of AutoRecall: e5 alone, the hybrid search it makes (its candidate count and
     # categories, precomputed vector), and the whole selection with the query vector cached
     cached = Precomputed(e5, dict(zip(queries, qvecs, strict=True)))
-    dry = Recaller(store, bump_access=False, **kwargs)
+    no_bump = replace(kwargs["options"], bump_access=False)
+    dry = Recaller(store, **{**kwargs, "options": no_bump})
     dry_recall = _dry_recall(dry, queries)
     cats = [c for c in QUOTAS if c != "episode"]  # what a request without "last time" gets
     hybrid = _searcher(store, queries, qvecs, "hybrid", dry.n_candidates, cats)

@@ -137,12 +137,12 @@ def measure_store(
     kit: PerfKit, store: Any, queries: list[str], qvecs: np.ndarray, e5: Any
 ) -> dict[str, Any]:
     """Hybrid search (vector precomputed), AutoRecall (dry run, e5 included) and capture."""
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
 
     def search(j: int) -> None:
         store.search(queries[j % len(queries)], query_vector=qvecs[j % len(queries)], k=10)
 
-    recaller = Recaller(store, agent=kit.agent, tier="small", bump_access=False)
+    recaller = Recaller(store, agent=kit.agent, options=RecallOptions(bump_access=False))
     return {
         "hybrid": _stats(_timed(search, len(queries))),
         "autorecall": _stats(

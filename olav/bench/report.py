@@ -11,30 +11,35 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from olav.bench.perf_options import PerfOptions
 
 Progress = Callable[[str], None]
 
 NOTES = "benchmark-notes.md"
 
 
-def run_all(
-    *,
-    locomo: Path | None,
-    convs: Sequence[int] | None = None,
-    sizes: Sequence[int] = (1000, 10000, 100000),
-    queries: int = 100,
-    guides: int = 200,
-    steer_workspace: Path | None = None,
-    steer_runs: int = 3,
-    cache_dir: Path | None = None,
-    progress: Progress | None = None,
-    embedder: Any = None,
-    cli_runs: int = 5,
-    remote: bool = False,
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    """What ``run_all`` runs: LoCoMo recall on the ``locomo`` file (the conversations
+    ``convs``, None: all; e5 vectors cached under ``cache_dir``), the speed benchmarks
+    (``perf``), and the steering benchmark, ``steer_runs`` per scenario, when a
+    ``steer_workspace`` is named. ``embedder`` replaces e5 for recall and golden (tests)."""
+
+    locomo: Path | None
+    convs: Sequence[int] | None = None
+    cache_dir: Path | None = None
+    embedder: Any = None
+    perf: PerfOptions = field(default_factory=PerfOptions)
+    steer_workspace: Path | None = None
+    steer_runs: int = 3
+
+
+def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmarks; a JSON-safe report with one entry per benchmark (None = not run,
     with the reason under ``skipped``)."""
     from olav.bench import golden, perf
@@ -43,7 +48,8 @@ def run_all(
 
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    e5 = embedder or E5Embedder()
+    e5 = opts.embedder or E5Embedder()
+    locomo, steer_workspace = opts.locomo, opts.steer_workspace
     out: dict[str, Any] = {
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": perf.machine(),
@@ -51,7 +57,7 @@ def run_all(
     }
     if locomo is not None and Path(locomo).is_file():
         say("LoCoMo recall")
-        run = loc.RecallRun(convs=convs, cache_dir=cache_dir)
+        run = loc.RecallRun(convs=opts.convs, cache_dir=opts.cache_dir)
         out["recall"] = loc.run_recall(Path(locomo), embedder=e5, run=run, progress=say)
     else:
         out["recall"] = None
@@ -59,9 +65,7 @@ def run_all(
     say("golden guide-recall suite")
     out["golden"] = golden.run_golden(e5, progress=say)
     say("speed and footprint")
-    out["perf"] = perf.run_perf(
-        sizes, queries, guides, progress=say, cli_runs=cli_runs, remote=remote
-    )
+    out["perf"] = perf.run_perf(opts.perf, say)
     out["steer"] = None
     if steer_workspace is None:
         out["skipped"]["steer"] = "no workspace with a model was given (--steer-workspace)"
@@ -71,7 +75,7 @@ def run_all(
 
         say("steering the configured model")
         out["steer"] = run_steer(
-            Workspace.open(steer_workspace), load_scenarios(), runs=steer_runs, progress=say
+            Workspace.open(steer_workspace), load_scenarios(), runs=opts.steer_runs, progress=say
         )
     out["seconds"] = round(time.monotonic() - started, 1)
     return out

@@ -210,12 +210,13 @@ def _without_recall(recaller: Any) -> Callable[..., Any]:
 def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, Any]:
     from olav.compose import agent_session
     from olav.llm.models import translate_model_error
+    from olav.runtime.hooks import Callbacks
     from olav.runtime.runner import RunCancelled
 
     session = agent_session(
         box,
         agent=s.agent,
-        approver=lambda name, args: False,
+        callbacks=Callbacks(approver=lambda name, args: False),
         store=store,
         learn_from_failures=False,
     )

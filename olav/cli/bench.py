@@ -166,7 +166,8 @@ def report_cmd(
     """Run every benchmark (LoCoMo recall, golden suite, perf, steer) and write one
     Markdown file: machine, versions, commands and tables. `make bench` runs this."""
     from olav.bench.locomo import default_cache_dir, parse_range
-    from olav.bench.report import run_all
+    from olav.bench.perf_options import PerfOptions
+    from olav.bench.report import ReportOptions, run_all
 
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
@@ -175,20 +176,16 @@ def report_cmd(
         err_console.print(f"[yellow]![/] {locomo} does not exist: skipping LoCoMo recall")
     show = err_console.is_terminal
     with status_progress(show) as progress:
-        report = run_all(
+        opts = ReportOptions(
             locomo=locomo,
             convs=parse_range(convs) if convs else None,
-            sizes=size_list,
-            queries=queries,
-            guides=guides,
+            cache_dir=default_cache_dir() if embedder == "e5" else None,
+            embedder=bench_embedder(embedder),
+            perf=PerfOptions(size_list, queries, guides, cli_runs=cli_runs, remote=remote),
             steer_workspace=steer_workspace,
             steer_runs=steer_runs,
-            cache_dir=default_cache_dir() if embedder == "e5" else None,
-            progress=progress,
-            embedder=bench_embedder(embedder),
-            cli_runs=cli_runs,
-            remote=remote,
         )
+        report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]
     _write_report(report, out, json_out, command)
 

@@ -168,20 +168,14 @@ def register(app: typer.Typer) -> None:
         Builds synthetic tables in a temporary folder; 100k memories take minutes (most of
         it building the vector index).
         """
-        from olav.bench.perf import machine_line, run_perf
+        from olav.bench.perf import PerfOptions, machine_line, run_perf
         from olav.cli.common import console, err_console, print_json, status_progress
 
         size_list = _sizes(sizes)
         show = err_console.is_terminal and not as_json
         with status_progress(show) as progress:
-            report = run_perf(
-                size_list,
-                queries,
-                guides,
-                progress,
-                captures=captures,
-                remote=remote,
-            )
+            opts = PerfOptions(size_list, queries, guides, captures=captures, remote=remote)
+            report = run_perf(opts, progress)
         if as_json:
             print_json(report)
             return

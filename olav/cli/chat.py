@@ -68,6 +68,7 @@ def ask(
 ) -> None:
     """Ask once, print the answer and exit (non-zero on error)."""
     from olav.compose import agent_session
+    from olav.runtime.hooks import Callbacks
     from olav.runtime.tools import NEEDS_CONSENT
 
     ws = open_workspace()
@@ -75,9 +76,8 @@ def ask(
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
     # --auto-approve covers dangerous tools, never a memory commit: nobody is here to say yes
-    session = agent_session(
-        ws, agent=agent, approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT
-    )
+    approve = Callbacks(approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT)
+    session = agent_session(ws, agent=agent, callbacks=approve)
     # on stderr, so the answer (or --json) on stdout stays clean
     session.run.on_warning = lambda message: err_console.print(
         message, style="yellow", markup=False, soft_wrap=True

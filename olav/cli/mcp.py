@@ -32,8 +32,7 @@ def mcp(
         open_workspace(),
         agent=agent,
         read_only=read_only,
-        http=http,
-        port=8765 if port is None else port,
+        port=(8765 if port is None else port) if http else None,
         tier=tier,
         on_ready=lambda line: err_console.print(line, markup=False, highlight=False),
     )

@@ -29,6 +29,7 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Search memory the way recall does (hybrid by default), with every score shown."""
+    from olav.memory.filters import SearchFilter
     from olav.memory.scopes import Reader, personal_scopes
     from olav.memory.store import MemoryStore
 
@@ -39,10 +40,12 @@ def search(
     hits = store.search(
         query,
         mode=mode,
-        scopes=scopes,
-        categories=category or None,
         k=k,
-        reader=Reader.of(ws.config),  # never another operator's private rows
+        filter=SearchFilter(
+            scopes=scopes,
+            categories=category or None,
+            reader=Reader.of(ws.config),  # never another operator's private rows
+        ),
     )
     print_hits(hits, as_json)
     store.persist_snapshot()  # for the next cold command, after the answer is out

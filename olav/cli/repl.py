@@ -65,14 +65,17 @@ class Chat:
         threading.Thread(target=self._warm_model, name="olav-model-warm-up", daemon=True).start()
         try:
             from olav.compose import agent_session
+            from olav.runtime.hooks import Callbacks
 
             session = agent_session(
                 self.ws,
                 agent=agent,
-                approver=self.approve,
-                on_token=self.token,
-                on_tool_start=self.tool_start,
-                on_tool_end=self.tool_end,
+                callbacks=Callbacks(
+                    approver=self.approve,
+                    on_token=self.token,
+                    on_tool_start=self.tool_start,
+                    on_tool_end=self.tool_end,
+                ),
             )
             session.run.on_warning = self.warn  # e.g. memory degraded: one line per run
             session.built  # noqa: B018 (builds the graph, opens memory, loads the embedder)

@@ -10,11 +10,12 @@ from olav.learning.reflector import REQUEST
 def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
     """The `reflect` cron job: run the reflector agent once over the last ``days``."""
     from olav.compose import agent_session
+    from olav.runtime.hooks import Callbacks
 
     session = agent_session(
         ws,
         agent="reflector",
-        approver=lambda name, args: False,
+        callbacks=Callbacks(approver=lambda name, args: False),
         model=model,
         learn_from_failures=False,
     )

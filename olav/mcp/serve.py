@@ -20,17 +20,17 @@ def serve(
     *,
     agent: str = "core",
     read_only: bool = False,
-    http: bool = False,
-    port: int = 8765,
+    port: int | None = None,
     tier: str = "",
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``ws``'s memory as ``agent`` sees it until the client (or a signal) ends it.
+    """Serve ``ws``'s memory as ``agent`` sees it until the client (or a signal) ends it:
+    over HTTP on ``port`` (0 picks a free one), or on stdio when ``port`` is None.
     ``on_ready`` gets a one-line description once the server accepts connections."""
     svc = MemoryService.open(ws, agent=agent, tier=tier)
-    server = build_server(svc, read_only=read_only, transport="http" if http else "stdio")
+    server = build_server(svc, read_only=read_only, transport="stdio" if port is None else "http")
     mode = "read-only" if read_only else "read-write"
-    if not http:
+    if port is None:
         if on_ready:
             on_ready(f"olav mcp: serving agent {agent} ({mode}) on stdio")
         server.run("stdio")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from olav.audit.queries import NARRATED_EVENT
-from olav.audit.recorder import AuditRecorder
+from olav.audit.recorder import AuditRecorder, ToolCallEntry
 from olav.core.config import Workspace
 from olav.core.errors import NotFoundError, OlavError
 from olav.learning.curator import (
@@ -31,6 +31,7 @@ from olav.learning.curator import (
 )
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.episodes import recent_episodes
+from olav.memory.filters import SearchFilter
 from olav.memory.injection import QUARANTINE
 from olav.memory.recall import Recaller, memory_body
 from olav.memory.schema import MemoryRecord
@@ -176,7 +177,9 @@ class MemoryService:
         """The hybrid search, restricted to this agent's scopes."""
         cats = [category] if category else None
         with self._lock:
-            hits = self.store.search(query, mode="hybrid", scopes=self.scopes, categories=cats, k=k)
+            hits = self.store.search(
+                query, mode="hybrid", k=k, filter=SearchFilter(scopes=self.scopes, categories=cats)
+            )
         return {
             "hits": [
                 {
@@ -325,7 +328,9 @@ class MemoryService:
         run_id = audit.start_run(self.agent, self.session_id, request, f"mcp:{client}")
         audit.message(run_id, "user", request)
         for c in calls:
-            audit.tool_call(run_id, self.agent, c.tool, dict(c.args), c.result, c.status, 0.0)
+            audit.tool_call(
+                run_id, self.agent, ToolCallEntry(c.tool, dict(c.args), c.result, c.status, 0.0)
+            )
         if answer:
             audit.message(run_id, "assistant", answer)
         if outcome == "narrated":  # trace_learner reads the tools it could have called here

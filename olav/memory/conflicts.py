@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import MemoryRecord
 from olav.memory.sql import sql_str
 from olav.memory.store import MemoryStore
@@ -43,7 +44,12 @@ def remember(
     if rec.category not in SUPERSEDING:
         store.upsert([rec])
         return RememberResult("added", rec.id, [])
-    hits = store.search(rec.text, mode="vector", scopes=[rec.scope], categories=[rec.category], k=5)
+    hits = store.search(
+        rec.text,
+        mode="vector",
+        k=5,
+        filter=SearchFilter(scopes=[rec.scope], categories=[rec.category]),
+    )
     hits = [h for h in hits if h.record.id != rec.id]
     same = [h for h in hits if _norm(h.record.text) == _norm(rec.text)]
     if same:

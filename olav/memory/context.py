@@ -77,18 +77,19 @@ def conversation_records(
     category: str = "fact",
     scope: str = "global",
     origin: str = "user",
-    before: int = 2,
-    after: int = 2,
+    window: tuple[int, int] = (2, 2),
     metadata: dict[str, Any] | None = None,
 ) -> list[MemoryRecord]:
     """Memories for a conversation, one per turn, as olav stores sequential memories.
 
     Text: ``[8 May 2023] Speaker: text`` (the date makes "when did ..." findable by words);
-    context: the turn with ``before``/``after`` neighbours of its session under the date;
+    context: the turn with ``window`` = (before, after) neighbours of its session under the
+    date;
     ``event_at``: the session's time.
     """
     lines = [f"{t.speaker}: {t.text}" for t in turns]
     labels = [f"[{date_label(t.when)}]" if t.when else None for t in turns]
+    before, after = window
     windows = neighbour_windows(
         lines, groups=[t.session for t in turns], before=before, after=after, headers=labels
     )

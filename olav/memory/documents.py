@@ -281,17 +281,16 @@ def import_document_file(
     base: Path,
     agent: str = "core",
     scope: str | None = None,
-    keywords: Sequence[str] = (),
     progress: ImportProgress | None = None,
 ) -> DocumentImport:
     """Import a ``.md`` or ``.txt`` file: chunks plus a summary guide, replacing an earlier
-    import of the same path."""
+    import of the same path. Its keywords are its title and its file name."""
     text = read_text_file(path, DOCUMENT_SUFFIXES)
     key = document_key_for_file(path, base)
     source = key.removeprefix("file:")
     title = document_title(text, path.stem)
     intent = "doc_" + slug(path.stem)
-    words = list(keywords) or [title, path.stem.replace("_", " ").replace("-", " ")]
+    words = [title, path.stem.replace("_", " ").replace("-", " ")]
     spec = DocumentSpec(
         text,
         key=key,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import MemoryRecord, expiry_for
 from olav.memory.scopes import scoped_id
 from olav.memory.sql import live_filter, sql_str
@@ -28,7 +29,9 @@ def add_reflection(
     text = " ".join(lesson.split())
     if not text:
         raise ValueError("a lesson needs text")
-    hits = store.search(text, mode="vector", scopes=[scope], categories=["reflection"], k=1)
+    hits = store.search(
+        text, mode="vector", k=1, filter=SearchFilter(scopes=[scope], categories=["reflection"])
+    )
     if hits and hits[0].distance is not None and hits[0].distance <= dedup_distance:
         return False, hits[0].record.id
     rid = scoped_id("refl_" + hashlib.sha256(text.lower().encode()).hexdigest()[:16], scope)

@@ -18,6 +18,7 @@ from typing import Any
 
 from olav.core.log import get_logger
 from olav.memory.episodes import EPISODE_MAX_CHARS, TEMPORAL, recent_episodes
+from olav.memory.filters import SearchFilter
 from olav.memory.hits import Hit
 from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
 from olav.memory.relevance import (
@@ -142,6 +143,21 @@ def render_block(items: Sequence[Hit]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class RecallOptions:
+    """How a Recaller selects: the model ``tier``, the ``token_budget`` of the block, the
+    hybrid search's ``candidates``, the decay ``half_life_days``, whether injected memories
+    get their access count bumped (``bump_access``), and the scopes read besides the agent's
+    and ``global`` (``extra_scopes``: the operator's user: scope and the team's)."""
+
+    tier: str = "small"
+    token_budget: int = 1000
+    candidates: int = 40
+    half_life_days: float = 30.0
+    bump_access: bool = True
+    extra_scopes: tuple[str, ...] = ()
+
+
 class Recaller:
     """Selects and renders memories for one agent. One instance per agent is cheap."""
 
@@ -150,30 +166,25 @@ class Recaller:
         store: MemoryStore,
         *,
         agent: str,
-        tier: str = "small",
-        token_budget: int = 1000,
+        options: RecallOptions = RecallOptions(),
         floors: Floors | None = None,
         background: Background | None = None,
-        candidates: int = 40,
         audit: Any = None,
-        bump_access: bool = True,
-        half_life_days: float = 30.0,
-        extra_scopes: tuple[str, ...] = (),
     ) -> None:
         self.store = store
         self.agent = agent
         # the operator's user: scope and the team's (olav.memory.scopes); never another's
-        self.extra_scopes = extra_scopes
-        self.tier = tier
-        self.token_budget = token_budget
+        self.extra_scopes = options.extra_scopes
+        self.tier = options.tier
+        self.token_budget = options.token_budget
         # no floors: every candidate counts as relevant ("off", uncalibrated embedders);
         # floors without a background: words alone decide (the background could not load)
         self.floors = floors
         self.background = background
-        self.n_candidates = candidates
+        self.n_candidates = options.candidates
         self.audit = audit
-        self.bump = bump_access
-        self.half_life_days = half_life_days
+        self.bump = options.bump_access
+        self.half_life_days = options.half_life_days
         self._pending: list[Any] = []
         self._hits: dict[str, int] = {}  # access-count bumps not written yet
 
@@ -187,16 +198,14 @@ class Recaller:
 
         floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
-        return cls(
-            store,
-            agent=agent,
+        options = RecallOptions(
             tier=tier,
             token_budget=config["memory.token_budget"],
-            floors=floors,
-            background=background,
             half_life_days=config["memory.half_life_days"],
-            audit=audit,
             extra_scopes=personal_scopes(config),
+        )
+        return cls(
+            store, agent=agent, options=options, floors=floors, background=background, audit=audit
         )
 
     @property
@@ -227,7 +236,10 @@ class Recaller:
         # episodes answer "what did we do last time"; other requests never get them
         categories = [c for c in QUOTAS if temporal or c != "episode"]
         hits = self.store.search(
-            query, mode=search_mode, scopes=self.scopes, categories=categories, k=self.n_candidates
+            query,
+            mode=search_mode,
+            k=self.n_candidates,
+            filter=SearchFilter(scopes=self.scopes, categories=categories),
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}

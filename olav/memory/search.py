@@ -9,7 +9,6 @@ computed from it in numpy; otherwise LanceDB answers, its queries run concurrent
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ import numpy as np
 from olav.core.errors import MemoryStoreError
 from olav.memory.connection import VECTOR_COLUMNS
 from olav.memory.embedders import Embedder
+from olav.memory.filters import ANY, SearchFilter
 from olav.memory.ftscache import analyzer
 from olav.memory.hits import Hit, fuse
 from olav.memory.maintenance import probe
 from olav.memory.ranking import Ranking
 from olav.memory.schema import now
-from olav.memory.scopes import Reader
 from olav.memory.sql import live_filter
 from olav.memory.timeq import Period, query_period
 from olav.memory.vcache import CachedQuery, VectorCache
@@ -44,6 +43,20 @@ def _pool() -> Any:
 
         _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="olav-search")
     return _POOL
+
+
+@dataclass(frozen=True, slots=True)
+class SearchTuning:
+    """A store's ranking settings: ``rrf_k``, the reciprocal-rank fusion constant, and
+    ``ann_threshold``, the row count from which the vector column gets an ANN index."""
+
+    rrf_k: int = 20
+    ann_threshold: int = 10000
+
+    @classmethod
+    def of(cls, config: Any) -> SearchTuning:
+        """The workspace's settings (``memory.rrf_k``, ``memory.ann_threshold``)."""
+        return cls(config["memory.rrf_k"], config["memory.ann_threshold"])
 
 
 class Searching:
@@ -69,35 +82,32 @@ class Searching:
         query: str,
         *,
         mode: str = "hybrid",
-        scopes: Sequence[str] | None = None,
-        categories: Sequence[str] | None = None,
         k: int = 10,
-        include_invalid: bool = False,
-        where: str | None = None,
+        filter: SearchFilter = ANY,
         candidates: int | None = None,
         query_vector: np.ndarray | None = None,
-        period: Period | None = None,
-        time_aware: bool = True,
-        reader: Reader | None = None,
     ) -> list[Hit]:
         """Search live rows. Returns hits with distance, FTS score and fused score.
 
         ``hybrid`` fuses with reciprocal-rank fusion: a vector and a full-text ranking over
         each memory's text; the same two over its context window when the table holds
         sequential memories (a memory without a context counts its own text there); and,
-        when the query names a period ("in May 2023", "last week", "上周") or ``period`` is
-        given, a vector and a full-text ranking restricted to memories whose ``event_at``
-        falls in it. ``vector`` and ``fts`` rank by the text alone. ``reader`` hides the rows
-        that operator may not read (another operator's private rows); unlike ``where``, it
-        keeps the search on the in-process snapshot.
+        when the query names a period ("in May 2023", "last week", "上周") or
+        ``filter.period`` is given, a vector and a full-text ranking restricted to memories
+        whose ``event_at`` falls in it. ``vector`` and ``fts`` rank by the text alone.
+        ``filter`` (olav.memory.filters.SearchFilter) says which rows may be ranked.
         """
         if mode not in SEARCH_MODES:
             raise MemoryStoreError(
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
+        where, reader, period = filter.where, filter.reader, filter.period
         extra = " AND ".join(f"({p})" for p in (where, reader and reader.where()) if p) or None
         pred = live_filter(
-            scopes=scopes, categories=categories, include_invalid=include_invalid, extra=extra
+            scopes=filter.scopes,
+            categories=filter.categories,
+            include_invalid=filter.include_invalid,
+            extra=extra,
         )
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
         wants_vector = mode in ("vector", "hybrid")
@@ -106,9 +116,11 @@ class Searching:
         # rankings from the in-process snapshot when it is current (olav.memory.vcache)
         snap = self._current_snapshot() if where is None else None
         with_context = hybrid and (snap.has_context if snap else self._has_context())
-        if hybrid and period is None and time_aware:
+        if hybrid and period is None and filter.time_aware:
             period = query_period(query)
-        cq = CachedQuery(scopes, categories, include_invalid, now(), reader=reader)
+        cq = CachedQuery(
+            filter.scopes, filter.categories, filter.include_invalid, now(), reader=reader
+        )
         call = _Call(self, query, pred, n, wants_vector, snap, period, query_vector, cq)
         text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
         results = call.rankings(text_jobs, vector_jobs)

@@ -42,7 +42,7 @@ from olav.memory.remote import MemoryLocation, location, memory_location, remote
 from olav.memory.schema import TABLE as TABLE
 from olav.memory.schema import MemoryRecord, build_schema, now, validate
 from olav.memory.search import SEARCH_MODES as SEARCH_MODES
-from olav.memory.search import Searching
+from olav.memory.search import Searching, SearchTuning
 from olav.memory.sql import live_filter as live_filter
 from olav.memory.sql import sql_in
 from olav.memory.sql import sql_str as sql_str
@@ -66,8 +66,7 @@ class MemoryStore(Searching):
         path: Path | MemoryLocation,
         embedder: Embedder,
         *,
-        rrf_k: int = 20,
-        ann_threshold: int = 10000,
+        tuning: SearchTuning = SearchTuning(),
         lock_timeout: float = 120.0,
         allow_destructive: bool = False,
         cold: bool = False,
@@ -78,8 +77,8 @@ class MemoryStore(Searching):
         self.location = location(path)
         self.path = self.location.path  # the folder, for a local table
         self.embedder = embedder
-        self.rrf_k = rrf_k
-        self.ann_threshold = ann_threshold
+        self.rrf_k = tuning.rrf_k
+        self.ann_threshold = tuning.ann_threshold
         self._remote = RemoteGuards(self.location, lock_timeout) if self.location.remote else None
         if self._remote is None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -134,8 +133,7 @@ class MemoryStore(Searching):
         return cls(
             memory_location(ws),
             embedder or make_embedder(ws.config),
-            rrf_k=ws.config["memory.rrf_k"],
-            ann_threshold=ws.config["memory.ann_threshold"],
+            tuning=SearchTuning.of(ws.config),
             allow_destructive=env_flag("OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION"),
             cold=cold,
         )

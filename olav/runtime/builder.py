@@ -10,7 +10,7 @@ from olav.core.config import Workspace
 from olav.core.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
 from olav.core.log import get_logger
 from olav.llm.models import model_tier, workspace_chat_model
-from olav.memory.recall import Recaller
+from olav.memory.recall import Recaller, RecallOptions
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
     CompressionMiddleware,
@@ -153,7 +153,7 @@ class _Assembly:
         rec = (
             Recaller.for_config(store, cfg, agent=a.name, tier=tier, audit=run.audit)
             if memory_on
-            else Recaller(store, agent=a.name, tier=tier)
+            else Recaller(store, agent=a.name, options=RecallOptions(tier=tier))
         )
         self.recallers[a.name] = rec
         allowed = set(tools) | ({"task"} if sub_names else set())

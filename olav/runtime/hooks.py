@@ -38,3 +38,15 @@ class Hooks:
     """The composer's hooks into a Session; none by default (the engine learns nothing)."""
 
     after_run: Sequence[AfterRun] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Callbacks:
+    """What the person's side of a Session (the REPL, ``olav ask``, a job) plugs in: the
+    ``approver`` asked before a dangerous tool runs (None: every such call is denied), and the
+    streaming callbacks for the answer's tokens and each tool call's start and end."""
+
+    approver: Callable[[str, dict[str, Any]], bool] | None = None
+    on_token: Callable[[str], None] | None = None
+    on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
+    on_tool_end: Callable[[str, str, str, float], None] | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from olav.memory.episodes import EVERY_N_TURNS
 from olav.memory.scopes import private_scope
 from olav.memory.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
-from olav.runtime.hooks import Hooks, RunEnd, Waitable
+from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
@@ -66,16 +66,14 @@ class Session:
         ws: Workspace,
         *,
         agent: str = "core",
-        approver: Callable[[str, dict[str, Any]], bool] | None = None,
-        on_token: Callable[[str], None] | None = None,
-        on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None,
-        on_tool_end: Callable[[str, str, str, float], None] | None = None,
+        callbacks: Callbacks = Callbacks(),
         model: Any = None,
         store: Any = None,
         hooks: Hooks | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
     ) -> None:
-        """``hooks`` say what happens after each run and ``tools`` adds tools beyond the
+        """``callbacks`` are the person's side (approval, streaming); ``hooks`` say what
+        happens after each run and ``tools`` adds tools beyond the
         registry's: both are the composer's (olav.compose adds learning)."""
         self.ws = ws
         configure_logging(ws.logs)
@@ -83,11 +81,11 @@ class Session:
         self.audit = AuditRecorder(ws.audit_path)
         self.run = RunContext(
             audit=self.audit,
-            approver=approver,
-            on_tool_start=on_tool_start,
-            on_tool_end=on_tool_end,
+            approver=callbacks.approver,
+            on_tool_start=callbacks.on_tool_start,
+            on_tool_end=callbacks.on_tool_end,
         )
-        self.on_token = on_token
+        self.on_token = callbacks.on_token
         self._model = model
         self._store = store
         self.agent_name = agent

@@ -12,6 +12,7 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
+from olav.audit.recorder import ToolCallEntry
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.memory.capture import ToolEvent
@@ -137,11 +138,7 @@ class ToolGuardMiddleware(AgentMiddleware):
             self.run.audit.tool_call(
                 self.run.run_id,
                 self.agent_name,
-                call["name"],
-                call.get("args") or {},
-                text,
-                status,
-                ms,
+                ToolCallEntry(call["name"], call.get("args") or {}, text, status, ms),
             )
         if self.run.on_tool_end:
             self.run.on_tool_end(self.agent_name, call["name"], status, ms)

@@ -22,6 +22,7 @@ import pytest
 from olav.bench.perf import numpy_topk, one_blas_thread
 from olav.memory.embedders import E5Embedder
 from olav.memory.schema import MemoryRecord
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore
 from tests.bench.memory_support import NEVER, recall_at_k
 from tests.bench.support import (
@@ -91,7 +92,7 @@ def test_bench_ann_recall_locomo(tmp_path: Path) -> None:
     qvecs = np.vstack([e5.embed_query(q) for q in questions])
     query_embed_ms = (time.perf_counter() - t0) * 1000.0 / len(questions)
 
-    store = MemoryStore(tmp_path / "db", e5, ann_threshold=NEVER)
+    store = MemoryStore(tmp_path / "db", e5, tuning=SearchTuning(ann_threshold=NEVER))
     for i in range(0, len(passages), 5000):
         store.upsert(
             MemoryRecord(

@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 from olav.memory.embedders import CachedEmbedder, E5Embedder
-from olav.memory.recall import QUOTAS, Recaller
+from olav.memory.filters import SearchFilter
+from olav.memory.recall import QUOTAS, Recaller, RecallOptions
 from olav.memory.schema import MemoryRecord
+from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore
 from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
 
@@ -26,7 +28,7 @@ N_QUERIES = 60
 
 
 def build(path: Path, embedder: E5Embedder, n: int, seed: int = 3) -> MemoryStore:
-    store = MemoryStore(path, embedder, ann_threshold=50_000)
+    store = MemoryStore(path, embedder, tuning=SearchTuning(ann_threshold=50_000))
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     cats = list(QUOTAS)
@@ -54,11 +56,14 @@ def measure(store: MemoryStore, e5: E5Embedder, queries: list[str]) -> list[floa
     qv = e5.embed_query("warm up")
     scopes = ["netops", "global"]
     bare = latencies_ms(
-        lambda i: store.search("", mode="vector", k=10, query_vector=qv, scopes=scopes), N_QUERIES
+        lambda i: store.search(
+            "", mode="vector", k=10, query_vector=qv, filter=SearchFilter(scopes=scopes)
+        ),
+        N_QUERIES,
     )
     store.embedder = CachedEmbedder(e5, size=0)  # no cache: every query is embedded
-    dry = Recaller(store, agent="netops", tier="medium", bump_access=False)
-    full = Recaller(store, agent="netops", tier="medium")
+    dry = Recaller(store, agent="netops", options=RecallOptions(tier="medium", bump_access=False))
+    full = Recaller(store, agent="netops", options=RecallOptions(tier="medium"))
     recall_dry = latencies_ms(lambda i: dry.recall(queries[i], dry_run=True), N_QUERIES)
     recall_full = latencies_ms(lambda i: full.recall(queries[i]), N_QUERIES)
     full.flush()

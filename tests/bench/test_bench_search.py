@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from olav.bench.perf import numpy_topk, one_blas_thread
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import MemoryRecord
 from olav.memory.store import MemoryStore
 from tests.bench.memory_support import DIM, NEVER, recall_at_k
@@ -151,8 +152,8 @@ def measure_modes(
                 texts[i % len(texts)],
                 mode=mode,
                 k=K,
-                scopes=scopes,
                 query_vector=queries[i % len(queries)],
+                filter=SearchFilter(scopes=scopes),
             )
             out.append([corpus.row_index(h.record.id) for h in hits])
 

@@ -12,6 +12,7 @@ from olav.memory.capture import (
     is_write_tool,
     should_capture,
 )
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import CATEGORIES, CATEGORY_TTL, expiry_for
 from tests.helpers import hash_store
 
@@ -154,4 +155,4 @@ def test_query_patterns_are_stored_once_and_invalidated_when_sql_fails(tmp_path:
     empty = ToolEvent("core", "db_query", {"sql": "SELECT 1 WHERE false"}, "(0 rows)", "success")
     assert capture(store, [empty], question="", run_id="r3") == []  # no completed question
     assert invalidate_sql(store, "select *   from devices where role='border'") == 1
-    assert store.search(q, categories=["query_pattern"], k=5) == []
+    assert store.search(q, k=5, filter=SearchFilter(categories=["query_pattern"])) == []

@@ -193,7 +193,7 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
 
 
 def test_reflector_writes_only_what_each_lane_may_write(e5_ws: Path) -> None:
-    from olav.audit.recorder import AuditRecorder
+    from olav.audit.recorder import AuditRecorder, ToolCallEntry
     from olav.cron.builtin import run_reflector
 
     ws = Workspace.open(e5_ws)
@@ -203,11 +203,13 @@ def test_reflector_writes_only_what_each_lane_may_write(e5_ws: Path) -> None:
         audit.tool_call(
             rid,
             "netops",
-            "take_snapshot",
-            {"devices": [f"d{i}"]},
-            f"Error: environment mismatch for run {i} at /srv/lab/{i}",
-            "error",
-            5.0,
+            ToolCallEntry(
+                "take_snapshot",
+                {"devices": [f"d{i}"]},
+                f"Error: environment mismatch for run {i} at /srv/lab/{i}",
+                "error",
+                5.0,
+            ),
         )
         audit.end_run(rid, "error", "environment mismatch")
 

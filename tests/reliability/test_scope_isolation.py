@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from olav.core.errors import MemoryStoreError, OlavError
+from olav.memory.filters import SearchFilter
 from olav.memory.schema import CATEGORIES, now
+from olav.memory.search import SearchTuning
 from olav.memory.store import SEARCH_MODES
 from tests.helpers import hash_store, rec
 
@@ -98,7 +100,10 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
             ]
             for mode in SEARCH_MODES:
                 hits = store.search(
-                    query, mode=mode, scopes=list(VISIBLE), categories=categories, k=k
+                    query,
+                    mode=mode,
+                    k=k,
+                    filter=SearchFilter(scopes=list(VISIBLE), categories=categories),
                 )
                 ids = [h.record.id for h in hits]
                 assert len(ids) == len(set(ids)), (mode, ids)
@@ -119,7 +124,9 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
 def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     """2,000 rows match the query far better than the 3 in scope 'tiny'; k=3 still returns
     exactly the 3, with exact search and with an IVF_SQ index."""
-    store = hash_store(tmp_path / "m.lance", ann_threshold=1000 if ann else 20000)
+    store = hash_store(
+        tmp_path / "m.lance", tuning=SearchTuning(ann_threshold=1000 if ann else 20000)
+    )
     query = "router backup configuration nightly"
     big = [rec(f"big{i}", f"{query} job {i}", scope="big") for i in range(2000)]
     tiny = [rec(f"tiny{i}", f"bananas router note {i}", scope="tiny") for i in range(3)]
@@ -127,7 +134,7 @@ def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     done = store.maintain(force_optimize=True)
     assert done["ann_built"] is ann
     for mode in SEARCH_MODES:
-        hits = store.search(query, mode=mode, scopes=["tiny"], k=3)
+        hits = store.search(query, mode=mode, k=3, filter=SearchFilter(scopes=["tiny"]))
         assert sorted(h.record.id for h in hits) == ["tiny0", "tiny1", "tiny2"], mode
 
 
@@ -145,9 +152,11 @@ def test_sql_hostile_scope_names_stay_isolated(tmp_path: Path, agent: str) -> No
         ]
     )
     for mode in SEARCH_MODES:
-        hits = store.search("shared words routers", mode=mode, scopes=[agent], k=10)
+        hits = store.search(
+            "shared words routers", mode=mode, k=10, filter=SearchFilter(scopes=[agent])
+        )
         assert [h.record.id for h in hits] == ["mine"], mode
-    hits = store.search("routers", categories=["fact' OR '1'='1"], k=10)
+    hits = store.search("routers", k=10, filter=SearchFilter(categories=["fact' OR '1'='1"]))
     assert hits == []
 
 
@@ -171,13 +180,15 @@ def test_whitespace_scope_cannot_be_written(tmp_path: Path) -> None:
 
 def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
     from olav.core.config import Config
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import Recaller, RecallOptions
     from olav.memory.scopes import personal_scopes
 
     cfg = Config.load(None, environ={"OLAV_MEMORY_USER": "Alice", "OLAV_MEMORY_TEAM": "x"})
     with tempfile.TemporaryDirectory() as tmp:
         store = hash_store(Path(tmp) / "m.lance")
-        recaller = Recaller(store, agent="agentA", extra_scopes=personal_scopes(cfg))
+        recaller = Recaller(
+            store, agent="agentA", options=RecallOptions(extra_scopes=personal_scopes(cfg))
+        )
         assert sorted(recaller.scopes) == sorted(VISIBLE)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from olav.audit.recorder import AuditRecorder
+from olav.audit.recorder import AuditRecorder, ToolCallEntry
 from olav.core.config import Workspace
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.store import MemoryStore
@@ -224,9 +224,13 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     audit.message(run, "user", joined)
     audit.message(run, "assistant", f"I will apply:\n{joined}")
     audit.tool_call(
-        run, "netops", "write_config", {"config": joined, "lines": lines}, joined, "success", 3.0
+        run,
+        "netops",
+        ToolCallEntry("write_config", {"config": joined, "lines": lines}, joined, "success", 3.0),
     )
-    audit.tool_call(run, "netops", "ssh_exec", {"cmd": joined}, f"Error: {joined}", "error", 1.0)
+    audit.tool_call(
+        run, "netops", ToolCallEntry("ssh_exec", {"cmd": joined}, f"Error: {joined}", "error", 1.0)
+    )
     audit.event(run, "note", {"text": joined, "lines": lines})
     audit.memory_event("m1", "import", "cli", {"text": joined, "lines": lines})
     audit.end_run(run, "failed", error=f"RuntimeError: {joined}")

@@ -27,6 +27,7 @@ from olav.core.config import Workspace
 from olav.memory.capture import ToolEvent, capture
 from olav.memory.lessons import add_reflection
 from olav.memory.schema import MemoryRecord
+from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
 from olav.memory import writes
 
@@ -52,8 +53,9 @@ sys.stdin.readline()  # the test says go once every machine has written
 store = MemoryStore.for_workspace(Workspace.open())  # a fresh handle: the latest version
 seen = {}
 for other in "ABC":
-    hits = store.search(f"lesson{other}x0", mode="fts", k=3, categories=["reflection"])
-    facts = store.search(f"fact{other}x{rounds - 1}", mode="fts", k=3, categories=["fact"])
+    lessons, fact = SearchFilter(categories=["reflection"]), SearchFilter(categories=["fact"])
+    hits = store.search(f"lesson{other}x0", mode="fts", k=3, filter=lessons)
+    facts = store.search(f"fact{other}x{rounds - 1}", mode="fts", k=3, filter=fact)
     seen[other] = [h.record.text for h in hits] + [h.record.id for h in facts]
 print(json.dumps({"wrote": sorted(set(wrote)), "seen": seen, "retries": writes.stats["retries"]}))
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
+from olav.runtime.hooks import Callbacks
 from olav.runtime.skills import SkillError, load_agent
 from olav.runtime.tools import strip_quote_leak
 from tests.helpers import SessionFor, audit_rows
@@ -138,7 +139,7 @@ def test_dangerous_tool_needs_approval_and_both_answers_are_audited(
             {"content": "finished"},
         ],
         agent="netops",
-        approver=approver,
+        callbacks=Callbacks(approver=approver),
     )
     session.ask("take a snapshot of sh1-border01")
     assert asked == ["take_snapshot"]

@@ -16,6 +16,7 @@ from olav.bench.locomo.cache import VectorCache
 from olav.bench.locomo.data import Conversation, time_filter
 from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
+from olav.memory.filters import SearchFilter
 
 BASELINES = ("bm25", "vector", "langgraph", "olav")
 
@@ -101,7 +102,13 @@ class Measurer:
                     out.append([])
                     continue
                 mode = "vector" if base == "vector" else "fts"
-                hits = store.search(q.text, mode=mode, k=self.depth, query_vector=vec, where=where)
+                hits = store.search(
+                    q.text,
+                    mode=mode,
+                    k=self.depth,
+                    query_vector=vec,
+                    filter=SearchFilter(where=where),
+                )
                 out.append([h.record.id for h in hits])
             seconds = self.out.source_seconds
             seconds[key] = seconds.get(key, 0.0) + time.monotonic() - t1

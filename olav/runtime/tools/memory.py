@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from olav.core.errors import OlavError
+from olav.memory.filters import SearchFilter
 from olav.runtime.tools.base import ToolArgs, ToolContext, tool_error
 
 
@@ -26,7 +27,9 @@ def recall_memory(
     scopes = [scope] if scope else [ctx.agent, "global", *mine]
     try:
         hits = ctx.store.search(
-            query, scopes=scopes, categories=[category] if category else None, k=5
+            query,
+            k=5,
+            filter=SearchFilter(scopes=scopes, categories=[category] if category else None),
         )
     except OlavError as exc:
         return tool_error(str(exc))
