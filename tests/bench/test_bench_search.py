@@ -226,10 +226,10 @@ def test_bench_search_latency_and_ann_threshold(tmp_path: Path) -> None:
         assert store.index_state()["vector"] is not None
         n_ann = 100 if full else 50
         cell = measure_modes(
-            corpus, label, "IVF_HNSW_SQ", queries, texts, n_ann, np_p50, modes=modes, scoped=full
+            corpus, label, "IVF_SQ", queries, texts, n_ann, np_p50, modes=modes, scoped=full
         )
         ann = cell[0]
-        assert ann[7] > 0.5, f"IVF_HNSW_SQ recall@10 at {size} rows is {ann[7]:.2f}"
+        assert ann[7] > 0.5, f"IVF_SQ recall@10 at {size} rows is {ann[7]:.2f}"
         if full:
             latency_rows += cell
         threshold_rows.append([f"{size:,}", exact[4], exact[5], ann[4], ann[7], build_s, np_p50])
@@ -257,12 +257,12 @@ def test_bench_search_latency_and_ann_threshold(tmp_path: Path) -> None:
         [
             ["upsert 100k rows in batches of 5k (vectors given)", corpus.insert_s],
             ["maintain(force_optimize=True) at 6 checkpoints (FTS)", corpus.optimize_s],
-            ["maintain() building IVF_HNSW_SQ at 100k rows", build_s],
+            ["maintain() building IVF_SQ at 100k rows", build_s],
         ],
     )
     report(
         "ann_threshold",
-        "Exact vs. IVF_HNSW_SQ vector search by row count, store.search(mode='vector')",
+        "Exact vs. IVF_SQ vector search by row count, store.search(mode='vector')",
         [
             "rows",
             "exact p50 ms",
