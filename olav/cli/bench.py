@@ -168,10 +168,11 @@ def report_cmd(
     from olav.bench.locomo import default_cache_dir, parse_range
     from olav.bench.perf_options import PerfOptions
     from olav.bench.report import ReportOptions, run_all
+    from olav.cli.bench_perf import parse_sizes
 
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")
-    size_list = _size_list(sizes)
+    size_list = parse_sizes(sizes)
     if locomo is not None and not locomo.is_file():  # the report says it was skipped
         err_console.print(f"[yellow]![/] {locomo} does not exist: skipping LoCoMo recall")
     show = err_console.is_terminal
@@ -188,20 +189,6 @@ def report_cmd(
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]
     _write_report(report, out, json_out, command)
-
-
-def _size_list(sizes: str) -> list[int]:
-    """``--sizes`` as row counts, each at least 20."""
-    try:
-        size_list = [int(x) for x in sizes.split(",") if x.strip()]
-    except ValueError:
-        size_list = []
-    if not size_list or min(size_list) < 20:
-        raise OlavError(
-            f"--sizes {sizes!r} is not a list of row counts",
-            hint="Use e.g. --sizes 1000,10000,100000 (each at least 20)",
-        )
-    return size_list
 
 
 def _write_report(

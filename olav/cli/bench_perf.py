@@ -9,7 +9,8 @@ import typer
 from olav.core.errors import OlavError
 
 
-def _sizes(text: str) -> list[int]:
+def parse_sizes(text: str) -> list[int]:
+    """``--sizes`` as row counts (``100_000`` allowed), each at least 20."""
     try:
         sizes = [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -171,7 +172,7 @@ def register(app: typer.Typer) -> None:
         from olav.bench.perf import PerfOptions, machine_line, run_perf
         from olav.cli.common import console, err_console, print_json, status_progress
 
-        size_list = _sizes(sizes)
+        size_list = parse_sizes(sizes)
         show = err_console.is_terminal and not as_json
         with status_progress(show) as progress:
             opts = PerfOptions(size_list, queries, guides, captures=captures, remote=remote)
