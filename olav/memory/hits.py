@@ -82,6 +82,9 @@ def fuse(
     rows, vectors = _records(top, first)
     hits = []
     for rid in top:
+        row = rows.get(rid)
+        if row is None:
+            continue  # deleted since it was ranked (olav.memory.ranking.TableRows)
         vec = vectors[rid]
         dist = distance.get(rid)
         if dist is None and vec is not None and qv is not None:
@@ -90,7 +93,7 @@ def fuse(
         found = fused.ranks[rid]
         hits.append(
             Hit(
-                MemoryRecord.from_row(rows[rid]),
+                MemoryRecord.from_row(row),
                 fused.scores[rid],
                 distance=None if dist is None else float(dist),
                 fts_score=fts_score.get(rid),
@@ -105,7 +108,7 @@ def fuse(
 
 def _records(
     top: list[str], first: dict[str, tuple[Ranking, int]]
-) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray | None]]:
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, np.ndarray | None]]:
     """The rows and text vectors of ``top``, read once per row source (all the rankings of a
     snapshot search share one)."""
     groups: dict[tuple[int, bool], tuple[RowSource, list[str], list[int]]] = {}
@@ -115,7 +118,7 @@ def _records(
         group = groups.setdefault(key, (ranking.source, [], []))
         group[1].append(rid)
         group[2].append(ranking.positions[place])
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any] | None] = {}
     vectors: dict[str, np.ndarray | None] = {}
     for (_source, with_vector), (source, rids, positions) in groups.items():
         found, vecs = source.records(positions, with_vector)

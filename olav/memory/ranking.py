@@ -65,9 +65,10 @@ def vector_rows(column: pa.ChunkedArray) -> list[np.ndarray | None]:
 class RowSource(Protocol):
     def records(
         self, positions: list[int], with_vector: bool
-    ) -> tuple[list[dict[str, Any]], list[np.ndarray | None]]:
+    ) -> tuple[Sequence[dict[str, Any] | None], list[np.ndarray | None]]:
         """The rows at ``positions`` (without vectors and scores) and their text vectors
-        (None where the row has none, or ``with_vector`` is false)."""
+        (None where the row has none, or ``with_vector`` is false). A row that is gone
+        from the table since it was ranked is None."""
         ...
 
 
@@ -100,6 +101,61 @@ class Ranking:
             source=ArrowRows(table),
             with_vector="vector" in table.column_names,
         )
+
+    @classmethod
+    def from_lean(cls, table: pa.Table, source: TableRows, n: int, with_vector: bool) -> Ranking:
+        """A lean LanceDB result (olav.memory.search): ``id``, ``noctx``, maybe ``ok`` (the
+        row passes the search's filter), a score column and ``_rowid``. Keeps the first
+        ``n`` rows that pass; their rows are read later, once, from ``source``."""
+        value = next(c for c in SCORE_COLUMNS if c in table.column_names)
+        if "ok" in table.column_names:
+            take = [i for i, ok in enumerate(table.column("ok").to_pylist()) if ok][:n]
+        else:
+            take = list(range(min(n, table.num_rows)))
+        every = [table.column(c).to_pylist() for c in ("id", value, "noctx", "_rowid")]
+        ids, values, no_context, row_ids = ([col[i] for i in take] for col in every)
+        source.expect(row_ids, ids)
+        return cls(ids, values, row_ids, no_context, source, with_vector)
+
+
+class TableRows:
+    """The rows of a local LanceDB table, read by row id (``_rowid``) for the hits the
+    fusion keeps: every lean ranking of one search shares one, so the rows are read once.
+    A row id is the row's address in the version the ranking read; when a write from
+    another process moved or removed a row since (compaction), the row is read by its id."""
+
+    def __init__(self, table: Any, columns: list[str]) -> None:
+        self.table = table
+        self.columns = columns
+        self.ids: dict[int, str] = {}
+
+    def expect(self, row_ids: list[int], ids: list[str]) -> None:
+        self.ids.update(zip(row_ids, ids, strict=True))
+
+    def records(
+        self, positions: list[int], with_vector: bool
+    ) -> tuple[list[dict[str, Any] | None], list[np.ndarray | None]]:
+        cols = self.columns + (["vector"] if with_vector else [])
+        wanted = [self.ids[p] for p in positions]
+        got: dict[str, tuple[dict[str, Any], np.ndarray | None]] = {}
+        _read(self.table.take_row_ids(positions).select(cols), with_vector, got)
+        missing = [i for i in wanted if i not in got]
+        if missing:  # the table changed under the ranking: read those rows by id
+            from olav.memory.sql import sql_in
+
+            where = sql_in("id", missing)
+            _read(self.table.search().where(where).select(cols), with_vector, got)
+        # a row deleted since the ranking is None: the fusion drops it
+        pairs = [got.get(i, (None, None)) for i in wanted]
+        return [r for r, _v in pairs], [v for _r, v in pairs]
+
+
+def _read(
+    query: Any, with_vector: bool, got: dict[str, tuple[dict[str, Any], np.ndarray | None]]
+) -> None:
+    table = query.to_arrow()
+    rows, vectors = ArrowRows(table).records(list(range(table.num_rows)), with_vector)
+    got.update((row["id"], (row, vec)) for row, vec in zip(rows, vectors, strict=True))
 
 
 class ArrowRows:

@@ -22,7 +22,7 @@ from olav.memory.filters import ANY, SearchFilter
 from olav.memory.ftscache import analyzer
 from olav.memory.hits import Hit, fuse
 from olav.memory.maintenance import probe
-from olav.memory.ranking import Ranking
+from olav.memory.ranking import Ranking, TableRows
 from olav.memory.schema import now
 from olav.memory.sql import live_filter
 from olav.memory.timeq import Period, query_period
@@ -34,6 +34,9 @@ SEARCH_MODES = ("vector", "fts", "hybrid")
 _WORD = re.compile(r"\w", re.UNICODE)
 
 _POOL: Any = None
+
+# a lean ranking (_Call.lean) asks for this many times the rows it keeps
+LEAN_FACTOR = 2
 
 
 def _pool() -> Any:
@@ -121,7 +124,10 @@ class Searching:
         cq = CachedQuery(
             filter.scopes, filter.categories, filter.include_invalid, now(), reader=reader
         )
-        call = _Call(self, query, pred, n, wants_vector, snap, period, query_vector, cq)
+        # a local table's rankings carry ids only; the kept rows are read once, by row id
+        lean = snap is None and self._remote is None
+        rows = TableRows(self._table, self._columns(False)) if lean else None
+        call = _Call(self, query, pred, n, wants_vector, snap, period, query_vector, cq, rows)
         text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
         results = call.rankings(text_jobs, vector_jobs)
         jobs = text_jobs + vector_jobs
@@ -206,6 +212,7 @@ class _Call:
     period: Period | None
     qv: np.ndarray | None
     cq: CachedQuery
+    rows: TableRows | None  # the lean rankings' shared row source (a local table)
 
     def cached(self, extra: str | None) -> CachedQuery:
         period = self.period
@@ -219,6 +226,8 @@ class _Call:
         store, qv = self.store, self.qv
         if column in VECTOR_COLUMNS and self.snap is not None and qv is not None:
             return self.snap.rank(column, qv, self.n, self.cached(extra))
+        if self.rows is not None:
+            return self.lean(column, full)
         if column in VECTOR_COLUMNS:
             q = store._table.search(qv, vector_column_name=column).select(
                 [*store._columns(False), "vector", "_distance"]
@@ -233,6 +242,30 @@ class _Call:
         if full:
             q = q.where(full, prefilter=True)
         return Ranking.from_arrow(q.limit(self.n).to_arrow())
+
+    def lean(self, column: str, full: str | None) -> Ranking:
+        """One ranking of ids, from a local table. The filter is not a pre-filter: LanceDB
+        evaluates it over the whole table first, 6 to 8 ms at 100k rows, for each ranking.
+        Instead the nearest ``LEAN_FACTOR * n`` rows come back with whether each passes
+        it, and the first ``n`` that pass are the ranking. Only when fewer pass, among as
+        many rows as were asked for, is the ranking made again under the pre-filter."""
+        assert self.rows is not None
+        score = "_distance" if column in VECTOR_COLUMNS else "_score"
+        select = {"id": "id", "noctx": "context IS NULL", score: score}
+        limit = LEAN_FACTOR * self.n
+        found = self._query(column).select({**select, "ok": full or "true"}).with_row_id(True)
+        result = found.limit(limit).to_arrow()
+        passed = sum(1 for ok in result.column("ok").to_pylist() if ok)
+        if full and passed < self.n and result.num_rows == limit:
+            exact = self._query(column).select(select).with_row_id(True)
+            result = exact.where(full, prefilter=True).limit(self.n).to_arrow()
+        return Ranking.from_lean(result, self.rows, self.n, self.wants_vector)
+
+    def _query(self, column: str) -> Any:
+        table = self.store._table
+        if column in VECTOR_COLUMNS:
+            return probe(table.search(self.qv, vector_column_name=column))
+        return table.search(self.query, query_type="fts", fts_columns=column)
 
     def embed(self) -> None:
         if self.qv is None:
