@@ -81,8 +81,9 @@ def test_targets_and_markdown(report: dict[str, Any]) -> None:
     reply = targets["reply_path_ms"]
     assert reply["value"] == report["reply_path"][-1]["p95"]
     assert all(b["vector_cache"] for b in report["recall"])  # the snapshot answered
+    assert all(b["vector_recall"] == 1.0 for b in report["recall"])  # exactly, in numpy
     md = perf.markdown_perf(report)
-    assert "| memories | vector index | search | p50 | p95 | p50 / numpy |" in md
+    assert "| memories | vector index | search | p50 | p95 | p50 / numpy | recall@k |" in md
     assert md.count("| 120 | none |") == 4 and "### Targets" in md
     assert "floor in the same run" in md and "### The reply path" in md
 

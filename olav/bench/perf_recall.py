@@ -68,6 +68,17 @@ def _numpy_baseline(vectors: np.ndarray, qvecs: np.ndarray, n: int) -> dict[str,
     return {**summary(lat), "label": label}
 
 
+def vector_recall(store: Any, vectors: np.ndarray, qvecs: np.ndarray) -> float:
+    """Mean recall@K of the store's vector ranking against numpy's exact top K. Every row of
+    a perf table is live and row ``i`` is memory ``m{i:07d}``, so the search filters none."""
+    found = []
+    for q in qvecs:
+        hits = store.search("", mode="vector", k=K, query_vector=q)
+        exact = {f"m{int(i):07d}" for i in numpy_topk(vectors, q)}
+        found.append(len(exact & {h.record.id for h in hits}) / K)
+    return round(float(np.mean(found)), 3)
+
+
 def _relative_to_numpy(modes: dict[str, dict[str, Any]], base: float) -> None:
     for block in modes.values():
         block["x_numpy"] = round(block["p50"] / base, 1) if base else None
@@ -195,6 +206,7 @@ def measure_recall(
         m: summary(latencies_ms(_searcher(store, queries, qvecs, m), n))
         for m in ("vector", "fts", "hybrid")
     }
+    out["vector_recall"] = vector_recall(store, vectors, qvecs[WARMUP:])
     kwargs = _recaller_kwargs(e5, config, tier)
     # the pieces of AutoRecall: e5 alone, the hybrid search it makes (its candidate count and
     # categories, precomputed vector), and the whole selection with the query vector cached

@@ -211,10 +211,15 @@ def _recall_targets(report: dict[str, Any]) -> list[_Row]:
                 OVERHEAD_X_NUMPY,
                 "×",
                 False,
-                f"numpy {floor} ms",
+                f"numpy {floor} ms" + _recall_note(b),
             )
         )
     return rows
+
+
+def _recall_note(block: dict[str, Any]) -> str:
+    recall = block.get("vector_recall")
+    return "" if recall is None else f"; vector search recall@10 {recall} of exact"
 
 
 def _write_targets(report: dict[str, Any]) -> list[_Row]:

@@ -127,7 +127,9 @@ class Searching:
         # a local table's rankings carry ids only; the kept rows are read once, by row id
         lean = snap is None and self._remote is None
         rows = TableRows(self._table, self._columns(False)) if lean else None
-        call = _Call(self, query, pred, n, wants_vector, snap, period, query_vector, cq, rows)
+        call = _Call(
+            self, query, pred, n, wants_vector, snap, period, query_vector, cq, rows, with_context
+        )
         text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
         results = call.rankings(text_jobs, vector_jobs)
         jobs = text_jobs + vector_jobs
@@ -213,6 +215,7 @@ class _Call:
     qv: np.ndarray | None
     cq: CachedQuery
     rows: TableRows | None  # the lean rankings' shared row source (a local table)
+    with_context: bool
 
     def cached(self, extra: str | None) -> CachedQuery:
         period = self.period
@@ -251,7 +254,9 @@ class _Call:
         many rows as were asked for, is the ranking made again under the pre-filter."""
         assert self.rows is not None
         score = "_distance" if column in VECTOR_COLUMNS else "_score"
-        select = {"id": "id", "noctx": "context IS NULL", score: score}
+        # whether the row has a context window matters only when the search ranks them
+        noctx = "context IS NULL" if self.with_context else "false"
+        select = {"id": "id", "noctx": noctx, score: score}
         limit = LEAN_FACTOR * self.n
         found = self._query(column).select({**select, "ok": full or "true"}).with_row_id(True)
         result = found.limit(limit).to_arrow()
