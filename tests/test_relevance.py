@@ -209,6 +209,25 @@ def test_why_shows_the_reason_for_every_candidate(e5_ws: Path, olav: Any) -> Non
     assert "nothing is relevant enough: no memory block is sent" in res.stdout
 
 
+@pytest.mark.parametrize("width", [80, 130])
+def test_why_keeps_every_id_on_one_line(
+    e5_ws: Path, olav: Any, width: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a narrow terminal the reason goes under the id; an id is never broken."""
+    from olav.cli import common
+
+    monkeypatch.setattr(common.console, "_width", width)
+    query = "back up the config of sh1-border01"
+    res = olav("memory", "why", query, "--agent", "core", "--tier", "small")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width
+    for cand in _why(olav, query)["candidates"][:15]:
+        assert any(cand["id"] in line for line in lines), cand["id"]
+    # a margin just under its floor is not shown rounded onto it
+    assert "0.010 < 0.01" not in res.stdout
+
+
 def test_without_a_background_words_alone_decide(tmp_path: Path) -> None:
     from olav.memory.embedders import CachedEmbedder, HashEmbedder
     from olav.memory.recall import Recaller

@@ -85,6 +85,25 @@ def print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> N
     render_why(result, rec)
 
 
+WHY_COLUMNS = ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why")
+WIDE = 120  # columns from which `olav memory why` shows every column of WHY_COLUMNS
+
+
+def _why_cells(c: Any) -> dict[str, str]:
+    d = c.to_json()
+    decision = c.decision + (" ↑kw" if c.boosted else "")
+    return {
+        "decision": ("[green]" if c.decision == "injected" else "[dim]") + decision + "[/]",
+        "category": d["category"],
+        "id": d["id"],
+        "margin": "-" if d["margin"] is None else f"{d['margin']:+.3f}",
+        "dist": "-" if d["distance"] is None else f"{d['distance']:.3f}",
+        "fts": "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
+        "rrf": f"{d['score']:.4f}",
+        "why": escape(d["reason"]),
+    }
+
+
 def render_why(result: Any, rec: Any) -> None:
     floors = rec.floors
     relevance = (
@@ -100,23 +119,17 @@ def render_why(result: Any, rec: Any) -> None:
         box=None,
         pad_edge=False,
     )
-    for col in ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why"):
-        table.add_column(col, no_wrap=col not in ("id", "why"), overflow="fold")
+    # a narrow terminal keeps every id on one line and drops the ranking numbers (--json
+    # has them all)
+    wide = console.width >= WIDE
+    columns = WHY_COLUMNS if wide else ("decision", "margin", "id")
+    for col in columns:
+        table.add_column(col, no_wrap=col != ("id" if not wide else "why"), overflow="fold")
     for c in result.candidates[:15]:
-        d = c.to_json()
-        table.add_row(
-            ("[green]" if c.decision == "injected" else "[dim]")
-            + c.decision
-            + (" ↑kw" if c.boosted else "")
-            + "[/]",
-            d["category"],
-            d["id"],
-            "-" if d["margin"] is None else f"{d['margin']:+.3f}",
-            "-" if d["distance"] is None else f"{d['distance']:.3f}",
-            "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
-            f"{d['score']:.4f}",
-            escape(d["reason"]),
-        )
+        cells = _why_cells(c)
+        if not wide:  # the reason goes under the id
+            cells["id"] += f"\n[dim]{cells['why']}[/]"
+        table.add_row(*(cells[col] for col in columns))
     console.print(table)
     if not result.injected:
         console.print("nothing is relevant enough: no memory block is sent with this request")

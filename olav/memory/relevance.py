@@ -242,8 +242,20 @@ def decide(signals: Signals, *, lesson: bool, floors: Floors) -> Signals:
     m = signals.margin
     signals.relevant = m >= floor
     sign = ">=" if signals.relevant else "<"
-    signals.reason = (f"{evidence}, " if evidence else "") + f"margin {m:.3f} {sign} {floor:g}"
+    signals.reason = (
+        f"{evidence}, " if evidence else ""
+    ) + f"margin {_shown(m, floor)} {sign} {floor:g}"
     return signals
+
+
+def _shown(margin: float, floor: float) -> str:
+    """The margin to 3 decimals, or to as many more as it takes to differ from the floor
+    (0.0099 is not "0.010 < 0.01")."""
+    for places in (3, 4, 5, 6):
+        text = f"{margin:.{places}f}"
+        if float(text) != floor or margin == floor:
+            return text
+    return f"{margin:.6f}"
 
 
 # -- the background --------------------------------------------------------------------------
