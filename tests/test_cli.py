@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,3 +181,25 @@ def test_doctor_reports_and_repairs_a_half_built_reembed(hash_ws: Path, olav: Ol
     checks = {c["name"]: c for c in json.loads(olav("doctor", "--json", "--repair").output)}
     assert checks["leftovers"]["status"] == "ok" and not (mem / "memory_reembed.lance").exists()
     assert checks["memory"]["status"] == "ok"
+
+
+def _groups(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = [(path, group)]
+    for sub in group.registered_groups:
+        found += _groups(sub.typer_instance, (*path, sub.name))
+    return found
+
+
+def test_every_command_is_listed_on_one_reflowed_line() -> None:
+    """A group's command list shows each command's summary as one paragraph: it once broke
+    wherever the docstring's source line did ("a draft that / `olav kb drafts confirm`")."""
+    import inspect
+
+    from olav.cli.app import app
+
+    for path, group in _groups(app):
+        for info in group.registered_commands:
+            # what Typer lists: short_help, else help, else the docstring's first paragraph
+            doc = (inspect.getdoc(info.callback) or "").split("\n\n")[0]
+            summary = info.short_help or info.help or doc
+            assert summary and "\n" not in summary, (path, info.name)

@@ -34,6 +34,24 @@ app.add_typer(learn.app, name="learn", help="Learn from failures on demand.")
 app.add_typer(bench.app, name="bench", help="Measure recall quality and speed.")
 app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
 
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Each command's line in its group's list: the first paragraph of its docstring on
+    one line. In rich markup mode Typer keeps the docstring's line breaks there, so a
+    summary broke wherever the source line did."""
+    import inspect
+
+    for info in group.registered_commands:
+        doc = inspect.getdoc(info.callback) if info.callback else None
+        if info.short_help is None and info.help is None and doc:
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
+
 _state = {"debug": False}
 
 
