@@ -228,6 +228,18 @@ def test_why_keeps_every_id_on_one_line(
     assert "0.010 < 0.01" not in res.stdout
 
 
+def test_chat_without_a_model_previews_what_recall_would_send(e5_ws: Path, olav_main: Any) -> None:
+    """The offline preview is AutoRecall's decision, not the nearest rows: the router request
+    gets the guide that sends it to netops, the joke gets nothing."""
+    out = olav_main().stdout  # `olav`: no model server is reachable here
+    assert "Memory works without the model" in out and "ollama serve" in out
+    router, joke = out.split("tell me a joke about cats")
+    assert "guide_core_delegate_network_tasks_to_netops" in router
+    assert "guide_netops_bgp" not in router and router.count("(usage_guide)") == 1
+    assert "nothing relevant: no memory block is sent" in joke
+    assert "relevance is off" not in out
+
+
 def test_without_a_background_words_alone_decide(tmp_path: Path) -> None:
     from olav.memory.embedders import CachedEmbedder, HashEmbedder
     from olav.memory.recall import Recaller

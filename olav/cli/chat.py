@@ -7,23 +7,45 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from olav.cli.common import console, err_console, open_store, open_workspace, print_json
+from olav.cli.common import console, err_console, open_workspace, print_json
 from olav.core.errors import ModelError
 
-PREVIEW_QUERY = "备份路由器配置"
+# one request the template has memory for, one it has none for
+PREVIEW_QUERIES = ("备份路由器配置", "tell me a joke about cats")
 
 
-def recall_preview(ws: Any, query: str = PREVIEW_QUERY) -> None:
-    """Show what memory would inject for a query: proof that memory works offline."""
-    store = open_store(ws)
-    hits = store.search(query, k=3)
-    console.print(f"Memory recall preview for [bold]{query!r}[/] ({store.count()} memories):")
-    for h in hits:
-        body = " ".join((h.record.metadata.get("body") or h.record.text).split())[:100]
+def recall_preview(ws: Any, agent: str = "core") -> None:
+    """What AutoRecall would send the model with each of PREVIEW_QUERIES, decided as in chat:
+    proof that memory works offline, and that an unrelated request gets nothing."""
+    from olav.llm.tiers import model_tier
+    from olav.memory.recall import Recaller
+    from olav.memory.store import MemoryStore
+
+    cfg = ws.config
+    store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory why`
+    tier = model_tier(cfg["llm.model"], cfg["llm.tier"])
+    rec = Recaller.for_config(store, cfg, agent=agent, tier=tier)
+    console.print(
+        f"Memory works without the model. What agent [bold]{escape(agent)}[/] would be sent "
+        f"({store.count()} memories, {tier} tier):"
+    )
+    for query in PREVIEW_QUERIES:
+        injected = rec.recall(query, dry_run=True).injected
+        console.print(f"  [bold]{escape(query)}[/]", soft_wrap=True)
+        if not injected:
+            console.print("    [dim]nothing relevant: no memory block is sent[/]")
+        for c in injected:
+            record = c.hit.record
+            body = " ".join((record.metadata.get("body") or record.text).split())[:100]
+            console.print(f"    [cyan]{escape(record.id)}[/] [dim]({record.category})[/]")
+            console.print(f"      {body}", markup=False, soft_wrap=True)
+    if not rec.relevance_on:
         console.print(
-            f"  [cyan]{escape(h.record.id)}[/] [dim]({h.record.category})[/]", soft_wrap=True
+            "  [yellow]relevance is off for this embedder[/]: the nearest memories are sent "
+            "(`olav memory calibrate` measures its floors)"
         )
-        console.print(f"    {body}", markup=False, soft_wrap=True)
+    console.print('  [dim]olav memory why "<request>" shows every candidate and why[/]')
+    store.persist_snapshot()
 
 
 def model_problem(ws: Any) -> Any:
@@ -46,7 +68,7 @@ def chat(
     ws = open_workspace()
     problem = model_problem(ws)
     if problem is not None:
-        recall_preview(ws)
+        recall_preview(ws, agent)
         console.print(f"\n[yellow]The chat model is not available:[/] {problem.detail}.")
         console.print(f"{problem.fix}. For example:")
         console.print("  ollama serve &")
