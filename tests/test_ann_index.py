@@ -147,3 +147,21 @@ def test_a_big_table_keeps_its_old_index_until_gc(
     gc(store)  # the full pass of `olav memory gc` and the nightly job
     assert store.index_state()["vector"]["type"] == "IvfSq"
     assert store.count() == ROWS
+
+
+def test_a_table_lancedb_answers_folds_every_write_into_its_indexes(tmp_path: Path) -> None:
+    """Past the snapshot's size, rows outside the vector index make every vector search read
+    the full vectors of the index's candidates: one write is reason enough to maintain."""
+    store, vectors = _indexed(tmp_path / "m.lance")
+    assert not store.needs_maintenance()  # the snapshot answers a table this small
+    store.bump_access(["r5", "r6"])  # rewrites two rows, outside the indexes
+    assert not store.needs_maintenance()
+    store.vcache.max_rows = 1000  # now the table is past it
+    assert store.needs_maintenance()
+    assert store.index_state()["vector"]["unindexed"] == 2
+    assert store.maintain()["optimized"]
+    state = store.index_state()
+    assert state["vector"]["unindexed"] == 0 and state["fts"]["unindexed"] == 0
+    assert not store.needs_maintenance()
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[6])
+    assert hits[0].record.id == "r6" and hits[0].record.access_count == 1

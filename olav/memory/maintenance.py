@@ -6,6 +6,7 @@ functions read and change only the LanceDB table they are given.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any
 
 from olav.memory.connection import VECTOR_COLUMNS, ensure_fts, ensure_scalar
@@ -106,3 +107,70 @@ def optimize(
         table.optimize()
         done["rebuilt"] = True
     return done, fragments(table)
+
+
+class Maintaining:
+    """MemoryStore's maintenance methods (a mixin: MemoryStore provides the table, its locks
+    and the snapshot's size limit)."""
+
+    ann_threshold: int
+    vcache: Any
+    _remote: Any
+    _fragment_floor: int
+    _maintained_version: int | None
+
+    @property
+    def _table(self) -> Any:
+        raise NotImplementedError
+
+    def maintenance_lock(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def index_state(self) -> dict[str, Any]:
+        """The indexes by role: fts and context_fts (full text), vector and context_vector."""
+        return index_state(self._table)
+
+    def fragments(self) -> int:
+        """Data fragments of the table (cheap: read from the manifest)."""
+        return fragments(self._table)
+
+    def lancedb_answers(self) -> bool:
+        """More rows than the in-process snapshot holds (olav.memory.vcache): LanceDB
+        answers every search of this table."""
+        return bool(self._table.count_rows() > self.vcache.max_rows)
+
+    def needs_maintenance(self) -> bool:
+        """More fragments than MAX_FRAGMENTS, or MAX_FRAGMENTS more than the last maintain()
+        could not compact away (a big table waiting for `olav memory gc`); or, on a table
+        LanceDB answers, any write since the last maintain(). There, rows outside the vector
+        index are searched exactly beside it, and LanceDB then reads the full vectors of
+        every candidate of the index to merge the two: 5 ms more a search at 100k rows,
+        against 0.1 s once to fold them in (docs/benchmark-notes.md)."""
+        if self.fragments() > self._fragment_floor + MAX_FRAGMENTS:
+            return True
+        return self._table.version != self._maintained_version and self.lancedb_answers()
+
+    def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
+        """Fold new rows into the indexes, compact fragments and build the ANN indexes past
+        the threshold. When compaction is stuck behind the ANN index segments, rebuild the
+        vector indexes (always with ``full``, otherwise only below REBUILD_ROWS rows). On a
+        table LanceDB answers, every new row is folded in (see needs_maintenance)."""
+        if self._remote is not None and not self._remote.maintaining():
+            from olav.memory.remote import LeaseHeldError
+
+            try:
+                with self.maintenance_lock():
+                    return self.maintain(force_optimize=force_optimize, full=full)
+            except LeaseHeldError:  # another machine is maintaining the table right now
+                skipped = {"optimized": False, "ann_built": False, "rebuilt": False}
+                return {**skipped, "skipped": "lease held"}
+        with self.maintenance_lock():
+            done, left = optimize(
+                self._table,
+                ann_threshold=self.ann_threshold,
+                force_optimize=force_optimize or self.lancedb_answers(),
+                full=full,
+            )
+            self._fragment_floor = left if left > MAX_FRAGMENTS else 0
+            self._maintained_version = self._table.version
+        return done

@@ -58,7 +58,7 @@ class UpsertResult:
     updated: list[str] = field(default_factory=list)
 
 
-class MemoryStore(Searching):
+class MemoryStore(Searching, maintenance.Maintaining):
     """Open (or create) the memory table at ``path`` for ``embedder``."""
 
     def __init__(
@@ -87,6 +87,7 @@ class MemoryStore(Searching):
         self.schema = build_schema(embedder.dim, embedder.name)
         self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
         self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
+        self._maintained_version: int | None = None  # the table version maintain() left
         self.vcache = VectorCache(self._columns(False))
         self._tbl: Any = None
         self._allow_destructive = allow_destructive
@@ -334,44 +335,6 @@ class MemoryStore(Searching):
         if where:
             q = q.where(where)
         return q.limit(max(total, 1)).to_arrow()
-
-    # -- maintenance -------------------------------------------------------------------------
-
-    def index_state(self) -> dict[str, Any]:
-        """The indexes by role: fts and context_fts (full text), vector and context_vector."""
-        return maintenance.index_state(self._table)
-
-    def fragments(self) -> int:
-        """Data fragments of the table (cheap: read from the manifest)."""
-        return maintenance.fragments(self._table)
-
-    def needs_maintenance(self) -> bool:
-        """More fragments than MAX_FRAGMENTS, or MAX_FRAGMENTS more than the last maintain()
-        could not compact away (a big table waiting for `olav memory gc`)."""
-        return self.fragments() > self._fragment_floor + MAX_FRAGMENTS
-
-    def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
-        """Fold new rows into the indexes, compact fragments and build the ANN indexes past
-        the threshold. When compaction is stuck behind the ANN index segments, rebuild the
-        vector indexes (always with ``full``, otherwise only below REBUILD_ROWS rows)."""
-        if self._remote is not None and not self._remote.maintaining():
-            from olav.memory.remote import LeaseHeldError
-
-            try:
-                with self.maintenance_lock():
-                    return self.maintain(force_optimize=force_optimize, full=full)
-            except LeaseHeldError:  # another machine is maintaining the table right now
-                skipped = {"optimized": False, "ann_built": False, "rebuilt": False}
-                return {**skipped, "skipped": "lease held"}
-        with self.maintenance_lock():
-            done, left = maintenance.optimize(
-                self._table,
-                ann_threshold=self.ann_threshold,
-                force_optimize=force_optimize,
-                full=full,
-            )
-            self._fragment_floor = left if left > MAX_FRAGMENTS else 0
-        return done
 
     def stats(self) -> dict[str, Any]:
         cols = self.column_values(["category", "scope"]).to_pylist()
