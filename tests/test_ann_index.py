@@ -165,3 +165,26 @@ def test_a_table_lancedb_answers_folds_every_write_into_its_indexes(tmp_path: Pa
     assert not store.needs_maintenance()
     hits = store.search("", mode="vector", k=1, query_vector=vectors[6])
     assert hits[0].record.id == "r6" and hits[0].record.access_count == 1
+
+
+def test_a_big_table_rebuilds_once_its_stuck_fragments_pass_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folding each write into the indexes leaves a fragment behind; a big table does not
+    wait for gc past stuck_limit (here 3,000 rows / 1,000 × 2 = 6 fragments)."""
+    store, vectors = _indexed(tmp_path / "m.lance")
+    monkeypatch.setattr(maintenance, "REBUILD_ROWS", 1000)
+    monkeypatch.setattr(maintenance, "MAX_FRAGMENTS", 2)
+    store.vcache.max_rows = 1000  # LanceDB answers: every write is folded in
+    assert maintenance.stuck_limit(store.count()) == 6
+    seen = []
+    for i in range(12):
+        store.bump_access([f"r{i}"])
+        done = store.maintain()
+        seen.append((store.fragments(), done["rebuilt"]))
+        if done["rebuilt"]:
+            break
+    assert seen[-1] == (1, True), seen  # one fragment again, in one index segment
+    assert all(f <= 7 for f, _ in seen), seen
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[3])
+    assert hits[0].record.id == "r3" and hits[0].record.access_count == 1
