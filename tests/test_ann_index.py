@@ -188,3 +188,23 @@ def test_a_big_table_rebuilds_once_its_stuck_fragments_pass_the_limit(
     assert all(f <= 7 for f, _ in seen), seen
     hits = store.search("", mode="vector", k=1, query_vector=vectors[3])
     assert hits[0].record.id == "r3" and hits[0].record.access_count == 1
+
+
+def test_maintain_removes_old_table_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each fold of a write into a big table's indexes leaves a version of its index files;
+    maintain() removes versions older than RETENTION, so the folder does not grow with them."""
+    import datetime
+
+    store, vectors = _indexed(tmp_path / "m.lance")
+    store.vcache.max_rows = 1000
+    monkeypatch.setattr(maintenance, "RETENTION", datetime.timedelta(milliseconds=1))
+    sizes = []
+    for i in range(4):
+        store.bump_access([f"r{i}"])
+        assert store.maintain()["optimized"]
+        assert len(store.table.list_versions()) <= 2  # the latest, and perhaps the one before
+        sizes.append(sum(f.stat().st_size for f in store.path.rglob("*") if f.is_file()))
+    assert sizes[-1] <= sizes[0] * 1.05, sizes
+    assert store.search("", mode="vector", k=1, query_vector=vectors[2])[0].record.id == "r2"

@@ -7,6 +7,7 @@ functions read and change only the LanceDB table they are given.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from datetime import timedelta
 from typing import Any
 
 from olav.memory.connection import VECTOR_COLUMNS, ensure_fts, ensure_scalar
@@ -30,6 +31,11 @@ ANN_INDEX_TYPE = "IvfSq"  # as list_indices() names it
 # these leave fewer than the query's limit among the rows its pre-filter keeps (a rare scope
 # spread over many partitions), so a scope's search still fills k rows.
 MIN_PROBES = 20
+# Table versions older than this are removed by every optimize() of maintain(). Nothing in
+# olav reads an old version (a reader asks for the latest on every query), and each fold of
+# a write into the indexes of a big table leaves one (3.5 MB at 100k rows, index files), so
+# LanceDB's default of 7 days let a busy 100k-row table grow by gigabytes in a week.
+RETENTION = timedelta(hours=1)
 
 
 def index_state(table: Any) -> dict[str, Any]:
@@ -98,7 +104,7 @@ def optimize(
     unindexed = max((state[role] or {}).get("unindexed") or 0 for role in ("fts", "context_fts"))
     fragmented = fragments(table) > MAX_FRAGMENTS
     if fragmented or (unindexed and (force_optimize or unindexed >= 256)):
-        table.optimize()  # compacts fragments and folds new rows into indexes
+        table.optimize(cleanup_older_than=RETENTION)  # compacts, folds new rows into indexes
         done["optimized"] = True
     if state["vector"] is None and table.count_rows() >= ann_threshold:
         table.create_index("vector", config=ann_config())
@@ -115,7 +121,7 @@ def optimize(
     if rebuild and (full or rows < REBUILD_ROWS or fragments(table) > stuck_limit(rows)):
         for column in rebuild:
             table.create_index(column, config=ann_config(), replace=True)
-        table.optimize()
+        table.optimize(cleanup_older_than=RETENTION)
         done["rebuilt"] = True
     return done, fragments(table)
 
