@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from olav.memory import maintenance
 from olav.memory.schema import MemoryRecord
 from olav.memory.sql import sql_ts
 from olav.memory.store import MemoryStore
@@ -93,9 +94,9 @@ class GcReport:
     versions_cleaned: bool
 
 
-def gc(store: MemoryStore, *, retention: timedelta = timedelta(days=7)) -> GcReport:
+def gc(store: MemoryStore, *, retention: timedelta = maintenance.RETENTION) -> GcReport:
     """Purge expired rows, compact and optimise, and drop table versions older than
-    ``retention`` (they only matter for time travel)."""
+    ``retention`` (olav never reads an old version; maintain() drops them as well)."""
     with store.maintenance_lock():  # on a team table: LeaseHeldError if another machine is
         before = store.count()
         purged = store.delete(
