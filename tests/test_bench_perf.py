@@ -45,6 +45,7 @@ def test_recall_cells_cover_every_mode_and_the_numpy_baseline(report: dict[str, 
         for cell in block["modes"].values():
             assert cell["x_numpy"] == pytest.approx(cell["p50"] / block["numpy"]["p50"], rel=0.1)
         assert "numpy" in block["numpy"]["label"]
+        assert "numpy_paired" in block["parts"]  # timed in turn with AutoRecall
         assert block["injected_mean"] > 0, "AutoRecall injected nothing"
         frags = block["fragments"]
         if frags["before_autorecall"] is not None:  # every access-count bump is a write

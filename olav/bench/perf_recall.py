@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from olav.bench.perf_data import AGENT
-from olav.bench.timing import WARMUP, latencies_ms, summary
+from olav.bench.timing import WARMUP, latencies_ms, paired_latencies_ms, summary
 from olav.memory.embedders import EmbedderProxy
 from olav.memory.filters import SearchFilter
 
@@ -223,7 +223,11 @@ def measure_recall(
     store.embedder = CachedEmbedder(e5, 0)  # e5 embeds every query, no bump is written
     parts["autorecall_no_bump"] = summary(latencies_ms(dry_recall, n))
     store.embedder = cached
-    parts["autorecall_cached_vector"] = summary(latencies_ms(dry_recall, n))
+    # with numpy's brute force in turn, so that their ratio is taken under the same load
+    with one_blas_thread():
+        own, floor = paired_latencies_ms(dry_recall, lambda i: numpy_topk(vectors, qvecs[i]), n)
+    parts["autorecall_cached_vector"] = summary(own)
+    parts["numpy_paired"] = summary(floor)
     frags_before = fragments(store)
     modes["autorecall"], injected = _full_autorecall(store, e5, queries, config, kwargs, n)
     frags_after = fragments(store)

@@ -43,6 +43,22 @@ def latencies_ms(
     return out
 
 
+def paired_latencies_ms(
+    fn: Callable[[int], Any], floor: Callable[[int], Any], n: int
+) -> tuple[list[float], list[float]]:
+    """``fn(j)`` and ``floor(j)`` in turn for each j, as latencies_ms times them: a ratio of
+    the two is then taken under the same load, which on a shared machine moves by tens of
+    percent between blocks of calls a few seconds apart."""
+    out: tuple[list[float], list[float]] = ([], [])
+    for j in range(WARMUP + n):
+        for f, lat in ((fn, out[0]), (floor, out[1])):
+            t0 = time.perf_counter()
+            f(j)
+            if j >= WARMUP:
+                lat.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
 def olav_command() -> list[str]:
     script = Path(sys.executable).with_name("olav")
     if script.is_file():
