@@ -45,7 +45,7 @@ def test_recall_cells_cover_every_mode_and_the_numpy_baseline(report: dict[str, 
         for cell in block["modes"].values():
             assert cell["x_numpy"] == pytest.approx(cell["p50"] / block["numpy"]["p50"], rel=0.1)
         assert "numpy" in block["numpy"]["label"]
-        assert "numpy_paired" in block["parts"]  # timed in turn with AutoRecall
+        assert "numpy_paired" not in block["parts"]  # only past the snapshot's size
         assert block["injected_mean"] > 0, "AutoRecall injected nothing"
         frags = block["fragments"]
         if frags["before_autorecall"] is not None:  # every access-count bump is a write
@@ -120,3 +120,23 @@ def test_the_command_prints_tables_or_json(
     assert "AutoRecall" in res.stdout and "reply path" in res.stdout
     res = olav("bench", "perf", "--sizes", "ten")
     assert res.exit_code != 0
+
+
+def _big_block(parts: dict[str, float]) -> dict[str, Any]:
+    return {
+        "memories": 100_000,
+        "numpy": {"p50": 10.0},
+        "vector_recall": 0.97,
+        "parts": {name: {"p50": v} for name, v in parts.items()},
+    }
+
+
+def test_the_100k_ratio_is_taken_from_the_calls_timed_in_turn() -> None:
+    paired = _big_block(
+        {"autorecall_cached_vector": 30.0, "autorecall_paired": 24.0, "numpy_paired": 12.0}
+    )
+    apart = _big_block({"autorecall_cached_vector": 30.0})
+    for block, ratio, label in ((paired, 2.0, "timed in turn"), (apart, 3.0, "numpy 10.0")):
+        (target,) = [t for t in waits.wait_targets({"recall": [block]}) if t["key"] != "rss_mb"]
+        assert target["key"] == "overhead_x_numpy" and target["value"] == ratio
+        assert label in target["floor"] and "recall@10 0.97" in target["floor"]

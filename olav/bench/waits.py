@@ -201,15 +201,17 @@ def _recall_targets(report: dict[str, Any]) -> list[_Row]:
     big = [b for b in recall if b["memories"] > CACHED_ROWS]
     if big:
         b = big[-1]
-        # numpy timed in turn with AutoRecall (reports from before that: timed apart)
-        paired = b["parts"].get("numpy_paired")
-        floor = (paired or b["numpy"])["p50"]
+        # AutoRecall and numpy timed in turn (reports from before that: timed apart)
+        parts = b["parts"]
+        paired = "numpy_paired" in parts
+        floor = (parts["numpy_paired"] if paired else b["numpy"])["p50"]
+        own = parts["autorecall_paired"]["p50"] if paired else _overhead(b)
         rows.append(
             (
                 "overhead_x_numpy",
                 f"AutoRecall beyond the query embedding at {b['memories']:,} memories, "
                 "÷ numpy brute force",
-                round(_overhead(b) / floor, 2) if floor else None,
+                round(own / floor, 2) if floor else None,
                 OVERHEAD_X_NUMPY,
                 "×",
                 False,
