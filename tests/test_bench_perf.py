@@ -68,6 +68,7 @@ def test_capture_guides_and_rss_counts(report: dict[str, Any]) -> None:
     # each capture stores one event; each reply-path run an event and a query pattern
     assert rss["rows"] == SIZES[-1] + 3 * (CAPTURES + perf.WARMUP)
     assert rss["vmhwm_mb"] >= rss["rss_after_open_mb"] > 0 and rss["table_mb"] > 0
+    assert 0 < rss["data_mb"] < rss["table_mb"]
     assert "cli" not in report
 
 

@@ -229,6 +229,10 @@ def _rss_rows(r: dict[str, Any]) -> list[list[Any]]:
         [f"RSS after opening {r['memories']:,} memories", f"{fmt(r['rss_after_open_mb'])} MB"],
         [f"peak RSS (VmHWM) after {r['recalls']} recalls", f"{fmt(r['vmhwm_mb'])} MB"],
         ["the table on disk", f"{fmt(r.get('table_mb'))} MB"],
+        [
+            "of it, the current version's data (no indexes, no versions kept for the hour)",
+            f"{fmt(r.get('data_mb'))} MB",
+        ],
     ]
 
 

@@ -220,6 +220,9 @@ def rss_probe_main() -> None:
         "vmhwm_mb": _proc_status_mb("VmHWM"),
         "rss_end_mb": _proc_status_mb("VmRSS"),
     }
+    # the current version's data, without its indexes and the versions maintain() keeps for
+    # an hour (olav.memory.maintenance.RETENTION); read after the peak was
+    out["data_mb"] = round(store.table.stats()["total_bytes"] / 1e6, 1)
     sys.stdout.write(json.dumps(out) + "\n")
 
 

@@ -303,7 +303,10 @@ def _rss_targets(report: dict[str, Any]) -> list[_Row]:
     if not r:
         return []
     what = f"peak RSS at {r['memories']:,} memories"
-    return [("rss_mb", what, r["vmhwm_mb"], RSS_MB, "MB", False, f"table {r.get('table_mb')} MB")]
+    floor = f"table {r.get('table_mb')} MB on disk"
+    if r.get("data_mb") is not None:  # reports from before it was measured lack it
+        floor += f" ({r['data_mb']} MB the current version's data)"
+    return [("rss_mb", what, r["vmhwm_mb"], RSS_MB, "MB", False, floor)]
 
 
 def _target(row: _Row) -> dict[str, Any]:
