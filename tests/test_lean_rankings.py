@@ -143,16 +143,16 @@ def test_hybrid_reads_the_kept_rows_in_one_take(
         assert h.distance == pytest.approx(float(((h.vector - vectors[9]) ** 2).sum()), 1e-4)
 
 
-def _ranked(store: MemoryStore, q: np.ndarray) -> tuple[Ranking, TableRows]:
+def _ranked(store: MemoryStore, q: np.ndarray, k: int) -> tuple[Ranking, TableRows]:
     rows = TableRows(store.table, store._columns(False))
     result = (
         store.table.search(q, vector_column_name="vector")
         .select({"id": "id", "noctx": "context IS NULL", "_distance": "_distance"})
         .with_row_id(True)
-        .limit(5)
+        .limit(k)
         .to_arrow()
     )
-    return Ranking.from_lean(result, rows, 5, with_vector=True), rows
+    return Ranking.from_lean(result, rows, k, with_vector=True), rows
 
 
 def test_rows_moved_or_deleted_after_ranking_are_read_by_id_or_dropped(tmp_path: Path) -> None:
@@ -167,13 +167,13 @@ def test_rows_moved_or_deleted_after_ranking_are_read_by_id_or_dropped(tmp_path:
                 for i in range(start, start + 20)
             ]
         )
-    ranking, rows = _ranked(store, vectors[45])
+    ranking, rows = _ranked(store, vectors[45], 15)  # more than LanceDB's usual limit of 10
     assert ranking.ids[0] == "r045"
     other = hash_store(store.path)
     other.delete(ids=[ranking.ids[1]])
     other.maintain(force_optimize=True)
     gone = ranking.ids[1]
-    hits = fuse({"vector": ranking}, 5, vectors[45], rrf_k=20, with_context=False)
+    hits = fuse({"vector": ranking}, 15, vectors[45], rrf_k=20, with_context=False)
     assert [h.record.id for h in hits] == [i for i in ranking.ids if i != gone]
     assert all(h.vector is not None and h.record.text.startswith("row ") for h in hits)
     found, _vecs = rows.records(ranking.positions, True)

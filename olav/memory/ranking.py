@@ -144,7 +144,8 @@ class TableRows:
             from olav.memory.sql import sql_in
 
             where = sql_in("id", missing)
-            _read(self.table.search().where(where).select(cols), with_vector, got)
+            found = self.table.search().where(where).select(cols).limit(len(missing))
+            _read(found, with_vector, got)
         # a row deleted since the ranking is None: the fusion drops it
         pairs = [got.get(i, (None, None)) for i in wanted]
         return [r for r, _v in pairs], [v for _r, v in pairs]
