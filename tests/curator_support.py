@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
 from olav.memory.store import MemoryStore
@@ -30,14 +28,6 @@ RUNBOOK = "\n\n".join(
 
 def open_store(root: Path) -> MemoryStore:
     return MemoryStore.for_workspace(Workspace.open(root))
-
-
-def audit(root: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(root / ".olav/databases/audit.duckdb"), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 def drafts_in(root: Path) -> list[str]:

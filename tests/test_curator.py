@@ -24,8 +24,8 @@ from olav.learning.curator import (
 from olav.memory.filters import SearchFilter
 from olav.memory.store import MemoryStore
 from olav.runtime.hooks import Callbacks
-from tests.curator_support import audit, drafts_in, open_store, propose
-from tests.helpers import SessionFor
+from tests.curator_support import drafts_in, open_store, propose
+from tests.helpers import SessionFor, audit_rows
 
 # -- turn 1 / turn 2 through a chat session ---------------------------------------------------
 
@@ -90,7 +90,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
     assert store.count() == before + 1
     archived = drafts_in(hash_ws)
     assert len(archived) == 1 and archived[0].startswith("committed/r1_loopback_")
-    events = audit(hash_ws, "SELECT memory_id, action, actor, detail FROM memory_events")
+    events = audit_rows(hash_ws, "SELECT memory_id, action, actor, detail FROM memory_events")
     assert [(e[0], e[1], e[2]) for e in events] == [
         ("fact_r1_loopback", "commit", "memory_curator")
     ]
@@ -118,7 +118,7 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
     assert refused.startswith("Error:") and NOT_CONFIRMED in refused
     assert store.count() == before and store.get("fact_r1_loopback") is None
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]  # the draft waits for the reply
-    assert audit(hash_ws, "SELECT count(*) FROM memory_events") == [(0,)]
+    assert audit_rows(hash_ws, "SELECT count(*) FROM memory_events") == [(0,)]
     assert person.asked == []  # refused before the person is bothered with a prompt
 
     session.ask("yes")

@@ -19,8 +19,8 @@ from olav.memory.diagrams import detect_diagram_format
 from olav.memory.documents import import_document_file
 from olav.memory.filters import SearchFilter
 from olav.memory.tokens import estimate_tokens
-from tests.curator_support import RUNBOOK, audit, drafts_in, open_store, propose
-from tests.helpers import OlavCli
+from tests.curator_support import RUNBOOK, drafts_in, open_store, propose
+from tests.helpers import OlavCli, audit_rows
 
 
 def test_usage_guide_is_written_as_a_guide_file_and_primed(hash_ws: Path) -> None:
@@ -72,7 +72,7 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert "BGP flap runbook" in summary.metadata["body"]
     assert "Symptoms" in summary.metadata["body"]  # the outline
     assert store.count() == before + len(chunks) + 1
-    assert audit(hash_ws, "SELECT memory_id, action FROM memory_events") == [
+    assert audit_rows(hash_ws, "SELECT memory_id, action FROM memory_events") == [
         (f"{doc}_summary", "commit")
     ]
     hits = store.search("升级 值班", k=3, filter=SearchFilter(categories=["document"]))
@@ -204,7 +204,7 @@ def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav: OlavC
     shrunk = json.loads(res.output)
     assert shrunk["chunks"] == 1 and shrunk["removed"] >= 2
     assert store.count() == before + 2  # one chunk + the summary guide
-    events = audit(hash_ws, "SELECT action, actor FROM memory_events")
+    events = audit_rows(hash_ws, "SELECT action, actor FROM memory_events")
     assert events == [("import", "cli")] * 3
 
 

@@ -114,11 +114,11 @@ def optimize(
         done["ann_built"] = True
     # rebuild the vector indexes: when fragments are stuck behind the index segments, or when
     # an index is of an older type; both in seconds below REBUILD_ROWS, else on a full pass
-    stuck = fragments(table) > MAX_FRAGMENTS
+    left = fragments(table)
     vector_indexes = [c for c in VECTOR_COLUMNS if state[c] is not None]
-    rebuild = vector_indexes if stuck else outdated(state)
+    rebuild = vector_indexes if left > MAX_FRAGMENTS else outdated(state)
     rows = table.count_rows()
-    if rebuild and (full or rows < REBUILD_ROWS or fragments(table) > stuck_limit(rows)):
+    if rebuild and (full or rows < REBUILD_ROWS or left > stuck_limit(rows)):
         for column in rebuild:
             table.create_index(column, config=ann_config(), replace=True)
         table.optimize(cleanup_older_than=RETENTION)
