@@ -64,10 +64,14 @@ def test_calibrate_measures_saves_and_recall_uses_the_floors(
     res = olav("memory", "calibrate", "--yes")
     assert res.exit_code == 0, res.output
     saved = json.loads((ws.databases / calibration.WORKSPACE_FILE).read_text())
-    assert list(saved["embedders"]) == ["ollama:bge-m3"]
-    assert saved["embedders"]["ollama:bge-m3"]["measured"]["expect"] is not None
+    # kept under the embedder and the second opinion on lessons: they were measured together
+    key = "ollama:bge-m3+use-m3"
+    assert list(saved["embedders"]) == [key]
+    assert saved["embedders"][key]["measured"]["expect"] is not None
     floors, ws, name = _relevance(root)
-    assert floors == Floors(**saved["embedders"][name]["floors"])
+    assert floors == Floors(**saved["embedders"][f"{name}+use-m3"]["floors"])
+    off = {**ws.config.values, "memory.second_opinion": "off"}
+    assert calibration.relevance_floors(off, name, ws.databases) is None
     check = check_relevance(ws.config, name, ws.databases)
     assert check.status == "ok" and "olav memory calibrate" in check.detail
 

@@ -123,7 +123,7 @@ GATES = {
     "empty": (0.90, True),
     "stray": (0.08, False),
     "unrelated_lesson": (0.03, False),
-    "lesson_kept": (0.66, True),
+    "lesson_kept": (0.80, True),
 }
 
 

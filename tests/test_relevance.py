@@ -110,9 +110,13 @@ def test_the_rule(signals: Signals, lesson: bool, relevant: bool, reason: str) -
 
 def test_floors_from_the_settings() -> None:
     e5 = "e5:multilingual-e5-small"
+    # lessons decided with the second opinion have floors of their own ...
     assert relevance_floors({"memory.relevance": "auto"}, e5) == Floors(
-        0.03, 0.01, -0.02, 0.04, 0.03, 0.005
+        0.03, 0.01, -0.02, 0.04, 0.04, 0.005
     )
+    # ... and without it, e5's alone
+    off = {"memory.relevance": "auto", "memory.second_opinion": "off"}
+    assert relevance_floors(off, e5) == Floors(0.03, 0.01, -0.02, 0.04, 0.03, 0.005)
     assert relevance_floors({"memory.relevance": "off"}, e5) is None
     # nobody calibrated these: the nearest memories are sent, and doctor says so
     assert relevance_floors({"memory.relevance": "auto"}, "ollama:bge-m3") is None

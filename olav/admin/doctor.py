@@ -38,6 +38,7 @@ def check_relevance(config: Any, embedder_name: str, workspace_dir: Path | None 
     are (relevance off, or an embedder nobody has calibrated floors for)."""
     from olav.memory.calibration import (
         calibrated_floors,
+        floors_key,
         read_workspace_calibration,
         relevance_floors,
     )
@@ -48,20 +49,21 @@ def check_relevance(config: Any, embedder_name: str, workspace_dir: Path | None 
         except OlavError as exc:
             return Check("relevance", "fail", exc.message, exc.hint or "")
     floors = relevance_floors(config, embedder_name, workspace_dir)
+    key = floors_key(config, embedder_name)
     if floors is not None:
         if str(config["memory.relevance"]).strip().lower() != "auto":
             how = "memory.relevance"
-        elif calibrated_floors(embedder_name) == floors:
+        elif calibrated_floors(key) == floors:
             how = "calibrated with olav"
         else:
             how = "calibrated in this workspace by `olav memory calibrate`"
-        return Check("relevance", "ok", f"floors for {embedder_name} ({how})")
+        return Check("relevance", "ok", f"floors for {key} ({how})")
     if str(config["memory.relevance"]).strip().lower() == "off":
         return Check("relevance", "ok", "off (memory.relevance): the nearest memories are sent")
     return Check(
         "relevance",
         "warn",
-        f"no floors are calibrated for {embedder_name}: the nearest memories are sent to the "
+        f"no floors are calibrated for {key}: the nearest memories are sent to the "
         "model, relevant or not",
         "Run `olav memory calibrate` to measure floors for this embedder (a few minutes)",
     )

@@ -260,11 +260,14 @@ def run_golden(
         retrieval = _retrieval(store, rows, recaller.scopes)
     _check_replay(rows, recaller.floors or Floors.off(), budget)
     say("calibrating the floors on the calibration half")
-    suggested, scale = _suggest(rows, recaller, configured, emb.name, budget)
+    key = calibration.floors_key(settings, emb.name)
+    suggested, scale = _suggest(rows, recaller, configured, key, budget)
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
         "embedder": emb.name,
+        "floors_key": key,
+        "second_opinion": recaller.judge is not None,
         "agent": AGENT,
         "rrf_k": settings["memory.rrf_k"],
         "token_budget": budget,

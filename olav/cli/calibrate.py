@@ -43,26 +43,27 @@ def calibrate_cmd(
 
     ws = open_workspace()
     embedder = make_embedder(ws.config)
+    key = calibration.floors_key(ws.config, embedder.name)
     if forget:
-        gone = calibration.forget_workspace_calibration(ws.databases, embedder.name)
+        gone = calibration.forget_workspace_calibration(ws.databases, key)
         what = "dropped" if gone else "there were no saved floors"
-        console.print(f"{embedder.name}: {what}; `olav doctor` shows what recall uses now.")
+        console.print(f"{key}: {what}; `olav doctor` shows what recall uses now.")
         return
     report = _measure(embedder, show=err_console.is_terminal and not as_json)
     floors = report["floors"]["suggested"]
     test = report["blocks"]["suggested"]["test"]["small"]
     if as_json:
-        print_json({"embedder": embedder.name, "floors": floors, "test_half": test})
+        print_json({"embedder": key, "floors": floors, "test_half": test})
         return
     _show(report)
-    if not yes and not typer.confirm(f"Save these floors for {embedder.name}?", default=False):
+    if not yes and not typer.confirm(f"Save these floors for {key}?", default=False):
         console.print("Nothing saved.")
         return
     from olav.memory.relevance import Floors
 
     measured = {k: test.get(k) for k in SHOWN}
     path = calibration.save_workspace_calibration(
-        ws.databases, embedder.name, Floors(**_finite(floors)), measured
+        ws.databases, key, Floors(**_finite(floors)), measured
     )
     console.print(f"[green]✓[/] saved in {path}; AutoRecall decides relevance with them now.")
 

@@ -90,6 +90,14 @@ SETTINGS: tuple[Setting, ...] = (
         "words, spread).",
     ),
     Setting(
+        "memory.second_opinion",
+        str,
+        "auto",
+        "Whether a lesson's relevance also asks a second, bundled encoder (multilingual "
+        "USE): auto = when it is installed; off = the embedder alone (about 140 MB less).",
+        ("auto", "off"),
+    ),
+    Setting(
         "memory.dedup_distance",
         str,
         "auto",

@@ -25,6 +25,7 @@ from olav.memory.relevance import Floors
 # lesson, lesson with a full-text match, spread below the best memory
 CALIBRATED_FLOORS: dict[str, Floors] = {
     "e5:multilingual-e5-small": Floors(0.03, 0.01, -0.02, 0.04, 0.03, 0.005),
+    "e5:multilingual-e5-small+use-m3": Floors(0.03, 0.01, -0.02, 0.04, 0.04, 0.005),
 }
 REFERENCE = CALIBRATED_FLOORS["e5:multilingual-e5-small"]  # where a new calibration starts
 # floors measured in this workspace by `olav memory calibrate`, keyed by embedder name, beside
@@ -39,7 +40,18 @@ FIELDS = tuple(
 
 
 def calibrated_floors(embedder_name: str) -> Floors | None:
-    return next((f for p, f in CALIBRATED_FLOORS.items() if embedder_name.startswith(p)), None)
+    """olav's floors for this floors key (olav.memory.second_opinion.floors_key): the entry
+    whose name is the longest prefix of it, so "e5:…+use-m3" never takes plain e5's."""
+    found = [p for p in CALIBRATED_FLOORS if embedder_name.startswith(p)]
+    return CALIBRATED_FLOORS[max(found, key=len)] if found else None
+
+
+def floors_key(config: Any, embedder_name: str) -> str:
+    """The name this workspace's floors are kept under: the embedder's, with the second
+    opinion's when it decides lessons too (olav.memory.second_opinion)."""
+    from olav.memory import second_opinion
+
+    return second_opinion.floors_key(embedder_name, second_opinion.wanted(config))
 
 
 def relevance_floors(
@@ -56,11 +68,12 @@ def relevance_floors(
         return None
     if raw != "auto":
         return parse_floors(raw)
+    key = floors_key(config, embedder_name)
     if workspace_dir is not None:
-        entry = read_workspace_calibration(workspace_dir).get(embedder_name)
+        entry = read_workspace_calibration(workspace_dir).get(key)
         if entry is not None:
             return entry
-    return calibrated_floors(embedder_name)
+    return calibrated_floors(key)
 
 
 def read_workspace_calibration(directory: Path, *, strict: bool = False) -> dict[str, Floors]:

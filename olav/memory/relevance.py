@@ -88,6 +88,7 @@ class Signals:
     specific: bool = False  # two keywords, or one that generic requests do not use
     agree: bool = False  # first in both the vector and the full-text ranking
     text_match: bool = False  # found by the full-text search at all
+    second: float | None = None  # a lesson's margin by the second opinion (already in margin)
     relevant: bool = False
     reason: str = ""
 
@@ -103,6 +104,7 @@ class Signals:
             "specific": self.specific,
             "agree": self.agree,
             "text_match": self.text_match,
+            "second": None if self.second is None else round(self.second, 4),
             "relevant": self.relevant,
             "reason": self.reason,
         }
@@ -245,6 +247,9 @@ def decide(signals: Signals, *, lesson: bool, floors: Floors) -> Signals:
     signals.reason = (
         f"{evidence}, " if evidence else ""
     ) + f"margin {_shown(m, floor)} {sign} {floor:g}"
+    if signals.second is not None:
+        own = 2 * m - signals.second
+        signals.reason += f" (mean of {own:.3f} and {signals.second:.3f} by a second encoder)"
     return signals
 
 
