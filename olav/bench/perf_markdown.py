@@ -61,6 +61,8 @@ def recall_rows(report: dict[str, Any]) -> list[list[Any]]:
 
 _AUTORECALL_NOTE = (
     "AutoRecall pieces (ms, p50), in the order measured: the e5 query embedding alone; "
+    "the second opinion's encoding of the query alone (it runs beside e5's, on its own "
+    "thread, and is needed when a lesson is a candidate); "
     "the hybrid search AutoRecall makes (its candidate count and categories, precomputed "
     "vector); AutoRecall without the access-count bump (e5 included); AutoRecall with the "
     "query vector cached; full AutoRecall, each recall treated as one chat run (the "
@@ -97,6 +99,7 @@ def _autorecall_table(report: dict[str, Any]) -> list[str]:
     headers = [
         "memories",
         "e5 query",
+        "second opinion query",
         "hybrid (candidates)",
         "AutoRecall, no bump",
         "cached vector",
@@ -118,6 +121,7 @@ def _autorecall_table(report: dict[str, Any]) -> list[str]:
             [
                 b["memories"],
                 parts["e5_query"]["p50"],
+                parts.get("second_query", {}).get("p50", "-"),
                 parts["hybrid_k_candidates"]["p50"],
                 parts["autorecall_no_bump"]["p50"],
                 parts["autorecall_cached_vector"]["p50"],
@@ -228,6 +232,10 @@ def _rss_rows(r: dict[str, Any]) -> list[list[Any]]:
     return [
         [f"RSS after opening {r['memories']:,} memories", f"{fmt(r['rss_after_open_mb'])} MB"],
         [f"peak RSS (VmHWM) after {r['recalls']} recalls", f"{fmt(r['vmhwm_mb'])} MB"],
+        [
+            "the second opinion on lessons, once loaded (olav.memory.second_opinion)",
+            f"+{fmt(r.get('second_opinion_mb'))} MB",
+        ],
         ["the table on disk", f"{fmt(r.get('table_mb'))} MB"],
         [
             "of it, the current version's data (no indexes, no versions kept for the hour)",

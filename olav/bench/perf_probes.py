@@ -223,6 +223,14 @@ def rss_probe_main() -> None:
     # the current version's data, without its indexes and the versions maintain() keeps for
     # an hour (olav.memory.maintenance.RETENTION); read after the peak was
     out["data_mb"] = round(store.table.stats()["total_bytes"] / 1e6, 1)
+    # what the second opinion on lessons adds once a lesson is recalled (its weights)
+    from olav.memory import second_opinion
+
+    if second_opinion.wanted(config):
+        second_opinion.shared().vectors(["probe"])
+        loaded, before = _proc_status_mb("VmRSS"), out["rss_end_mb"]
+        if loaded is not None and before is not None:
+            out["second_opinion_mb"] = round(loaded - before, 1)
     sys.stdout.write(json.dumps(out) + "\n")
 
 

@@ -135,6 +135,12 @@ def _searcher(
     return call
 
 
+def _forget(rec: Any, queries: list[str]) -> None:
+    """Make the second opinion encode these requests again, as e5 does uncached."""
+    if rec.judge is not None:
+        rec.judge.opinion.forget(queries)
+
+
 def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
     from olav.memory.recall import RecallOptions
     from olav.memory.relevance import Floors, load_background
@@ -144,9 +150,16 @@ def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
         token_budget=config["memory.token_budget"],
         half_life_days=config["memory.half_life_days"],
     )
+    from olav.memory import second_opinion
+
+    # lessons are decided with the second opinion as in chat (its weights load untimed here)
+    judge = second_opinion.judge_for(None) if second_opinion.wanted(config) else None
+    if judge is not None:
+        judge.opinion.vectors(["warm"])
     return {
         "agent": AGENT,
         "options": options,
+        "judge": judge,
         # the relevance signals are computed as in chat, but with no floor: random-word
         # queries are relevant to nothing, and the bench must still pay for injecting and
         # for the access-count bumps that injected memories cost
@@ -237,13 +250,18 @@ def measure_recall(
         "e5_query": summary(latencies_ms(lambda i: e5.embed_query(queries[i]), n)),
         "hybrid_k_candidates": summary(latencies_ms(hybrid, n)),
     }
+    if dry.judge is not None:  # its encoding of the request, uncached
+        encode = dry.judge.opinion.encode
+        parts["second_query"] = summary(latencies_ms(lambda i: encode([queries[i]]), n))
     store.embedder = CachedEmbedder(e5, 0)  # e5 embeds every query, no bump is written
+    _forget(dry, queries)  # and so does the second opinion
     parts["autorecall_no_bump"] = summary(latencies_ms(dry_recall, n))
     store.embedder = cached
     parts["autorecall_cached_vector"] = summary(latencies_ms(dry_recall, n))
     if store.count() > store.vcache.max_rows:  # the sizes whose target is a ratio to numpy
         parts.update(_paired(dry_recall, vectors, qvecs, n))
     frags_before = fragments(store)
+    _forget(dry, queries)
     modes["autorecall"], injected = _full_autorecall(store, e5, queries, config, kwargs, n)
     frags_after = fragments(store)
     store.embedder = cached

@@ -94,7 +94,7 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "auto",
         "Whether a lesson's relevance also asks a second, bundled encoder (multilingual "
-        "USE): auto = when it is installed; off = the embedder alone (about 140 MB less).",
+        "USE): auto = when it is installed; off = the embedder alone (about 117 MB less).",
         ("auto", "off"),
     ),
     Setting(

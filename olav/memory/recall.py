@@ -209,6 +209,8 @@ class Recaller:
         result = RecallResult(query=query, agent=self.agent, tier=self.tier)
         if not query.strip():
             return result
+        if self.judge is not None:  # its encoding of the request overlaps e5's and the search
+            self.judge.opinion.prefetch(query)
         temporal = bool(TEMPORAL.search(query))
         # episodes answer "what did we do last time"; other requests never get them
         categories = [c for c in QUOTAS if temporal or c != "episode"]

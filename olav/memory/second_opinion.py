@@ -14,17 +14,19 @@ same share of stray lessons (10 %), this keeps 90 % of expected lessons where e5
 the mean moved expected memories and block precision in opposite directions out of sample.
 
 The encoder loads once per process (about 0.8 s, off the reply path when the chat warms it)
-and costs about 140 MB. A request costs one encoding (2 ms); each lesson text is encoded
+and costs about 117 MB. A request costs one encoding (2 ms); each lesson text is encoded
 once and kept. ``memory.second_opinion: off`` turns it off; so does a failure to load it,
 and then a lesson is decided on e5's margin and floors alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -68,6 +70,7 @@ class SecondOpinion:
         self._model: Any = None
         self._failed = False
         self._warming = False
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.RLock()
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -103,6 +106,38 @@ class SecondOpinion:
             self._warming = True
         threading.Thread(target=self._encoder, name="olav-second-opinion", daemon=True).start()
 
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts``, encoded now (``vectors`` keeps them)."""
+        with self._lock:
+            model = self._encoder()
+            if model is None:
+                raise RuntimeError(f"the {NAME} encoder is not available")
+            got = np.asarray(model.encode(list(texts)), dtype=np.float32)
+        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
+        return got
+
+    def forget(self, texts: Sequence[str]) -> None:
+        """Drop the kept vectors of ``texts`` (a benchmark's requests, to time them again)."""
+        with self._lock:
+            for t in texts:
+                self._vectors.pop(t, None)
+
+    def prefetch(self, text: str) -> None:
+        """Encode ``text`` on the encoder's own thread, once it is loaded, while the caller
+        does something else (recall: while e5 embeds the request and the table is
+        searched); a later ``vectors`` call that needs it waits for it instead of encoding
+        it again."""
+        if self._model is None or text in self._vectors:  # loading waits for a lesson hit
+            return
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="olav-second-opinion")
+        self._pool.submit(self._quietly, text)
+
+    def _quietly(self, text: str) -> None:
+        with contextlib.suppress(Exception):  # the caller's own vectors() call reports it
+            self.vectors([text])
+
     def embed_query(self, text: str) -> np.ndarray:
         """One text's unit vector (the background is embedded with this)."""
         return self.vectors([text])[0]
@@ -112,12 +147,7 @@ class SecondOpinion:
         with self._lock:  # re-entrant: _encoder takes it too
             missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
             if missing:
-                model = self._encoder()
-                if model is None:
-                    raise RuntimeError(f"the {NAME} encoder is not available")
-                got = np.asarray(model.encode(missing), dtype=np.float32)
-                got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
-                self._vectors.update(zip(missing, got, strict=True))
+                self._vectors.update(zip(missing, self.encode(missing), strict=True))
             for t in texts:
                 self._vectors.move_to_end(t)
             out = np.vstack([self._vectors[t] for t in texts])
