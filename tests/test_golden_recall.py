@@ -140,6 +140,17 @@ def test_what_reaches_the_model_on_the_test_half(report: dict[str, Any]) -> None
     assert small["tokens"] < 200  # a small block; nothing for most unrelated requests
 
 
+def test_the_second_opinion_keeps_more_lessons_and_no_more_noise(report: dict[str, Any]) -> None:
+    assert report["second_opinion"] and report["floors_key"] == E5 + "+use-m3"
+    on = report["blocks"]["configured"]["test"]["small"]
+    alone = report["blocks"]["alone"]  # e5's margin alone, with e5's own floors
+    # 16 of 22 expected lessons kept by e5 alone, 19 with the second opinion
+    assert on["lesson_kept"] >= alone["lesson_kept"] + 0.09, (on, alone)
+    assert on["stray"] <= GATES["stray"][0] and on["unrelated_lesson"] <= alone["unrelated_lesson"]
+    assert on["precision"] >= alone["precision"] - 0.02  # at most one more wrong lesson
+    assert "with the second opinion on lessons" in markdown_golden(report)
+
+
 def test_relevance_off_fills_the_block_with_noise(report: dict[str, Any]) -> None:
     # the same candidates with every floor off: what olav injected before the decision
     off = report["blocks"]["off"]

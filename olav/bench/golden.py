@@ -44,6 +44,7 @@ from olav.bench.golden_block import (
     Recalled,
     block_misses,
     calibrate,
+    embedder_alone,
     margin_scale,
     measure,
     replay,
@@ -259,6 +260,7 @@ def run_golden(
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
     _check_replay(rows, recaller.floors or Floors.off(), budget)
+    alone = embedder_alone(rows, settings, emb.name, budget) if recaller.judge else None
     say("calibrating the floors on the calibration half")
     key = calibration.floors_key(settings, emb.name)
     suggested, scale = _suggest(rows, recaller, configured, key, budget)
@@ -276,7 +278,7 @@ def run_golden(
         "counts": _counts(gs, guides),
         "retrieval": retrieval,
         "floors": {"configured": _asdict(configured), "suggested": _asdict(suggested)},
-        "blocks": _blocks(rows, configured, suggested, budget),
+        "blocks": {**_blocks(rows, configured, suggested, budget), "alone": alone},
         "targets": {k: {"target": t, "higher": h} for k, (t, h) in TARGETS.items()},
         "misses": block_misses(rows, configured, budget),
         "dedup": dedup_report,

@@ -83,6 +83,36 @@ def replay(r: Recalled, floors: Floors, tier: str, budget: int) -> list[Candidat
     return [c for c in cands if c.decision == "injected"]
 
 
+def without_second_opinion(rows: Sequence[Recalled]) -> list[Recalled]:
+    """The same candidates as the embedder alone judges them: a lesson's margin back to the
+    embedder's own (the mean with olav.memory.second_opinion undone)."""
+    out = []
+    for r in rows:
+        cands = []
+        for c in r.candidates:
+            cand = copy.copy(c)
+            if c.signals.second is not None and c.signals.margin is not None:
+                sig = copy.copy(c.signals)
+                sig.margin, sig.second = 2 * c.signals.margin - c.signals.second, None
+                cand.signals = sig
+            cands.append(cand)
+        out.append(dataclasses.replace(r, candidates=cands))
+    return out
+
+
+def embedder_alone(
+    rows: Sequence[Recalled], settings: dict[str, Any], embedder: str, budget: int
+) -> dict[str, Any] | None:
+    """The test half, small tier, as the embedder alone decides it with its own floors: what
+    the second opinion on lessons adds."""
+    from olav.memory import calibration
+
+    floors = calibration.relevance_floors({**settings, "memory.second_opinion": "off"}, embedder)
+    if floors is None:
+        return None
+    return measure(without_second_opinion(rows), floors, "small", budget, "test")
+
+
 def _rate(values: Sequence[bool]) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 

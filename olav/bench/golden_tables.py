@@ -39,7 +39,9 @@ MEASURES = (
 def summary_line(report: dict[str, Any]) -> str:
     c = report["counts"]
     return (
-        f"Golden suite, embedder `{report['embedder']}`: {c['guides']} guides, "
+        f"Golden suite, embedder `{report['embedder']}`"
+        + (" with the second opinion on lessons" if report.get("second_opinion") else "")
+        + f": {c['guides']} guides, "
         f"{c['reflections']} lessons, {c['precedents']} precedents; {c['queries']} queries "
         f"({c['positive']} expect a guide or precedent, {c['lesson']} a lesson, "
         f"{c['nomatch']} in-domain with no memory that applies, {c['negative']} unrelated), "
@@ -122,6 +124,19 @@ def _off_line(report: dict[str, Any]) -> str:
     )
 
 
+def _alone_line(report: dict[str, Any]) -> str | None:
+    alone = report["blocks"].get("alone")
+    if not alone:
+        return None
+    return (
+        "Without the second opinion on lessons (`memory.second_opinion: off`: e5's margin "
+        "alone, with e5's own floors), the same test half gets: expected in block "
+        f"{_pct(alone['expect'])}, block precision {_pct(alone['precision'])}, stray lessons "
+        f"{_pct(alone['stray'])}, unrelated requests with a lesson "
+        f"{_pct(alone['unrelated_lesson'])}, expected lesson kept {_pct(alone['lesson_kept'])}."
+    )
+
+
 def _md(table: Rows) -> list[str]:
     head, rows = table
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -141,6 +156,7 @@ def markdown_golden(report: dict[str, Any]) -> str:
         "",
         _off_line(report),
         "",
+        *([line, ""] if (line := _alone_line(report)) else []),
         "The block per tier and language, configured floors:",
         "",
         *_md(block_rows(report["blocks"]["configured"], "test")),
