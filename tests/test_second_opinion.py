@@ -137,3 +137,29 @@ def test_without_the_package_the_floors_are_the_embedders_alone(
     from olav.memory.calibration import floors_key
 
     assert floors_key(config, "e5:multilingual-e5-small") == "e5:multilingual-e5-small"
+
+
+def test_recalls_from_several_threads_share_one_encoder(
+    e5_ws: Path, fresh_opinion: SecondOpinion
+) -> None:
+    # the MCP server and a chat's sub-agents recall from several threads at once
+    from concurrent.futures import ThreadPoolExecutor
+
+    from olav.memory.recall import Recaller
+
+    store = _lesson_ws(e5_ws)
+    ws = Workspace.open(e5_ws)
+    fresh_opinion.warm()  # loading, while the first recalls arrive
+    recallers = [Recaller.for_config(store, ws.config, agent="core", tier="small") for _ in "ab"]
+    queries = [NEEDS_IT, UNRELATED] * 6
+
+    def lesson(i: int) -> dict[str, Any]:
+        got = recallers[i % 2].recall(queries[i], dry_run=True)
+        (c,) = [c for c in got.candidates if c.hit.record.id == "refl_dump"]
+        return c.to_json()
+
+    with ThreadPoolExecutor(4) as pool:
+        seen = list(pool.map(lesson, range(len(queries))))
+    for i, c in enumerate(seen):  # every answer the same as the first for its request
+        assert c["second"] is not None and c["margin"] == seen[i % 2]["margin"]
+    assert seen[0]["decision"] == "injected" and seen[1]["decision"] == "irrelevant"
