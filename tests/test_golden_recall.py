@@ -187,6 +187,45 @@ def test_calibrate_on_made_up_candidates() -> None:
     assert (got["expect"], got["empty"], got["precision"]) == (1.0, 1.0, 1.0)
 
 
+def test_the_ceiling_says_what_any_floors_could_reach() -> None:
+    from olav.bench.golden_block import Recalled
+    from olav.bench.golden_ceiling import ceiling
+    from olav.bench.golden_set import GoldenQuery
+    from olav.bench.golden_tables import ceiling_rows
+    from olav.memory.recall import Candidate
+    from olav.memory.relevance import Floors, Signals
+    from olav.memory.schema import MemoryRecord
+    from olav.memory.store import Hit
+
+    def cand(rid: str, margin: float) -> Candidate:
+        rec = MemoryRecord(id=rid, text=rid, category="usage_guide", scope="ops")
+        return Candidate(Hit(rec, 0.1, distance=0.3), tokens=10, signals=Signals(margin=margin))
+
+    tests = iter(i for i in (f"id{n}" for n in range(40)) if split_of(i) == "test")
+
+    def q(text: str, **kw: Any) -> GoldenQuery:
+        return GoldenQuery(text, id=next(tests), **kw)
+
+    # "b" needs a floor at or below 0.015; the unrelated "c" then gets g1 (0.02)
+    rows = [
+        Recalled(q("a", expect=("g1",)), [cand("g1", 0.05), cand("g2", -0.01)], True),
+        Recalled(q("b", expect=("g2",)), [cand("g2", 0.015), cand("g1", 0.0)], True),
+        Recalled(q("c", negative=True), [cand("g1", 0.02)], True),
+    ]
+    got = ceiling(rows, Floors(0.03, 0.01, -0.02, 0.04, 0.04, 0.005), 1000)
+    best = got["expect_at_precision"]
+    assert best["metrics"]["expect"] == 0.5 and best["metrics"]["empty"] == 1.0
+    assert 0.02 < best["floors"]["directive"] <= 0.05
+    assert got["precision_at_expect"] is None  # no floor keeps "b" and leaves "c" empty
+    assert got["most_targets"]["metrics"]["expect"] == 0.5
+    # raised margins: only the acceptable memories move, so "c" stays empty
+    by_delta = {r["delta"]: r for r in got["raised"]}
+    assert by_delta[0.01]["expect"] == 0.5 and by_delta[0.02]["expect"] == 1.0
+    assert by_delta[0.03]["empty"] == 1.0
+    _head, table = ceiling_rows(got)
+    assert table[1][1] == "no floors reach it" and len(table) == 4 + 3
+
+
 def test_dedup_keeps_distinct_lessons(report: dict[str, Any]) -> None:
     dedup = report["dedup"]
     assert dedup["configured"]["threshold"] == calibration.dedup_distance(DEFAULTS, E5)
@@ -208,9 +247,11 @@ def test_cli(report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch)
     import olav.bench.golden as golden
 
     seen: list[Any] = []
+    ceilings: list[bool] = []
 
     def fake(embedder: Any, **kw: Any) -> dict[str, Any]:
         seen.append((embedder.name, kw.get("relevance")))
+        ceilings.append(kw.get("ceiling", False))
         return report
 
     monkeypatch.setattr(golden, "run_golden", fake)
@@ -227,6 +268,9 @@ def test_cli(report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch)
     assert res.exit_code == 0 and seen[-1] == (E5, "0.1,0,0,0,0,0.01")
     res = olav("bench", "golden", "--markdown")
     assert res.exit_code == 0 and res.stdout.startswith("Golden suite")
+    assert not any(ceilings)  # a minute of replays only when asked for
+    res = olav("bench", "golden", "--ceiling")
+    assert res.exit_code == 0 and ceilings[-1] is True
     res = olav("bench", "golden", "--embedder", "bert")
     assert res.exit_code != 0
     assert isinstance(res.exception, OlavError) and "unknown embedder" in str(res.exception)

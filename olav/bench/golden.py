@@ -230,6 +230,7 @@ def run_golden(
     dedup: float | None = None,
     progress: Progress | None = None,
     fresh: bool = False,
+    ceiling: bool = False,
 ) -> dict[str, Any]:
     """Run the golden suite with ``embedder``. The Recaller is built by
     ``Recaller.for_config`` from the settings' defaults, so the floors are the product's
@@ -237,7 +238,9 @@ def run_golden(
     other floors (the ``memory.relevance`` syntax). The suggested floors are chosen on the
     calibration half and reported on the test half beside the configured ones. With
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
-    calibrate``): its margins are measured and the grid is stretched to their scale."""
+    calibrate``): its margins are measured and the grid is stretched to their scale. With
+    ``ceiling``, the report also says what any floors could reach on the test half
+    (:mod:`olav.bench.golden_ceiling`, about a minute more)."""
     from olav.memory import calibration
     from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
@@ -264,6 +267,12 @@ def run_golden(
     say("calibrating the floors on the calibration half")
     key = calibration.floors_key(settings, emb.name)
     suggested, scale = _suggest(rows, recaller, configured, key, budget)
+    bound = None
+    if ceiling and recaller.relevance_on:
+        from olav.bench.golden_ceiling import ceiling as best_blocks
+
+        say("replaying the test half for every combination of floors")
+        bound = best_blocks(rows, configured, budget, scale)
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {
@@ -281,6 +290,7 @@ def run_golden(
         "blocks": {**_blocks(rows, configured, suggested, budget), "alone": alone},
         "targets": {k: {"target": t, "higher": h} for k, (t, h) in TARGETS.items()},
         "misses": block_misses(rows, configured, budget),
+        "ceiling": bound,
         "dedup": dedup_report,
         "seconds": _seconds(load_s, started, ms),
     }

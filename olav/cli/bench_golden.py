@@ -31,6 +31,9 @@ def golden(
         "", "--relevance", help="Floors to measure instead of the calibrated ones (six numbers)."
     ),
     misses: bool = typer.Option(False, "--misses", help="List the test-half queries missed."),
+    ceiling: bool = typer.Option(
+        False, "--ceiling", help="Also replay every combination of floors on the test half."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the whole report as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the report as Markdown."),
 ) -> None:
@@ -57,7 +60,7 @@ def golden(
     emb = bench_embedder(embedder)
     show = err_console.is_terminal and not (as_json or markdown)
     with status_progress(show) as progress:
-        report = g.run_golden(emb, relevance=relevance or None, progress=progress)
+        report = g.run_golden(emb, relevance=relevance or None, progress=progress, ceiling=ceiling)
     if as_json:
         print_json(report)
     elif markdown:
@@ -81,6 +84,10 @@ def _show(report: dict[str, Any], misses: bool) -> None:
     console.print(
         _table("the block, test half", g.block_rows(report["blocks"]["configured"], "test"))
     )
+    if report.get("ceiling"):  # the floors column is for --markdown: too wide for a terminal
+        head, body = g.ceiling_rows(report["ceiling"])
+        table = (head[:-1], [r[:-1] for r in body])
+        console.print(_table("what any floors could reach (fitted on the test half)", table))
     if misses and report["misses"]:
         console.print(_table("test-half misses (small tier)", g.miss_rows(report["misses"])))
     elif report["misses"]:
