@@ -172,3 +172,12 @@ def recent_recalls(path: Path, *, run_id: str | None, limit: int) -> list[tuple[
     params.append(limit)
     with connect(path) as con:
         return con.execute(sql, params).fetchall()
+
+
+def recall_candidates(path: Path, *, limit: int) -> list[tuple[str, str, str]]:
+    """The newest recalls' (query, candidates JSON, injected ids JSON), newest first."""
+    with connect(path) as con:
+        return con.execute(
+            "SELECT query, candidates, injected FROM recalls ORDER BY created_at DESC LIMIT ?",
+            [limit],
+        ).fetchall()

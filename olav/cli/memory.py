@@ -12,6 +12,7 @@ from rich.text import Text
 
 from olav.cli.calibrate import calibrate_cmd
 from olav.cli.common import console, open_store, open_workspace, print_json
+from olav.cli.memory_gaps import gaps_cmd
 from olav.cli.memory_render import print_hits, print_stats, print_why, snippet
 from olav.cli.memory_render import render_why as render_why  # `/why` in chat uses it
 from olav.core.errors import NotFoundError, OlavError
@@ -268,6 +269,7 @@ def gc_cmd() -> None:
 
 
 app.command("calibrate")(calibrate_cmd)
+app.command("gaps")(gaps_cmd)
 
 
 @app.command("why")

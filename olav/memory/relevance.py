@@ -91,6 +91,7 @@ class Signals:
     second: float | None = None  # a lesson's margin by the second opinion (already in margin)
     relevant: bool = False
     reason: str = ""
+    floor: float | None = None  # the floor its evidence earned (None: decided by words alone)
 
     @property
     def words(self) -> bool:
@@ -107,6 +108,7 @@ class Signals:
             "second": None if self.second is None else round(self.second, 4),
             "relevant": self.relevant,
             "reason": self.reason,
+            "floor": self.floor,
         }
 
 
@@ -242,6 +244,7 @@ def decide(signals: Signals, *, lesson: bool, floors: Floors) -> Signals:
         return signals
     floor, evidence = floor_for(signals, lesson=lesson, floors=floors)
     m = signals.margin
+    signals.floor = floor
     signals.relevant = m >= floor
     sign = ">=" if signals.relevant else "<"
     signals.reason = (
