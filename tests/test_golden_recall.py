@@ -223,7 +223,7 @@ def test_the_ceiling_says_what_any_floors_could_reach() -> None:
     assert by_delta[0.01]["expect"] == 0.5 and by_delta[0.02]["expect"] == 1.0
     assert by_delta[0.03]["empty"] == 1.0
     _head, table = ceiling_rows(got)
-    assert table[1][1] == "no floors reach it" and len(table) == 4 + 3
+    assert table[1][1] == "no floors in the grid reach it" and len(table) == 4 + 3
 
 
 def test_dedup_keeps_distinct_lessons(report: dict[str, Any]) -> None:
