@@ -1,5 +1,5 @@
-"""`olav memory gaps`: the guides that nearly reached the model, from the recall log, and the
-operator's way to close a gap (a keyword, `olav kb import-guides`)."""
+"""`olav memory gaps`: the requests that a guide nearly answered, from the recall log, and the
+operator's way to close such a gap (a keyword, `olav kb import-guides`)."""
 
 from __future__ import annotations
 
@@ -23,32 +23,40 @@ def _log(query: str, cands: list[dict[str, Any]], injected: list[str]) -> tuple[
     return query, json.dumps(cands), json.dumps(injected)
 
 
-def test_near_misses_are_the_directives_just_under_their_floor() -> None:
+def test_near_misses_are_requests_with_a_directive_just_under_its_floor() -> None:
     recalls = [
         _log("q1", [_cand("g1", 0.02, 0.03), _cand("g2", -0.05, 0.03)], []),
-        _log("q2", [_cand("g1", 0.025, 0.03), _cand("g3", 0.0, 0.01)], []),
-        _log("q1", [_cand("g1", 0.02, 0.03)], []),  # the same request again: listed once
+        _log("q2", [_cand("g3", 0.0, 0.01), _cand("g1", 0.025, 0.03)], []),
+        _log("q1", [_cand("g1", 0.02, 0.03)], []),  # asked again: counted, listed once
         # a directive reached the model: not a miss, whatever was dropped beside it
         _log(
             "q3", [_cand("g1", 0.029, 0.03), _cand("g4", 0.05, 0.03, decision="injected")], ["g4"]
         ),
-        # lessons and episodes have their own rules; a lesson injected is no directive
+        # lessons have their own rules; a lesson injected is no directive
         _log(
             "q4",
             [
                 _cand("l1", 0.03, 0.04, category="reflection"),
                 _cand("l2", 0.06, 0.04, category="reflection", decision="injected"),
+                _cand("g5", 0.015, 0.03),
             ],
             ["l2"],
         ),
-        _log("q5", [_cand("g5", 0.02, None), _cand("g6", None, None)], []),  # older log rows
+        _log("q5", [_cand("g6", 0.02, None), _cand("g7", None, None)], []),  # older log rows
         ("q6", None, None),
     ]
     got = near_misses(recalls)
-    assert [(m.memory_id, m.requests) for m in got] == [("g1", ["q1", "q2"]), ("g3", ["q2"])]
-    assert (got[0].closest, got[0].floor) == (0.025, 0.03)
-    assert [m.memory_id for m in near_misses(recalls, within=0.0)] == []
-    assert "g2" in {m.memory_id for m in near_misses(recalls, within=0.1)}
+    assert [(m.request, m.times) for m in got] == [("q1", 2), ("q2", 1), ("q4", 1)]
+    # the nearest first (floors differ with the evidence), the far one left out
+    assert [(n.memory_id, n.margin, n.floor) for n in got[1].near] == [
+        ("g1", 0.025, 0.03),
+        ("g3", 0.0, 0.01),
+    ]
+    assert [n.memory_id for n in got[0].near] == ["g1"]
+    assert near_misses(recalls, within=0.0) == []
+    assert "g2" in {n.memory_id for n in near_misses(recalls, within=0.1)[0].near}
+    many = [_log("q", [_cand(f"g{i}", 0.02 - i / 1000, 0.03) for i in range(6)], [])]
+    assert [n.memory_id for n in near_misses(many)[0].near] == ["g0", "g1", "g2"]
 
 
 def test_a_gap_from_a_chat_run_closed_by_a_keyword(e5_ws: Path, olav: OlavCli) -> None:
@@ -59,11 +67,12 @@ def test_a_gap_from_a_chat_run_closed_by_a_keyword(e5_ws: Path, olav: OlavCli) -
     assert res.exit_code == 0, res.output
     res = olav("memory", "gaps", "--json", "--within", "0.03")
     assert res.exit_code == 0, res.output
-    gaps = {g["id"]: g for g in json.loads(res.stdout)}
-    assert gaps[GUIDE]["requests"] == [REQUEST]
-    assert gaps[GUIDE]["closest_margin"] < gaps[GUIDE]["floor"]
+    [gap] = json.loads(res.stdout)
+    assert (gap["request"], gap["times"]) == (REQUEST, 1)
+    near = {n["id"]: n for n in gap["near"]}
+    assert near[GUIDE]["margin"] < near[GUIDE]["floor"] <= near[GUIDE]["margin"] + 0.03
     res = olav("memory", "gaps", "--within", "0.03")
-    assert GUIDE in res.stdout and "olav kb import-guides" in res.stdout
+    assert "can I change the" in res.stdout and "olav kb import-guides" in res.stdout
     assert "no near misses" in olav("memory", "gaps", "--within", "0").stdout
 
     guide = e5_ws / "netops" / "guides" / "change_window_and_approval.guide.yaml"

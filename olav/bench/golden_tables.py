@@ -121,7 +121,11 @@ def ceiling_rows(c: dict[str, Any]) -> Rows:
 
     def row(label: str, point: dict[str, Any] | None) -> list[str]:
         if point is None:
-            return [label, *("no floors in the grid reach it" if i == 0 else "" for i in range(len(keys))), ""]
+            return [
+                label,
+                *("no floors in the grid reach it" if i == 0 else "" for i in range(len(keys))),
+                "",
+            ]
         m = point["metrics"]
         return [label, *(_pct(m[k]) for k in keys), floors_label(point["floors"])]
 

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from olav.cli.common import console, open_workspace, print_json
-from olav.learning.gaps import SHOWN_REQUESTS, WITHIN
+from olav.learning.gaps import WITHIN
 
 
 def gaps_cmd(
@@ -20,10 +20,10 @@ def gaps_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Guides and precedents that nearly reached the model: requests of the recall log that
-    got no directive, though one came within --within of its relevance floor. A keyword found
-    in a request lowers its guide's floor: add the words these requests use to the guide's
-    `keywords:`, then run `olav kb import-guides`."""
+    """Requests of the recall log that got no directive, though a guide or precedent came
+    within --within of its relevance floor, each with the ones that came nearest. A keyword
+    found in a request lowers its guide's floor: add the words the request uses to the
+    guide's `keywords:`, then run `olav kb import-guides`."""
     from olav.audit.queries import recall_candidates
     from olav.learning.gaps import near_misses
 
@@ -39,22 +39,16 @@ def gaps_cmd(
         )
         return
     table = Table(title=f"nearly recalled, in the last {limit} recalls", title_justify="left")
-    for name, justify in (("memory", "left"), ("requests", "right"), ("closest", "right")):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    table.add_column("requests that nearly recalled it", overflow="fold")
+    table.add_column("request (no directive reached the model)", overflow="fold", ratio=3)
+    table.add_column("times", justify="right")
+    table.add_column("came nearest: margin < floor", overflow="fold", ratio=2)
     for m in misses:
-        shown = m.requests[:SHOWN_REQUESTS]
-        more = len(m.requests) - len(shown)
-        table.add_row(
-            escape(m.memory_id),
-            str(len(m.requests)),
-            f"{m.closest:.3f} < {m.floor:g}",
-            escape("\n".join(shown) + (f"\n… {more} more" if more else "")),
-        )
+        near = "\n".join(f"{n.memory_id} {n.margin:.3f} < {n.floor:g}" for n in m.near)
+        table.add_row(escape(m.request), str(m.times), escape(near))
     console.print(table)
     console.print(
-        "[dim]Add the words these requests use to the guide's keywords (a keyword lowers its "
-        'floor), then `olav kb import-guides`. `olav memory why "<request>"` shows every '
-        "signal.[/]",
+        "[dim]Where a guide should have answered, add the words the request uses to its "
+        "keywords (a keyword lowers its floor), then `olav kb import-guides`. "
+        '`olav memory why "<request>"` shows every signal.[/]',
         soft_wrap=True,
     )
