@@ -48,17 +48,23 @@ def _relevance(root: Path) -> Any:
 
 
 def test_calibrate_measures_saves_and_recall_uses_the_floors(
-    stub_ws: tuple[Path, str], olav: Any
+    stub_ws: tuple[Path, str], olav: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import olav.bench.golden_ceiling as golden_ceiling
+
+    small = {"directive": (0.0, 0.03), "directive_words": (0.01,), "specific": (-0.02,)}
+    small |= {"spread": (0.005,), "lesson": (0.04,), "lesson_words": (0.04,)}
+    monkeypatch.setattr(golden_ceiling, "GRID", small)  # the full grid takes a minute
     root, url = stub_ws
     floors, ws, name = _relevance(root)
     assert floors is None  # uncalibrated: relevance is off, doctor says what to run
     check = check_relevance(ws.config, name, ws.databases)
     assert check.status == "warn" and "olav memory calibrate" in check.fix
 
-    res = olav("memory", "calibrate", input="n\n")
+    res = olav("memory", "calibrate", "--ceiling", input="n\n")
     assert res.exit_code == 0, res.output
     assert "with these floors" in res.output and "Nothing saved" in res.output
+    assert "what any floors could reach" in res.output and "most targets met" in res.output
     assert not (ws.databases / calibration.WORKSPACE_FILE).exists()
 
     res = olav("memory", "calibrate", "--yes")

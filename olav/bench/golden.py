@@ -272,7 +272,7 @@ def run_golden(
         from olav.bench.golden_ceiling import ceiling as best_blocks
 
         say("replaying the test half for every combination of floors")
-        bound = best_blocks(rows, configured, budget, scale)
+        bound = best_blocks(rows, suggested, budget, scale)
     say("measuring dedup distances")
     dedup_report = _dedup(gs, emb, calibration.dedup_distance(settings, emb.name))
     return {

@@ -9,10 +9,10 @@ lesson floors held), then every combination of the two lesson floors (the direct
 the best point held). The best points are an upper bound, fitted in sample, never a result.
 
 It also replays the test half with every acceptable memory's margin raised by ``delta`` (the
-rest left as they are) under the configured floors: what an embedder that puts the right
-memory that much nearer the request, and nothing else nearer, would give. Both are slow
-(thousands of replays, about a minute), so ``olav bench golden --ceiling`` and ``make bench``
-run them, and ``make test`` does not.
+rest left as they are) under the floors the calibration half chose: what an embedder that
+puts the right memory that much nearer the request, and nothing else nearer, would give.
+Both are slow (thousands of replays, about a minute), so ``olav bench golden --ceiling``,
+``olav memory calibrate --ceiling`` and ``make bench`` run them, and ``make test`` does not.
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ def ceiling(
     rows: Sequence[Recalled], start: Floors, budget: int, scale: float = 1.0
 ) -> dict[str, Any]:
     """The test half's best small-tier blocks over the floor grid (stretched by ``scale``,
-    the embedder's margin spread relative to e5's), chosen on the test half itself."""
+    the embedder's margin spread relative to e5's), chosen on the test half itself; ``start``
+    (the calibrated floors) gives the floors not swept and those the margins are raised
+    under."""
     from olav.bench.golden_block import scaled
 
     grid = scaled(GRID, scale) if scale != 1.0 else GRID

@@ -115,7 +115,7 @@ def dedup_rows(d: dict[str, Any]) -> tuple[Rows, Rows]:
 
 def ceiling_rows(c: dict[str, Any]) -> Rows:
     """What any floors could reach on the test half (small tier), and what margins raised
-    for the acceptable memories would give under the configured floors."""
+    for the acceptable memories would give under the calibrated floors."""
     keys = ("expect", "precision", "empty", "stray", "lesson_kept")
     head = ["test half, small tier", *(dict(MEASURES)[k] for k in keys), "floors"]
 
@@ -137,7 +137,7 @@ def ceiling_rows(c: dict[str, Any]) -> Rows:
         row(f"most targets met: {most['met']} of 6", most),
     ]
     for r in c["raised"]:
-        label = f"acceptable memories' margins + {r['delta']}, configured floors"
+        label = f"acceptable memories' margins + {r['delta']} (e5's unit), calibrated floors"
         rows.append([label, *(_pct(r[k]) for k in keys), ""])
     return head, rows
 
@@ -207,8 +207,9 @@ def markdown_golden(report: dict[str, Any]) -> str:
             f"of floors in the grid ({report['ceiling']['combinations']} replays), the floors "
             "chosen **on the test half itself**. These are an upper bound fitted in sample, not "
             "results. The last rows raise the margin of every acceptable memory by a constant "
-            "(e5's margins span 0.062 from p10 to p90): what an embedder that puts the right "
-            "memories that much nearer would give with the configured floors.",
+            "(in e5's unit: its margins span 0.062 from p10 to p90): what an embedder that puts "
+            "the right memories that much nearer would give with the floors the calibration "
+            "half chose.",
             "",
             *_md(ceiling_rows(report["ceiling"])),
         ]

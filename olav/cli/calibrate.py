@@ -33,11 +33,16 @@ def calibrate_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Save the floors without asking."),
     forget: bool = typer.Option(False, "--forget", help="Drop this embedder's saved floors."),
     as_json: bool = typer.Option(False, "--json", help="Print the measures as JSON; save nothing."),
+    ceiling: bool = typer.Option(
+        False, "--ceiling", help="Also show what any floors could reach with this embedder."
+    ),
 ) -> None:
     """Measure relevance floors for this workspace's embedder, and save them.
 
     The floors are searched on one half of the golden suite that ships with olav and shown
-    on the other half, next to what relevance off sends. About 600 texts are embedded."""
+    on the other half, next to what relevance off sends. About 600 texts are embedded. With
+    --ceiling (about a minute more), it also shows the best blocks any floors could give with
+    this embedder, fitted on the test half itself: whether it could meet olav's targets."""
     from olav.memory import calibration
     from olav.memory.embedders import make_embedder
 
@@ -49,13 +54,16 @@ def calibrate_cmd(
         what = "dropped" if gone else "there were no saved floors"
         console.print(f"{key}: {what}; `olav doctor` shows what recall uses now.")
         return
-    report = _measure(embedder, show=err_console.is_terminal and not as_json)
+    report = _measure(embedder, show=err_console.is_terminal and not as_json, ceiling=ceiling)
     floors = report["floors"]["suggested"]
     test = report["blocks"]["suggested"]["test"]["small"]
     if as_json:
-        print_json({"embedder": key, "floors": floors, "test_half": test})
+        out = {"embedder": key, "floors": floors, "test_half": test}
+        print_json({**out, "ceiling": report.get("ceiling")} if ceiling else out)
         return
     _show(report)
+    if report.get("ceiling"):
+        _show_ceiling(report["ceiling"])
     if not yes and not typer.confirm(f"Save these floors for {key}?", default=False):
         console.print("Nothing saved.")
         return
@@ -68,11 +76,26 @@ def calibrate_cmd(
     console.print(f"[green]✓[/] saved in {path}; AutoRecall decides relevance with them now.")
 
 
-def _measure(embedder: Any, *, show: bool) -> dict[str, Any]:
+def _measure(embedder: Any, *, show: bool, ceiling: bool) -> dict[str, Any]:
     from olav.bench.golden import run_golden
 
     with status_progress(show) as progress:
-        return run_golden(embedder, progress=progress, fresh=True)
+        return run_golden(embedder, progress=progress, fresh=True, ceiling=ceiling)
+
+
+def _show_ceiling(c: dict[str, Any]) -> None:
+    """The upper bound: the rows of `olav bench golden --ceiling`, without the floors."""
+    from olav.bench.golden_tables import ceiling_rows
+
+    head, body = ceiling_rows(c)
+    table = Table(
+        title="what any floors could reach (fitted on the test half)", title_justify="left"
+    )
+    for i, name in enumerate(head[:-1]):
+        table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+    for row in body:
+        table.add_row(*row[:-1])
+    console.print(table)
 
 
 def _finite(floors: dict[str, float | None]) -> dict[str, float]:
