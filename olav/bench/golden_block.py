@@ -91,9 +91,9 @@ def without_second_opinion(rows: Sequence[Recalled]) -> list[Recalled]:
         cands = []
         for c in r.candidates:
             cand = copy.copy(c)
-            if c.signals.second is not None and c.signals.margin is not None:
+            if c.signals.second is not None:
                 sig = copy.copy(c.signals)
-                sig.margin, sig.second = 2 * c.signals.margin - c.signals.second, None
+                sig.margin, sig.second = c.signals.own_margin, None
                 cand.signals = sig
             cands.append(cand)
         out.append(dataclasses.replace(r, candidates=cands))

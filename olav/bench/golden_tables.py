@@ -113,19 +113,16 @@ def dedup_rows(d: dict[str, Any]) -> tuple[Rows, Rows]:
     )
 
 
-def ceiling_rows(c: dict[str, Any]) -> Rows:
+def ceiling_rows(c: dict[str, Any], floors: bool = True) -> Rows:
     """What any floors could reach on the test half (small tier), and what margins raised
-    for the acceptable memories would give under the calibrated floors."""
+    for the acceptable memories would give under the calibrated floors; without the floors
+    column when ``floors`` is false (too wide for a terminal)."""
     keys = ("expect", "precision", "empty", "stray", "lesson_kept")
     head = ["test half, small tier", *(dict(MEASURES)[k] for k in keys), "floors"]
 
     def row(label: str, point: dict[str, Any] | None) -> list[str]:
         if point is None:
-            return [
-                label,
-                *("no floors in the grid reach it" if i == 0 else "" for i in range(len(keys))),
-                "",
-            ]
+            return [label, "no floors in the grid reach it", *([""] * len(keys))]
         m = point["metrics"]
         return [label, *(_pct(m[k]) for k in keys), floors_label(point["floors"])]
 
@@ -139,7 +136,7 @@ def ceiling_rows(c: dict[str, Any]) -> Rows:
     for r in c["raised"]:
         label = f"acceptable memories' margins + {r['delta']} (e5's unit), calibrated floors"
         rows.append([label, *(_pct(r[k]) for k in keys), ""])
-    return head, rows
+    return (head, rows) if floors else (head[:-1], [r[:-1] for r in rows])
 
 
 def _off_line(report: dict[str, Any]) -> str:

@@ -7,22 +7,8 @@ from typing import Any
 
 import typer
 
-from olav.cli.common import console, err_console, print_json, status_progress
+from olav.cli.common import console, err_console, print_json, rows_table, status_progress
 from olav.core.errors import OlavError
-
-
-def _table(title: str, rows: Any) -> Any:
-    """A rich table from the rows the Markdown writer uses."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    head, body = rows
-    table = Table(title=title, title_justify="left")
-    for i, name in enumerate(head):
-        table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
-    for row in body:
-        table.add_row(*(escape(cell.replace("**", "")) for cell in row))
-    return table
 
 
 def golden(
@@ -80,25 +66,24 @@ def _show(report: dict[str, Any], misses: bool) -> None:
         markup=False,
         soft_wrap=True,
     )
-    console.print(_table("targets", g.target_rows(report)))
+    console.print(rows_table("targets", g.target_rows(report)))
     console.print(
-        _table("the block, test half", g.block_rows(report["blocks"]["configured"], "test"))
+        rows_table("the block, test half", g.block_rows(report["blocks"]["configured"], "test"))
     )
-    if report.get("ceiling"):  # the floors column is for --markdown: too wide for a terminal
-        head, body = g.ceiling_rows(report["ceiling"])
-        table = (head[:-1], [r[:-1] for r in body])
-        console.print(_table("what any floors could reach (fitted on the test half)", table))
+    if report.get("ceiling"):  # the floors column is too wide for a terminal
+        table = g.ceiling_rows(report["ceiling"], floors=False)
+        console.print(rows_table("what any floors could reach (fitted on the test half)", table))
     if misses and report["misses"]:
-        console.print(_table("test-half misses (small tier)", g.miss_rows(report["misses"])))
+        console.print(rows_table("test-half misses (small tier)", g.miss_rows(report["misses"])))
     elif report["misses"]:
         console.print(f"[dim]{len(report['misses'])} test-half misses: --misses lists them[/]")
     console.print(
-        _table("ranking before the relevance decision", g.retrieval_rows(report["retrieval"]))
+        rows_table("ranking before the relevance decision", g.retrieval_rows(report["retrieval"]))
     )
     for title, rows in zip(
         ("lesson dedup distances", ""), g.dedup_rows(report["dedup"]), strict=True
     ):
-        console.print(_table(title, rows))
+        console.print(rows_table(title, rows))
     sec = report["seconds"]
     console.print(
         f"[dim]load {sec['load']}s, total {sec['total']}s, recall "

@@ -15,7 +15,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from olav.cli.common import console, err_console, open_workspace, print_json, status_progress
+from olav.cli.common import (
+    console,
+    err_console,
+    open_workspace,
+    print_json,
+    rows_table,
+    status_progress,
+)
 
 # measure key -> (label, higher is better)
 SHOWN = {
@@ -63,7 +70,10 @@ def calibrate_cmd(
         return
     _show(report)
     if report.get("ceiling"):
-        _show_ceiling(report["ceiling"])
+        from olav.bench.golden_tables import ceiling_rows
+
+        table = ceiling_rows(report["ceiling"], floors=False)
+        console.print(rows_table("what any floors could reach (fitted on the test half)", table))
     if not yes and not typer.confirm(f"Save these floors for {key}?", default=False):
         console.print("Nothing saved.")
         return
@@ -81,21 +91,6 @@ def _measure(embedder: Any, *, show: bool, ceiling: bool) -> dict[str, Any]:
 
     with status_progress(show) as progress:
         return run_golden(embedder, progress=progress, fresh=True, ceiling=ceiling)
-
-
-def _show_ceiling(c: dict[str, Any]) -> None:
-    """The upper bound: the rows of `olav bench golden --ceiling`, without the floors."""
-    from olav.bench.golden_tables import ceiling_rows
-
-    head, body = ceiling_rows(c)
-    table = Table(
-        title="what any floors could reach (fitted on the test half)", title_justify="left"
-    )
-    for i, name in enumerate(head[:-1]):
-        table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
-    for row in body:
-        table.add_row(*row[:-1])
-    console.print(table)
 
 
 def _finite(floors: dict[str, float | None]) -> dict[str, float]:

@@ -14,6 +14,21 @@ console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+def rows_table(title: str, rows: tuple[list[str], list[list[str]]]) -> Any:
+    """A rich table from (header, rows), the rows the Markdown writers use; the first column
+    left, the others right."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    head, body = rows
+    table = Table(title=title, title_justify="left")
+    for i, name in enumerate(head):
+        table.add_column(name, justify="left" if i == 0 else "right", overflow="fold")
+    for row in body:
+        table.add_row(*(escape(cell.replace("**", "")) for cell in row))
+    return table
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 

