@@ -1,0 +1,508 @@
+"""Tool calls written as text, in every format family local models are reported to emit.
+
+:func:`find_calls` returns each call it finds with its family, where it sits in the text,
+and whether the format is *strong* (tags or special tokens that only a tool call uses) or
+*weak* (JSON or a Python call list, which an answer may also show as content). Names and
+arguments are raw here; :mod:`olav.runtime.rescue.salvage` decides what may run.
+
+| family | what the model wrote |
+|---|---|
+| ``hermes`` | ``<tool_call>{"name": …, "arguments": …}</tool_call>`` (closing tag optional) |
+| ``qwen3_xml`` | ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` (qwen3-coder) |
+| ``glm`` | ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`` |
+| ``functionary`` | ``<function=NAME>{json}</function>`` (llama 3.1, functionary) |
+| ``minimax`` | ``<invoke name="NAME"><parameter name="K">V</parameter></invoke>`` |
+| ``mistral`` | ``[TOOL_CALLS][{…}]`` or ``[TOOL_CALLS]NAME[ARGS]{…}`` |
+| ``deepseek`` | ``<｜tool▁call▁begin｜>…NAME<｜tool▁sep｜>…{json}<｜tool▁call▁end｜>`` |
+| ``kimi`` | ``<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}`` |
+| ``gpt_oss`` | ``to=functions.NAME <|constrain|>json<|message|>{…}<|call|>`` (harmony) |
+| ``granite`` | ``<|tool_call|>[{…}]`` |
+| ``phi4`` | ``functools[{…}]`` |
+| ``llama_python_tag`` | ``<|python_tag|>{"name": …, "parameters": …}`` |
+| ``internlm`` | ``<|action_start|><|plugin|>{…}<|action_end|>`` |
+| ``json_fenced`` | a ```` ```json ```` block holding a call object or a list of them |
+| ``json`` | a call object (or list) on lines of its own; also OpenAI's ``tool_calls`` shape |
+| ``pythonic`` | ``[name(a=1, b="x"), other()]`` on lines of its own (llama 3.2/4) |
+
+Strong formats count wherever they appear outside code the answer shows: a fenced block in
+another language and inline code are masked first, so a ``<tool_call>`` quoted in an
+explanation runs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from olav.runtime.rescue.lenient import LenientError, loads, scan_value
+
+STRONG = frozenset(
+    {
+        "hermes",
+        "qwen3_xml",
+        "glm",
+        "functionary",
+        "minimax",
+        "mistral",
+        "deepseek",
+        "kimi",
+        "gpt_oss",
+        "granite",
+        "phi4",
+        "llama_python_tag",
+        "internlm",
+    }
+)
+WEAK = frozenset({"json_fenced", "json", "pythonic"})
+
+# a cheap test before any regex: every format has one of these
+TRIGGERS = (
+    "<tool_call",
+    "<function",
+    "<invoke",
+    "[TOOL_CALLS]",
+    "tool",  # deepseek's and kimi's tokens, to=functions, tool_calls
+    "<|",
+    "functools[",
+    "{",
+    "(",
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """One call as written: raw ``name`` and ``args`` (a dict, or text to read as JSON)."""
+
+    name: str
+    args: Any
+    family: str
+    start: int
+    end: int
+
+    @property
+    def strong(self) -> bool:
+        return self.family in STRONG
+
+
+_FENCE = re.compile(
+    r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M
+)
+_INLINE = re.compile(r"(?<!`)`[^`\n]+`(?!`)")
+_JSON_LANGS = {"json", "json5", "jsonc", "tool_call", "tool_code", "tool", ""}
+
+
+@dataclass(frozen=True)
+class Masked:
+    """The text's code regions: ``shown`` (fenced code in another language, inline code:
+    what an answer shows) and ``fences`` (JSON fences: (start, end, body start, body end))."""
+
+    shown: list[tuple[int, int]]
+    fences: list[tuple[int, int, int, int]]
+    other_code: bool  # a fence in another language: the answer shows code
+
+    def hides(self, pos: int) -> bool:
+        return any(a <= pos < b for a, b in self.shown)
+
+    def in_fence(self, pos: int) -> bool:
+        return any(a <= pos < b for a, b, _, _ in self.fences)
+
+
+def mask(text: str) -> Masked:
+    shown: list[tuple[int, int]] = []
+    fences: list[tuple[int, int, int, int]] = []
+    for m in _FENCE.finditer(text):
+        lang = m.group(1).lower()
+        if lang in _JSON_LANGS:
+            fences.append((m.start(), m.end(), m.start(2), m.end(2)))
+        else:
+            shown.append((m.start(), m.end()))
+    other = bool(shown)
+    covered = [(a, b) for a, b, _, _ in fences] + shown
+    for m in _INLINE.finditer(text):
+        if not any(a <= m.start() < b for a, b in covered):
+            shown.append((m.start(), m.end()))
+    return Masked(shown, fences, other)
+
+
+# -- call-shaped JSON ------------------------------------------------------------------------
+
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+_CALL_KEYS = {"name", "id", "type", "index", "call_id", *_ARG_KEYS}
+
+
+def json_calls(value: Any) -> list[tuple[str, Any]] | None:
+    """The calls a JSON value spells, or None when it is not call-shaped: ``{"name",
+    "arguments"|"parameters"|…}``, OpenAI's ``{"type": "function", "function": {…}}`` and
+    ``{"tool_calls": […]}``, ReAct's ``{"action", "action_input"}``, or a list of these."""
+    if isinstance(value, list):
+        if not value:
+            return None
+        out: list[tuple[str, Any]] = []
+        for item in value:
+            calls = json_calls(item)
+            if calls is None:
+                return None
+            out.extend(calls)
+        return out
+    if not isinstance(value, dict):
+        return None
+    keys = set(value)
+    if "tool_calls" in value and keys <= {"tool_calls", "role", "content"}:
+        return json_calls(value["tool_calls"])
+    fn = value.get("function")
+    if isinstance(fn, dict) and keys <= {"function", "type", "id", "index"}:
+        return json_calls({k: v for k, v in fn.items() if k != "description"})
+    if isinstance(value.get("action"), str) and keys <= {"action", "action_input", "thought"}:
+        return [(value["action"], value.get("action_input") or {})]
+    if isinstance(value.get("tool"), str) and keys <= {"tool", "tool_input", "args", "arguments"}:
+        args = next((value[k] for k in ("tool_input", "args", "arguments") if k in value), {})
+        return [(value["tool"], args)]
+    name = value.get("name")
+    if isinstance(name, str) and keys <= _CALL_KEYS:
+        args = next((value[k] for k in _ARG_KEYS if k in value), {})
+        return [(name, args)]
+    return None
+
+
+def _json_at(text: str, start: int) -> tuple[Any, int] | None:
+    end = scan_value(text, start)
+    try:
+        return loads(text[start:end]), end
+    except LenientError:
+        return None
+
+
+# -- the strong formats ----------------------------------------------------------------------
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+_XML_FN = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
+_XML_PARAM = re.compile(
+    r"<parameter=([^>\n]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S
+)
+_GLM_ARG = re.compile(
+    r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|(?=<arg_key>)|\Z)", re.S
+)
+_INVOKE = re.compile(r"<invoke\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</invoke>|\Z)", re.S)
+_INVOKE_PARAM = re.compile(
+    r"<parameter\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</parameter>|\Z)", re.S
+)
+_MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*")
+_MISTRAL_NAMED = re.compile(r"([\w.\-]+)\s*(?:\[CALL_ID\][\w-]*)?\s*\[ARGS\]\s*")
+_DS_BAR = "[｜|]"
+_DS_SEP = "[▁_ ]"
+_DEEPSEEK = re.compile(
+    rf"<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin{_DS_BAR}>(.*?)<{_DS_BAR}tool{_DS_SEP}sep{_DS_BAR}>"
+    rf"(.*?)(?:<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}end{_DS_BAR}>|"
+    rf"(?=<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin)|\Z)",
+    re.S,
+)
+_KIMI = re.compile(
+    r"<\|tool_call_begin\|>\s*(.*?)\s*<\|tool_call_argument_begin\|>(.*?)"
+    r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",
+    re.S,
+)
+_HARMONY = re.compile(
+    r"to=(?:functions\.)?([\w.\-]+)[^<]*(?:<\|constrain\|>\s*\w+\s*)?<\|message\|>(.*?)"
+    r"(?:<\|call\|>|<\|end\|>|(?=<\|start\|>)|\Z)",
+    re.S,
+)
+_TOKEN_JSON = {
+    "granite": re.compile(r"<\|tool_call\|>"),
+    "phi4": re.compile(r"functools(?=\[)"),
+    "llama_python_tag": re.compile(r"<\|python_tag\|>"),
+    "internlm": re.compile(r"<\|action_start\|>\s*<\|plugin\|>"),
+}
+_FENCE_TICKS = re.compile(r"^\s*```[\w]*\s*|\s*```\s*$")
+
+
+def _hermes(text: str) -> Iterator[Found]:
+    for m in _HERMES.finditer(text):
+        body, start, end = m.group(1), m.start(), m.end()
+        if "<function=" in body:
+            continue  # qwen3-coder's XML inside the tags: _qwen3_xml reads it
+        if "<arg_key>" in body or re.match(r"[\w.\-]+\s*\n?\s*\{", body):
+            yield from _glm(body, start, end)
+            continue
+        body = _FENCE_TICKS.sub("", body)
+        pos = 0
+        while True:  # one or more JSON values in the block
+            brace = re.search(r"[\[{]", body[pos:])
+            if brace is None:
+                break
+            got = _json_at(body, pos + brace.start())
+            if got is None:
+                break
+            value, pos = got
+            for name, args in json_calls(value) or []:
+                yield Found(name, args, "hermes", start, end)
+
+
+def _glm(body: str, start: int, end: int) -> Iterator[Found]:
+    m = re.match(r"\s*([\w.\-]+)", body)
+    if m is None:
+        return
+    rest = body[m.end() :]
+    if "<arg_key>" in rest:
+        args = {k.strip(): _scalar(v) for k, v in _GLM_ARG.findall(rest)}
+    else:
+        brace = rest.find("{")
+        args = rest[brace:].strip() if brace >= 0 else {}
+    yield Found(m.group(1), args, "glm", start, end)
+
+
+def _scalar(text: str) -> Any:
+    """A parameter value written between tags: JSON when it reads as JSON, else the text."""
+    value = text.strip("\n")
+    stripped = value.strip()
+    if stripped[:1] in "[{" or stripped in ("true", "false", "null") or _NUMBER.fullmatch(stripped):
+        try:
+            return loads(stripped)
+        except LenientError:
+            pass
+    return value
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _qwen3_xml(text: str) -> Iterator[Found]:
+    for m in _XML_FN.finditer(text):
+        body = m.group(2)
+        opened = re.search(r"<tool_call>\s*$", text[: m.start()])
+        start = opened.start() if opened else m.start()
+        end = m.end()
+        close = re.match(r"\s*</tool_call>", text[end:])
+        end += close.end() if close else 0
+        if body.lstrip().startswith(("{", "[")):
+            yield Found(m.group(1).strip(), body.strip(), "functionary", start, end)
+            continue
+        args = {k.strip(): v for k, v in _XML_PARAM.findall(body)}
+        yield Found(m.group(1).strip(), args, "qwen3_xml", start, end)
+
+
+def _minimax(text: str) -> Iterator[Found]:
+    for m in _INVOKE.finditer(text):
+        args = {k.strip(): _scalar(v) for k, v in _INVOKE_PARAM.findall(m.group(2))}
+        wrapper = re.search(
+            r"<(minimax:tool_call|function_calls|tool_calls)>\s*$", text[: m.start()]
+        )
+        start = wrapper.start() if wrapper else m.start()
+        end = m.end()
+        close = re.match(r"\s*</(minimax:tool_call|function_calls|tool_calls)>", text[end:])
+        yield Found(m.group(1).strip(), args, "minimax", start, end + (close.end() if close else 0))
+
+
+def _mistral(text: str) -> Iterator[Found]:
+    for m in _MISTRAL.finditer(text):
+        pos = m.end()
+        if pos < len(text) and text[pos] in "[{":
+            got = _json_at(text, pos)
+            if got is not None:
+                for name, args in json_calls(got[0]) or []:
+                    yield Found(name, args, "mistral", m.start(), got[1])
+            continue
+        named = _MISTRAL_NAMED.match(text, pos)
+        if named and named.end() < len(text) and text[named.end()] in "[{":
+            end = scan_value(text, named.end())
+            yield Found(named.group(1), text[named.end() : end], "mistral", m.start(), end)
+
+
+def _deepseek(text: str) -> Iterator[Found]:
+    for m in _DEEPSEEK.finditer(text):
+        head, body = m.group(1).strip(), m.group(2)
+        if head in ("function", "") or head.endswith("function"):  # V3: the name follows sep
+            nm = re.match(r"\s*([\w.\-]+)", body)
+            if nm is None:
+                continue
+            name, body = nm.group(1), body[nm.end() :]
+        else:  # V3.1: the name comes before sep
+            name = head
+        body = _FENCE_TICKS.sub("", body.strip())
+        end = m.end()
+        close = re.match(rf"\s*<{_DS_BAR}tool{_DS_SEP}calls{_DS_SEP}end{_DS_BAR}>", text[end:])
+        begin = re.search(
+            rf"<{_DS_BAR}tool{_DS_SEP}calls{_DS_SEP}begin{_DS_BAR}>\s*$", text[: m.start()]
+        )
+        yield Found(
+            name,
+            body.strip(),
+            "deepseek",
+            begin.start() if begin else m.start(),
+            end + (close.end() if close else 0),
+        )
+
+
+def _kimi(text: str) -> Iterator[Found]:
+    for m in _KIMI.finditer(text):
+        name = re.sub(r":\d+$", "", m.group(1).strip())
+        begin = text.rfind("<|tool_calls_section_begin|>", 0, m.start())
+        start = begin if begin >= 0 and not text[begin + 28 : m.start()].strip() else m.start()
+        end = m.end()
+        close = re.match(r"\s*<\|tool_calls_section_end\|>", text[end:])
+        yield Found(name, m.group(2).strip(), "kimi", start, end + (close.end() if close else 0))
+
+
+def _harmony(text: str) -> Iterator[Found]:
+    for m in _HARMONY.finditer(text):
+        start = text.rfind("<|", 0, m.start())
+        head = text[start : m.start()] if start >= 0 else ""
+        start = (
+            start
+            if start >= 0 and re.fullmatch(r"(<\|start\|>assistant)?<\|channel\|>\w*\s*", head)
+            else m.start()
+        )
+        yield Found(m.group(1), m.group(2).strip(), "gpt_oss", start, m.end())
+
+
+def _token_json(text: str) -> Iterator[Found]:
+    for family, pattern in _TOKEN_JSON.items():
+        for m in pattern.finditer(text):
+            pos = m.end()
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            end = pos
+            values: list[Any] = []
+            while pos < len(text) and text[pos] in "[{":  # llama: several, ; or newline apart
+                got = _json_at(text, pos)
+                if got is None:
+                    break
+                values.append(got[0])
+                end = got[1]
+                sep = re.match(r"\s*;?\s*", text[end:])
+                pos = end + (sep.end() if sep else 0)
+            tail = re.match(r"\s*<\|(?:action_end|eom_id|eot_id)\|>", text[end:])
+            end += tail.end() if tail else 0
+            for value in values:
+                for name, args in json_calls(value) or []:
+                    yield Found(name, args, family, m.start(), end)
+
+
+# -- the weak formats ------------------------------------------------------------------------
+
+
+def _fenced_json(text: str, masked: Masked) -> Iterator[Found]:
+    for start, end, body_start, body_end in masked.fences:
+        got = _json_at(
+            text,
+            body_start + (len(text[body_start:body_end]) - len(text[body_start:body_end].lstrip())),
+        )
+        if got is None or text[got[1] : body_end].strip():
+            continue
+        for name, args in json_calls(got[0]) or []:
+            yield Found(name, args, "json_fenced", start, end)
+
+
+_LINE_JSON = re.compile(r"^[ \t]*(?=[\[{])", re.M)
+
+
+def _bare_json(text: str, masked: Masked) -> Iterator[Found]:
+    pos = 0
+    while True:
+        m = _LINE_JSON.search(text, pos)
+        if m is None:
+            return
+        start = m.end()
+        if masked.hides(start) or masked.in_fence(start):
+            pos = start + 1
+            continue
+        got = _json_at(text, start)
+        if got is None:
+            pos = start + 1
+            continue
+        value, end = got
+        calls = json_calls(value)
+        line_end = text.find("\n", end)
+        rest_of_line = text[end : line_end if line_end >= 0 else len(text)]
+        if calls and not rest_of_line.strip():
+            for name, args in calls:
+                yield Found(name, args, "json", m.start(), end)
+        pos = max(end, start + 1)
+
+
+_LINE_LIST = re.compile(r"^[ \t]*\[(?=[ \t]*[A-Za-z_][\w.]*\()", re.M)
+_LINE_CALL = re.compile(r"^[ \t]*(?=[A-Za-z_][\w.]*\(.*\)[ \t]*$)", re.M)
+
+
+def _pythonic(text: str, masked: Masked, whole: bool) -> Iterator[Found]:
+    """``[f(a=1), g()]`` on lines of its own; a lone ``f(a=1)`` only as the whole message."""
+    for m in _LINE_LIST.finditer(text):
+        start = m.start()
+        if masked.hides(m.end()) or masked.in_fence(m.end()):
+            continue
+        end = scan_value(text, m.end() - 1)
+        line_end = text.find("\n", end)
+        if text[end : line_end if line_end >= 0 else len(text)].strip():
+            continue
+        calls = _python_calls(text[m.end() - 1 : end])
+        for name, args in calls or []:
+            yield Found(name, args, "pythonic", start, end)
+    if whole:
+        stripped = text.strip()
+        if _LINE_CALL.match(stripped) and "\n" not in stripped:
+            for name, args in _python_calls(stripped) or []:
+                yield Found(name, args, "pythonic", text.find(stripped), len(text))
+
+
+def _python_calls(source: str) -> list[tuple[str, Any]] | None:
+    try:
+        tree = ast.parse(source.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    nodes = tree.body.elts if isinstance(tree.body, ast.List) else [tree.body]
+    out: list[tuple[str, Any]] = []
+    for node in nodes:
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        name = ast.unparse(node.func)
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+            return None
+        args: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                return None
+            try:
+                args[kw.arg] = ast.literal_eval(kw.value)
+            except (ValueError, SyntaxError, TypeError):
+                return None
+        out.append((name, args))
+    return out
+
+
+# -- all of them -----------------------------------------------------------------------------
+
+
+def find_calls(text: str, *, weak: bool = True) -> list[Found]:
+    """Every call written in ``text``, in order, outside code the answer shows. Where two
+    families claim the same text (a JSON call inside ``<tool_call>`` tags), the first
+    found, strong before weak, keeps it."""
+    if not text or not any(t in text for t in TRIGGERS):
+        return []
+    masked = mask(text)
+    found: list[Found] = []
+    strong = (_hermes, _qwen3_xml, _minimax, _mistral, _deepseek, _kimi, _harmony, _token_json)
+    for finder in strong:
+        for f in finder(text):
+            if not masked.hides(f.start) and not _overlaps(f, found):
+                found.append(f)
+    if weak:
+        whole = not found
+        for f in [
+            *_fenced_json(text, masked),
+            *_bare_json(text, masked),
+            *_pythonic(text, masked, whole),
+        ]:
+            if not _overlaps(f, found):
+                found.append(f)
+    return sorted(found, key=lambda f: f.start)
+
+
+def _overlaps(f: Found, found: list[Found]) -> bool:
+    """``f`` claims text another find has (several calls in one block share its span)."""
+    for g in found:
+        same_block = (g.start, g.end) == (f.start, f.end) and g.family == f.family
+        if g.start < f.end and f.start < g.end and not same_block:
+            return True
+    return False

@@ -1,0 +1,185 @@
+"""Which tool calls written as text may run. Precision first.
+
+:func:`salvage` reads a model message that carries no structured tool call: its answer and,
+when the answer holds no call, its reasoning. A call found by :mod:`olav.runtime.rescue.formats`
+runs only when all of these hold:
+
+1. its name is a tool this agent is offered, after the documented normalisations: a
+   ``functions.``/``tools.`` prefix, an index suffix (``name:0``), case, ``-`` for ``_``;
+2. its arguments validate against the tool's schema after repair
+   (:mod:`olav.runtime.rescue.schema`);
+3. it is not content the answer shows: never from a fenced block in another language or inline
+   code; never when the person asked to see an example or a format; and for the weak formats
+   (bare JSON, a ```` ```json ```` block, a Python call list) only when the message is the call
+   with a short lead-in, not an answer that explains, lists or quotes.
+
+A call that fails 2 is kept apart as ``invalid``, with the problems, so that the model can be
+told what to fix; it never runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from olav.runtime.rescue.formats import Found, find_calls, mask
+from olav.runtime.rescue.schema import coerce
+from olav.runtime.rescue.think import split_reasoning
+
+# the person asked to see a call, a format or an example, not to have one run
+_EXAMPLE_REQUEST = re.compile(
+    r"\b(?:examples?|samples?|syntax|schema|snippet|template)\b"
+    r"|\bshow\s+(?:me\s+)?(?:how|what)\b|\bwhat\s+(?:does|would|should)\b.{0,60}\blook\s+like\b"
+    r"|\bhow\s+(?:do|would|should|can)\s+(?:i|you|we)\s+(?:call|invoke|use|format|write)\b"
+    r"|\bformat\s+of\b|\bexplain\b.{0,40}\b(?:call|format|json)\b"
+    r"|示例|例子|样例|举例|范例|模板|格式是|什么格式|怎么调用|如何调用|怎样调用|怎么写|长什么样|解释",
+    re.I | re.S,
+)
+# prose that presents what follows as an illustration
+_EXAMPLE_PROSE = re.compile(
+    r"\b(?:for\s+example|for\s+instance|e\.g\.|example|such\s+as|like\s+this|looks?\s+like|"
+    r"would\s+look|you\s+(?:can|could|would|might|should)|one\s+could|here\s+is\s+how|"
+    r"the\s+format\s+is|a\s+sample|sample\s+call|here's\s+how|to\s+call\s+it)\b"
+    r"|例如|比如|示例|例子|举例|如下格式|格式如下|可以这样|你可以|可以调用|调用方式|样例",
+    re.I,
+)
+WEAK_PROSE_LIMIT = 300  # characters of prose a weak-format call may come with
+_PREFIX = re.compile(r"^(?:functions?|tools?|default_api|api)[.:]", re.I)
+
+
+@dataclass(frozen=True)
+class TextCall:
+    """A salvaged call: the offered tool's exact ``name``, repaired ``args``, and where it
+    came from (``family``; ``in_reasoning`` when it was written inside ``<think>``)."""
+
+    name: str
+    args: dict[str, Any]
+    family: str
+    in_reasoning: bool = False
+
+
+@dataclass(frozen=True)
+class Invalid:
+    name: str
+    family: str
+    problems: list[str]
+
+
+@dataclass
+class Salvage:
+    """What :func:`salvage` made of a message: the ``calls`` to run, the ``invalid`` ones
+    (an offered tool, arguments that do not validate), the ``answer`` without the calls and
+    the reasoning, the ``reasoning`` and why nothing was taken (``skipped``)."""
+
+    calls: list[TextCall] = field(default_factory=list)
+    invalid: list[Invalid] = field(default_factory=list)
+    answer: str = ""
+    reasoning: str = ""
+    skipped: str = ""
+
+    @property
+    def families(self) -> list[str]:
+        return sorted({c.family for c in self.calls})
+
+
+def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
+    """The offered tool a written name means, or None (see the module docstring, 1)."""
+    raw = name.strip().strip("\"'`")
+    if raw in tools:
+        return raw
+    bare = _PREFIX.sub("", raw)
+    bare = re.sub(r":\d+$", "", bare).strip()
+    if bare in tools:
+        return bare
+    key = bare.lower().replace("-", "_").replace(" ", "_")
+    for tool in tools:
+        if tool.lower() == key:
+            return tool
+    return None
+
+
+def asks_for_example(request: str) -> bool:
+    return bool(request and _EXAMPLE_REQUEST.search(request))
+
+
+def salvage(
+    content: str,
+    tools: Mapping[str, dict[str, Any]],
+    *,
+    request: str = "",
+    reasoning: str = "",
+) -> Salvage:
+    """The calls to run from a message's text. ``tools`` maps each offered tool's name to
+    its argument JSON schema; ``request`` is the person's message; ``reasoning`` is what the
+    server returned apart from the content (the reasoning channel)."""
+    answer, thought = split_reasoning(content or "")
+    thought = "\n\n".join(t for t in (reasoning.strip(), thought) if t)
+    out = Salvage(answer=answer, reasoning=thought)
+    if not tools:
+        out.skipped = "no tools offered"
+        return out
+    if asks_for_example(request):
+        out.skipped = "the request asks for an example"
+        return out
+    found = find_calls(answer)
+    taken = _take(found, answer, tools, out, in_reasoning=False)
+    if not taken and not out.invalid and thought and len(answer) <= WEAK_PROSE_LIMIT:
+        _take(find_calls(thought), thought, tools, out, in_reasoning=True)
+    if taken:
+        out.answer = _without(answer, taken)
+    return out
+
+
+def _take(
+    found: list[Found],
+    text: str,
+    tools: Mapping[str, dict[str, Any]],
+    out: Salvage,
+    *,
+    in_reasoning: bool,
+) -> list[Found]:
+    """Add the calls of ``found`` that may run to ``out``; the finds taken."""
+    offered = [(f, offered_name(f.name, tools)) for f in found]
+    offered = [(f, n) for f, n in offered if n is not None]
+    if not offered:
+        if found and not out.skipped:
+            out.skipped = "no offered tool: " + ", ".join(sorted({f.name for f in found}))
+        return []
+    weak = [f for f, _ in offered if not f.strong]
+    if weak and not _weak_allowed(text, [f for f, _ in offered]):
+        offered = [(f, n) for f, n in offered if f.strong]
+        out.skipped = "the JSON or call list reads as the answer's content"
+    taken: list[Found] = []
+    for f, name in offered:
+        checked = coerce(f.args, tools[name])
+        if not checked.ok:
+            out.invalid.append(Invalid(name, f.family, checked.problems))
+            continue
+        out.calls.append(TextCall(name, checked.args, f.family, in_reasoning))
+        taken.append(f)
+    return taken
+
+
+def _weak_allowed(text: str, found: list[Found]) -> bool:
+    """A weak-format call counts only as the message's point: no code shown besides it, no
+    example wording, and little prose around it."""
+    if mask(text).other_code:
+        return False
+    prose = _without(text, found)
+    if len(prose) > WEAK_PROSE_LIMIT:
+        return False
+    return not _EXAMPLE_PROSE.search(prose)
+
+
+def _without(text: str, found: list[Found]) -> str:
+    """``text`` with the spans of ``found`` cut out, its blank lines folded."""
+    spans = sorted({(f.start, f.end) for f in found})
+    parts, pos = [], 0
+    for start, end in spans:
+        if start >= pos:
+            parts.append(text[pos:start])
+            pos = end
+    parts.append(text[pos:])
+    return re.sub(r"\n{3,}", "\n\n", "".join(parts)).strip()
