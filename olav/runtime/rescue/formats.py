@@ -158,12 +158,12 @@ def json_calls(value: Any) -> list[tuple[str, Any]] | None:
     if isinstance(value.get("action"), str) and keys <= {"action", "action_input", "thought"}:
         return [(value["action"], value.get("action_input") or {})]
     if isinstance(value.get("tool"), str) and keys <= {"tool", "tool_input", "args", "arguments"}:
-        args = next((value[k] for k in ("tool_input", "args", "arguments") if k in value), {})
-        return [(value["tool"], args)]
+        given = [value[k] for k in ("tool_input", "args", "arguments") if k in value]
+        return [(value["tool"], given[0] if given else {})]
     name = value.get("name")
     if isinstance(name, str) and keys <= _CALL_KEYS:
-        args = next((value[k] for k in _ARG_KEYS if k in value), {})
-        return [(name, args)]
+        given = [value[k] for k in _ARG_KEYS if k in value]
+        return [(name, given[0] if given else {})]
     return None
 
 
@@ -245,6 +245,7 @@ def _glm(body: str, start: int, end: int) -> Iterator[Found]:
     if m is None:
         return
     rest = body[m.end() :]
+    args: Any
     if "<arg_key>" in rest:
         args = {k.strip(): _scalar(v) for k, v in _GLM_ARG.findall(rest)}
     else:

@@ -141,8 +141,8 @@ def _take(
     in_reasoning: bool,
 ) -> list[Found]:
     """Add the calls of ``found`` that may run to ``out``; the finds taken."""
-    offered = [(f, offered_name(f.name, tools)) for f in found]
-    offered = [(f, n) for f, n in offered if n is not None]
+    named = [(f, offered_name(f.name, tools)) for f in found]
+    offered = [(f, n) for f, n in named if n is not None]
     if not offered:
         if found and not out.skipped:
             out.skipped = "no offered tool: " + ", ".join(sorted({f.name for f in found}))
