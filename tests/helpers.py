@@ -30,6 +30,10 @@ embedder:
   model: hash-64
 llm:
   base_url: http://127.0.0.1:9
+# scripted runs that narrate stay narrated: the nudge would replay the script's next turn.
+# The rescue layer's own tests (tests/runtime/test_rescue_*.py) turn it on.
+runtime:
+  nudge: false
 """
 
 

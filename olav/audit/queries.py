@@ -13,18 +13,22 @@ from olav.audit.recorder import LEARNABLE_OUTCOMES
 
 MAX_RESULT = 300
 NARRATED_EVENT = "narrated"  # events.kind of a narrated run: the tools it could have called
+NUDGE_EVENT = "nudge"  # events.kind of the rescue layer's nudge: the narration and the tool named
 
 
 def runs_to_learn(path: Path, *, since: datetime, limit: int) -> list[dict[str, Any]]:
     """The newest runs since ``since`` whose outcome is worth a lesson (failed, cancelled,
-    narrated, tool_error) and that no lesson was learned from yet, with their evidence."""
+    narrated, tool_error), or that completed only after the rescue layer's nudge (outcome
+    ``nudged`` here), and that no lesson was learned from yet, with their evidence."""
     marks = ", ".join("?" for _ in LEARNABLE_OUTCOMES)
     with connect(path) as con:
         learned = _learned_run_ids(con)
         rows = con.execute(
-            f"SELECT id, agent, query, outcome, error FROM runs WHERE outcome IN ({marks}) "
-            "AND started_at >= ? ORDER BY started_at DESC LIMIT ?",
-            [*LEARNABLE_OUTCOMES, since, limit * 3],
+            "SELECT id, agent, query, CASE WHEN outcome = 'completed' THEN 'nudged' "
+            f"ELSE outcome END, error FROM runs WHERE (outcome IN ({marks}) OR id IN "
+            "(SELECT run_id FROM events WHERE kind = ?)) AND started_at >= ? "
+            "ORDER BY started_at DESC LIMIT ?",
+            [*LEARNABLE_OUTCOMES, NUDGE_EVENT, since, limit * 3],
         ).fetchall()
         fresh = [r for r in rows if r[0] not in learned][:limit]
         return [_evidence(con, *row) for row in fresh]
@@ -58,7 +62,23 @@ def _evidence(
     }
     if outcome == "narrated":
         run.update(_narration(con, rid))
+    elif outcome == "nudged":
+        run.update(_nudged(con, rid))
     return run
+
+
+def _nudged(con: Any, rid: str) -> dict[str, Any]:
+    """What the agent said before the nudge, and the tools the nudge named."""
+    event = con.execute(
+        "SELECT detail FROM events WHERE run_id = ? AND kind = ? AND "
+        "json_extract_string(detail, '$.narration') IS NOT NULL ORDER BY created_at LIMIT 1",
+        [rid, NUDGE_EVENT],
+    ).fetchone()
+    detail = json.loads(event[0]) if event and event[0] else {}
+    return {
+        "answer": str(detail.get("narration") or "")[:MAX_RESULT],
+        "tools_named_by_memory": detail.get("tools", []),
+    }
 
 
 def _narration(con: Any, rid: str) -> dict[str, Any]:

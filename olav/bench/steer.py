@@ -224,10 +224,11 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
     if mode == "off":
         for recaller in built.recallers.values():
             recaller.recall = _without_recall(recaller)  # type: ignore[method-assign]
-    answer, error = "", None
+    answer, error, outcome, rescue = "", None, "failed", {}
     started = time.perf_counter()
     try:
-        answer = session.ask(s.prompt).answer
+        turn = session.ask(s.prompt)
+        answer, outcome, rescue = turn.answer, turn.outcome, turn.rescue
     except RunCancelled:
         raise
     except ModelError as exc:
@@ -246,7 +247,10 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
         "mode": mode,
         "model": built.model_name,
         "status": "error" if error else "completed",
+        "outcome": outcome,
         "error": error,
+        "salvaged": [c["family"] for c in rescue.get("salvaged", [])],
+        "nudged": bool(rescue.get("nudged")),
         "seconds": round(seconds, 3),
         "tool_called": s.expect_tool in tools,
         "tool_calls": len(tools),

@@ -27,7 +27,23 @@ def stats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "seconds_mean": round(sum(secs) / n, 2),
         "seconds_p95": round(_p95(secs), 2),
         "errors": sum(r["status"] == "error" for r in rows),
+        # the rescue layer (olav.runtime.rescue): runs with a call salvaged from text, and
+        # runs nudged after a narrated action (older reports lack them)
+        "salvaged": round(sum(bool(r.get("salvaged")) for r in rows) / n, 3),
+        "nudged": round(sum(bool(r.get("nudged")) for r in rows) / n, 3),
+        "outcomes": _counts(str(r.get("outcome") or r["status"]) for r in rows),
     }
+
+
+def _counts(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _outcomes(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
 
 
 def pct(share: float) -> str:
@@ -68,8 +84,8 @@ def scenario_blocks(scenarios: Sequence[Any], rows: dict[str, Rows]) -> list[dic
 def markdown_steer(report: dict[str, Any]) -> str:
     """The report as a Markdown section for docs/benchmarks.md."""
     head = (
-        "| scenario | agent | memory | tool called | tool calls | artifact | mean s | p95 s "
-        "| errors |\n|---|---|---|---|---|---|---|---|---|"
+        "| scenario | agent | memory | tool called | tool calls | artifact | salvaged | nudged "
+        "| outcomes | mean s | p95 s | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [
         "### Steering: memory on vs off (`olav bench steer`)",
@@ -84,7 +100,9 @@ def markdown_steer(report: dict[str, Any]) -> str:
             m = s[mode]
             lines.append(
                 f"| {s['id']} | {s['agent']} | {mode} | {pct(m['tool_called'])} "
-                f"| {m['tool_calls_mean']:.2f} | {pct(m['artifact'])} | {m['seconds_mean']:.1f} "
+                f"| {m['tool_calls_mean']:.2f} | {pct(m['artifact'])} "
+                f"| {pct(m.get('salvaged', 0))} | {pct(m.get('nudged', 0))} "
+                f"| {_outcomes(m.get('outcomes') or {})} | {m['seconds_mean']:.1f} "
                 f"| {m['seconds_p95']:.1f} | {m['errors']} |"
             )
     lines += ["", f"Summary: {report['summary']['line']}.", ""]

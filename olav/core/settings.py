@@ -156,6 +156,25 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "The team whose team:<name> memories recall reads; empty: no team scope.",
     ),
+    Setting(
+        "runtime.salvage",
+        bool,
+        True,
+        "Run tool calls the model wrote as text (olav.runtime.rescue); off: show them as text.",
+    ),
+    Setting(
+        "runtime.nudge",
+        bool,
+        True,
+        "Re-prompt the model once, naming the tool, when it only narrated an action.",
+    ),
+    Setting(
+        "runtime.loop_limit",
+        int,
+        3,
+        "Identical tool calls (same name and arguments) in one run before the loop guard acts.",
+    ),
+    Setting("runtime.max_model_calls", int, 24, "Model calls one run may make before it stops."),
     Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),
     Setting("paths.logs", str, ".olav/logs", "Log folder."),
     Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),
@@ -171,6 +190,8 @@ _MINIMUMS = {
     "memory.half_life_days": 0,
     "memory.ann_threshold": 256,
     "memory.refresh_seconds": 0,
+    "runtime.loop_limit": 2,
+    "runtime.max_model_calls": 2,
 }
 SETTINGS = tuple(
     Setting(s.key, s.type, s.default, s.doc, s.choices, _MINIMUMS.get(s.key)) for s in SETTINGS

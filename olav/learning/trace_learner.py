@@ -1,7 +1,8 @@
 """trace_learner: runs that went wrong become one-line reflection constraints.
 
 Reads the runs worth a lesson from audit.duckdb (outcome failed, cancelled, tool_error, or
-narrated: the agent described the steps instead of calling a tool), with their failed tool
+narrated: the agent described the steps instead of calling a tool; or nudged: it did so until
+the rescue layer reminded it), with their failed tool
 calls, and for a narrated run what it said and the tools it had. Asks the model for one-line
 lessons and stores them as reflections (scope global, 30-day TTL, real embedding). A lesson
 close to an existing one is skipped. Runs learned once are not learned again.
@@ -31,9 +32,11 @@ Each run has an outcome:
 - failed: an error ended it; cancelled: the user stopped it;
 - tool_error: it finished, but tool calls failed (see failed_tools);
 - narrated: it was asked to act but called no tool; it only described the steps (see answer).
+- nudged: it first only described the steps (see answer) and called the tool only after a
+  reminder; write its lesson as for a narrated run.
 For each run write ONE line that names the exact tool. For a failed or tool_error run:
 "When <situation>, do not <action>; instead <better action>."
-For a narrated run pick the tool from tools_named_by_memory, else from tools_available:
+For a narrated or nudged run pick the tool from tools_named_by_memory, else from tools_available:
 "When asked to <the request in general words>, call <tool>; do not describe the steps."
 Skip runs that teach nothing (e.g. the user just cancelled). Answer with a JSON array
 of strings and nothing else.

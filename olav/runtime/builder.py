@@ -18,6 +18,7 @@ from olav.runtime.middleware import (
     StaticContextMiddleware,
     describe_error,
 )
+from olav.runtime.rescue.middleware import RescueMiddleware, RescuePolicy
 from olav.runtime.skills import ORCHESTRATOR, Agent, load_agents
 from olav.runtime.toolguard import ToolGuardMiddleware
 from olav.runtime.tools import ToolContext, ToolSpec, build_tools
@@ -147,7 +148,9 @@ class _Assembly:
     def middleware_for(
         self, a: Agent, tools: list[str], sub_names: set[str], name: str
     ) -> list[Any]:
-        """Compression, static context, AutoRecall (memory on) and the tool guard."""
+        """Compression, static context, AutoRecall (memory on), the tool guard and, inside
+        it, the rescue layer (it sees the tools the guard offers; its salvaged calls pass the
+        guard like native ones)."""
         cfg, run, store, memory_on = self.ws.config, self.run, self.store, self.memory_on
         tier = model_tier(name, cfg["llm.tier"])
         rec = (
@@ -167,6 +170,7 @@ class _Assembly:
             ToolGuardMiddleware(
                 a.name, allowed, sub_names, run, lessons=rec.tool_lessons if memory_on else None
             ),
+            RescueMiddleware(a.name, run, RescuePolicy.for_config(cfg)),
         ]
 
     def tools_for(self, a: Agent) -> list[Any]:

@@ -27,6 +27,34 @@ log = get_logger("runtime.recall")
 
 
 @dataclass
+class RescueState:
+    """What the rescue layer (olav.runtime.rescue) did in one run: calls salvaged from text,
+    the nudge, the loop guard, model calls and the tokens they used."""
+
+    first_recall: int = 0  # this run's recalls are RunContext.recalls[first_recall:]
+    salvaged: list[dict[str, Any]] = field(default_factory=list)
+    nudged: list[str] = field(default_factory=list)  # the tools each nudge named
+    loop_stopped: str = ""  # the tool whose repeated call ended the run
+    model_calls: int = 0
+    tokens_in: int = 0  # what the server counted (prompt_eval_count), summed over calls
+    tokens_out: int = 0
+    last_prompt: int = 0  # the last call's prompt tokens
+    reasoning: list[str] = field(default_factory=list)
+    first_token_s: float | None = None  # seconds from the run's start to its first token
+
+    def summary(self) -> dict[str, Any]:
+        """The run's rescue marks for the audit and ``olav ask --json``."""
+        return {
+            "salvaged": [dict(s) for s in self.salvaged],
+            "nudged": bool(self.nudged),
+            "loop_stopped": self.loop_stopped or None,
+            "model_calls": self.model_calls,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+        }
+
+
+@dataclass
 class RunContext:
     """Shared by the middleware of one session: the current run and the UI hooks."""
 
@@ -38,7 +66,15 @@ class RunContext:
     recalls: list[RecallResult] = field(default_factory=list)
     tool_events: list[ToolEvent] = field(default_factory=list)
     on_warning: Callable[[str], None] | None = None
+    rescue: RescueState = field(default_factory=RescueState)
+    thinking: bool | None = None  # this turn's thinking switch (/think, /no_think); None: config
     _warned: set[str | None] = field(default_factory=set, repr=False)
+
+    def begin(self, run_id: str) -> None:
+        """A new run: its id, and empty tool events and rescue marks."""
+        self.run_id = run_id
+        self.tool_events = []
+        self.rescue = RescueState(first_recall=len(self.recalls))
 
     def warn(self, message: str) -> None:
         """Tell the person that something degraded, at most once per run (the agent and its

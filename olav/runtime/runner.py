@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
@@ -25,6 +26,8 @@ from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
+from olav.runtime.rescue.middleware import REASONING_ROLE, RUN_STATS_EVENT
+from olav.runtime.rescue.stream import StreamGuard
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
 from olav.runtime.tools import ToolSpec
 
@@ -58,6 +61,8 @@ class TurnResult:
     answer: str
     status: str
     outcome: str = "completed"  # see olav.runtime.outcome
+    unshown: str = ""  # the end of the answer that streaming held back (print it after)
+    rescue: dict[str, Any] = field(default_factory=dict)  # RescueState.summary() and timings
 
 
 class Session:
@@ -138,13 +143,13 @@ class Session:
             invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
         self._last_patterns = []
         run_id = self.audit.start_run(self.agent_name, self.session_id, text, built.model_name)
-        self.run.run_id = run_id
-        self.run.tool_events = []
-        first_recall = len(self.run.recalls)
+        self.run.begin(run_id)
+        first_recall = self.run.rescue.first_recall
         outcome = "failed"
         self.audit.message(run_id, "user", text)
+        started = time.perf_counter()
         try:
-            final = self._stream(built, text)
+            final = self._stream(built, text, started)
         except KeyboardInterrupt:
             outcome = "cancelled"
             self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
@@ -159,12 +164,23 @@ class Session:
             outcome = self._finish(run_id, text, answer, first_recall)
         finally:
             self._after_run(text, run_id, outcome)
-        return TurnResult(run_id=run_id, answer=answer, status="completed", outcome=outcome)
+        rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
+        rescue["first_token_s"] = self.run.rescue.first_token_s
+        return TurnResult(
+            run_id=run_id,
+            answer=answer,
+            status="completed",
+            outcome=outcome,
+            unshown=self._unshown(answer),
+            rescue=rescue,
+        )
 
-    def _stream(self, built: BuiltAgent, text: str) -> AIMessage | None:
-        """Run the graph, streaming the top-level agent's tokens; the last AI message."""
+    def _stream(self, built: BuiltAgent, text: str, started: float) -> AIMessage | None:
+        """Run the graph, streaming the top-level agent's tokens (without reasoning or a
+        tool call written as text: olav.runtime.rescue.stream); the last AI message."""
         config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
         final: AIMessage | None = None
+        self._guards: dict[str, StreamGuard] = {}
         for mode, payload in built.graph.stream(
             {"messages": [HumanMessage(content=text)]},
             config=config,
@@ -172,13 +188,39 @@ class Session:
         ):
             if mode == "messages":
                 chunk, meta = payload
-                if self.on_token and isinstance(chunk, AIMessageChunk) and _is_main(meta):
-                    self.on_token(message_text(chunk))
+                if isinstance(chunk, AIMessageChunk) and _is_main(meta):
+                    self._token(chunk, started)
             elif mode == "values":
                 msgs = payload.get("messages") or []
                 if msgs and isinstance(msgs[-1], AIMessage):
                     final = msgs[-1]
+        self._final_id = final.id if final is not None else None
         return final
+
+    def _token(self, chunk: AIMessageChunk, started: float) -> None:
+        piece = message_text(chunk)
+        if not piece:
+            return
+        if self.run.rescue.first_token_s is None:
+            self.run.rescue.first_token_s = round(time.perf_counter() - started, 3)
+        guard = self._guards.setdefault(chunk.id or "", StreamGuard())
+        shown = guard.feed(piece)
+        if shown and self.on_token:
+            self.on_token(shown)
+
+    def _unshown(self, answer: str) -> str:
+        """What of the final answer the stream did not print: all of it when nothing of it
+        streamed (``olav ask``, or a message the guard held back), else its held-back end."""
+        guard = getattr(self, "_guards", {}).get(getattr(self, "_final_id", None) or "")
+        if guard is None or not self.on_token:
+            return answer
+        rest = guard.flush()
+        if rest:
+            self.on_token(rest)
+        shown = guard.shown.strip()
+        if not shown:
+            return answer
+        return answer[len(shown) :].lstrip("\n") if answer.startswith(shown) else ""
 
     def _model_failure(self, run_id: str, exc: Exception, model_name: str) -> OlavError:
         """Record a run that the model (or the graph) broke; the error to raise instead."""
@@ -190,10 +232,17 @@ class Session:
         return ModelError(f"the run failed: {type(exc).__name__}: {exc}")
 
     def _finish(self, run_id: str, text: str, answer: str, first_recall: int) -> str:
-        """Record the answer and the outcome of a run that completed; returns the outcome."""
+        """Record the answer and the outcome of a run that completed; returns the outcome.
+        Reasoning goes to the audit apart from the answer; a run the loop guard stopped
+        ends ``tool_error``."""
+        for thought in self.run.rescue.reasoning:
+            self.audit.message(run_id, REASONING_ROLE, thought)
         self.audit.message(run_id, "assistant", answer)
         named = named_tools(self._directives(first_recall), text, self._tools)
         outcome = classify("completed", text, self.run.tool_events, named)
+        if self.run.rescue.loop_stopped:
+            outcome = "tool_error"
+        self.audit.event(run_id, RUN_STATS_EVENT, self.run.rescue.summary())
         if outcome == "narrated":  # what trace_learner needs to name the tool to call
             detail = {"named_tools": named, "tools": sorted(self._tools)}
             self.audit.event(run_id, NARRATED_EVENT, detail)

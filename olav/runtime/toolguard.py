@@ -17,6 +17,8 @@ from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.memory.capture import ToolEvent
 from olav.runtime.middleware import RunContext, message_text
+from olav.runtime.rescue.middleware import tool_schemas
+from olav.runtime.rescue.schema import coerce
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
 
 log = get_logger("runtime.tools")
@@ -41,6 +43,7 @@ class ToolGuardMiddleware(AgentMiddleware):
         self.run = run
         self.lessons = lessons
         self._consents: dict[str, Consent] = {}  # tool call id -> the person's yes
+        self._schemas: dict[str, dict[str, Any]] = {}
 
     @property
     def name(self) -> str:
@@ -63,11 +66,14 @@ class ToolGuardMiddleware(AgentMiddleware):
 
     def _refuse(self, call: dict[str, Any], tool: Any = None) -> ToolMessage | None:
         name, args = call["name"], call.get("args") or {}
+        invalid = self._invalid(name, args, tool) if name in self.allowed else None
         if name not in self.allowed:
             reason = (
                 f"Error: tool {name!r} is not available to {self.agent_name}. "
                 f"Use one of: {', '.join(sorted(self.allowed))}"
             )
+        elif invalid:
+            reason = invalid
         elif name == "task" and args.get("subagent_type") not in self.subagents:
             reason = (
                 f"Error: unknown sub-agent {args.get('subagent_type')!r}. "
@@ -87,6 +93,16 @@ class ToolGuardMiddleware(AgentMiddleware):
         else:
             return None
         return ToolMessage(content=reason, tool_call_id=call["id"], name=name, status="error")
+
+    def _invalid(self, name: str, args: dict[str, Any], tool: Any) -> str | None:
+        """The arguments' problems after repair (olav.runtime.rescue.schema): an error that
+        names the field, the type and an example, before anyone is asked to approve."""
+        if tool is None or name == "task":
+            return None
+        checked = coerce(args, tool_schemas([tool], self._schemas).get(name) or {})
+        if checked.ok:
+            return None
+        return f"Error: {name} was not run: " + "; ".join(checked.problems)
 
     def _ask_consent(self, call: dict[str, Any], tool: Any) -> str | None:
         """A consent tool runs only after a person's yes to its preview: None (and the yes
@@ -162,7 +178,19 @@ class ToolGuardMiddleware(AgentMiddleware):
         note = "\n".join([LESSONS_HEADER, *(f"- {text}" for _, text in found)])
         return result.model_copy(update={"content": f"{message_text(result)}\n\n{note}"})
 
+    def _repaired(self, request: Any) -> Any:
+        """The request with its arguments repaired by the tool's schema (when they validate
+        that way), so that approval, the audit and the tool all see the same values."""
+        call, tool = request.tool_call, request.tool
+        if tool is None or call["name"] == "task" or call["name"] not in self.allowed:
+            return request
+        checked = coerce(call.get("args") or {}, tool_schemas([tool], self._schemas)[call["name"]])
+        if not (checked.ok and checked.repaired):
+            return request
+        return request.override(tool_call={**call, "args": checked.args})
+
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        request = self._repaired(request)
         call = request.tool_call
         started = self._start(call)
         result = self._refuse(call, request.tool)
@@ -175,6 +203,7 @@ class ToolGuardMiddleware(AgentMiddleware):
         return self._with_lessons(call, result)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        request = self._repaired(request)
         call = request.tool_call
         started = self._start(call)
         result = self._refuse(call, request.tool)

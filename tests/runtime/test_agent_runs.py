@@ -98,8 +98,9 @@ def test_static_context_l0_always_and_l1_on_intent(session_for: SessionFor, hash
     session.ask("list the devices in sh1")
     system = str(model.calls[0][0].content)
     assert l0 in system and l1 not in system
+    first = len(model.calls)  # the recalled guide names list_devices: the run may be nudged
     session.ask(f"why is the {l1_file.keywords[0]} session down?")
-    system = str(model.calls[1][0].content)
+    system = str(model.calls[first][0].content)
     assert l0 in system and l1 in system
 
 
@@ -147,7 +148,7 @@ def test_dangerous_tool_needs_approval_and_both_answers_are_audited(
     assert bool(snaps) is approve
     tool_result = str(model.calls[1][-1].content)
     assert ("denied" in tool_result) is (not approve)
-    events = audit_rows(hash_ws, "SELECT kind FROM events")
+    events = audit_rows(hash_ws, "SELECT kind FROM events WHERE kind <> 'run_stats'")
     assert [e[0] for e in events] == ["approval" if approve else "denial"]
     status = audit_rows(hash_ws, "SELECT status FROM tool_calls")[0][0]
     assert status == ("success" if approve else "error")

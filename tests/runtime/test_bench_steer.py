@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from olav.admin.setup import init_workspace
 from olav.bench.steer import (
@@ -67,8 +68,17 @@ def memory_rows(ws: Workspace) -> int:
     return MemoryStore.for_workspace(ws).count()
 
 
+def without_nudge(ws: Workspace) -> Workspace:
+    """Memory's own effect: the rescue layer's nudge off (it would rescue the narration)."""
+    cfg = ws.olav_dir / "olav.yaml"
+    data = yaml.safe_load(cfg.read_text()) or {}
+    data.setdefault("runtime", {})["nudge"] = False
+    cfg.write_text(yaml.safe_dump(data))
+    return Workspace.open(ws.root)
+
+
 def test_memory_on_calls_the_tool_and_memory_off_narrates(hash_ws: Path, tmp_path: Path) -> None:
-    ws = scripted_ws(hash_ws, STEERED)
+    ws = without_nudge(scripted_ws(hash_ws, STEERED))
     rows_before = memory_rows(ws)
     scenarios = load_scenarios(scenario_file(tmp_path))
     seen: list[str] = []
@@ -95,6 +105,8 @@ def test_memory_on_calls_the_tool_and_memory_off_narrates(hash_ws: Path, tmp_pat
     for run in off["results"]:
         assert (run["tools"], run["artifacts"], run["recalled"]) == ([], [], [])
         assert run["answer"] == NARRATION
+        assert (run["outcome"], run["nudged"], run["salvaged"]) == ("narrated", False, [])
+    assert (off["outcomes"], on["outcomes"]) == ({"narrated": 2}, {"completed": 2})
     # the tool is called, but no *.sh artifact appears
     assert (shell["on"]["tool_called"], shell["on"]["artifact"]) == (1, 0)
     assert shell["on"]["results"][0]["artifacts"] == []
@@ -163,12 +175,20 @@ def test_through_the_real_ollama_client(tmp_path: Path) -> None:
     on, off = report["scenarios"][0]["on"], report["scenarios"][0]["off"]
     assert (on["tool_called"], on["tool_calls_mean"], on["artifact"]) == (1, 1, 1)
     assert (off["tool_called"], off["tool_calls_mean"], off["artifact"]) == (0, 0, 0)
+    # the narration was nudged once; this stub narrates again, so the run stays narrated
+    assert (off["nudged"], off["outcomes"], on["nudged"]) == (1, {"narrated": 1}, 0)
     assert report["models"] == ["qwen3:8b"] and report["provider"] == "ollama"
     chats = [body for path, body in state.requests if path == "/api/chat"]
     users = [[m for m in c["messages"] if m["role"] == "user"][-1]["content"] for c in chats]
-    # run 1: memory on (tool call, then the answer), then memory off (one narrating reply)
-    assert [MARK in u for u in users] == [True, True, False]
-    assert all(u.endswith(PROMPT) for u in users)
+    # run 1: memory on (tool call, then the answer), then memory off (a narrating reply,
+    # the nudge naming the tool, a second narration)
+    assert [MARK in u for u in users] == [True, True, False, False]
+    assert all(u.endswith(PROMPT) for u in users[:3])
+    assert (
+        users[3].startswith("[olav] You described the action") and "format_and_export" in users[3]
+    )
+    # the nudge is for that call only: the narration before it is not kept
+    assert [m["role"] for m in chats[3]["messages"]][-2:] == ["assistant", "user"]
     assert all(c["model"] == "qwen3:8b" for c in chats)
     assert not (ws.root / "exports" / "backup_routers.py").exists()
 

@@ -1,0 +1,439 @@
+"""The rescue layer in the agent loop: :class:`RescueMiddleware`.
+
+It wraps each model call, inside the tool guard, so it sees the tools the agent is offered and
+a salvaged call reaches the guard like a native one (allow-list, y/N approval, consent, audit).
+After the model answers it, in order:
+
+1. **counts** the call and its tokens (``usage_metadata``: Ollama's ``prompt_eval_count``),
+   and warns once when the prompt filled the context window;
+2. **keeps reasoning apart**: ``<think>`` text leaves the content for
+   ``additional_kwargs["reasoning_content"]``, and the audit keeps it as a ``reasoning`` message;
+3. **repairs native calls' arguments** by each tool's schema;
+4. **salvages** a message that has no structured call but writes one as text: the message is
+   replaced by a proper tool call, so the model's next step and the person see a normal turn;
+5. **nudges once** a message that would end the run ``narrated``: the model is asked again,
+   for this call only, with a short directive that names the tool;
+6. **guards against loops**: a call repeated ``runtime.loop_limit`` times with the same
+   arguments is not run again; the model is told so once, and the run stops if it repeats.
+
+Every hook has a sync and an async version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware.types import AgentMiddleware
+from langchain_core.messages import AIMessage, HumanMessage
+
+from olav.audit.queries import NUDGE_EVENT
+from olav.core.log import get_logger
+from olav.runtime.middleware import RunContext, last_human_index, message_text
+from olav.runtime.outcome import DIRECTIVE_CATEGORIES, classify, directive, named_tools
+from olav.runtime.rescue.salvage import Salvage, salvage
+from olav.runtime.rescue.schema import coerce
+from olav.runtime.rescue.think import split_reasoning
+
+log = get_logger("runtime.rescue")
+
+SALVAGE_EVENT = "salvaged"
+LOOP_EVENT = "loop_guard"
+CONTEXT_EVENT = "context_full"
+REASONING_ROLE = "reasoning"  # messages.role of the reasoning the audit keeps
+RUN_STATS_EVENT = "run_stats"  # events.kind: a run's model calls, tokens and rescue marks
+TRUNCATION_SHARE = 0.98  # a prompt this close to num_ctx was cut by the server
+
+
+@dataclass(frozen=True)
+class RescuePolicy:
+    """The rescue layer's settings (``runtime.*`` and ``llm.num_ctx``)."""
+
+    salvage: bool = True
+    nudge: bool = True
+    loop_limit: int = 3
+    max_model_calls: int = 24
+    num_ctx: int = 16384
+    provider: str = "ollama"
+
+    @classmethod
+    def for_config(cls, cfg: Any) -> RescuePolicy:
+        return cls(
+            salvage=bool(cfg["runtime.salvage"]),
+            nudge=bool(cfg["runtime.nudge"]),
+            loop_limit=int(cfg["runtime.loop_limit"]),
+            max_model_calls=int(cfg["runtime.max_model_calls"]),
+            num_ctx=int(cfg["llm.num_ctx"]),
+            provider=str(cfg["llm.provider"]),
+        )
+
+
+def tool_schemas(tools: list[Any], cache: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each offered tool's argument JSON schema by name (``cache`` keeps them per agent)."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        if isinstance(tool, dict):
+            inner = tool.get("function")
+            fn: dict[str, Any] = inner if isinstance(inner, dict) else tool
+            name = fn.get("name")
+            if name:
+                out[name] = fn.get("parameters") or {}
+            continue
+        name = getattr(tool, "name", None)
+        if not name:
+            continue
+        if name not in cache:
+            cache[name] = _schema_of(tool)
+        out[name] = cache[name]
+    return out
+
+
+def _schema_of(tool: Any) -> dict[str, Any]:
+    schema = getattr(tool, "tool_call_schema", None) or getattr(tool, "args_schema", None)
+    if isinstance(schema, dict):
+        return schema
+    if schema is not None and hasattr(schema, "model_json_schema"):
+        return dict(schema.model_json_schema())
+    return {"type": "object", "properties": {}}
+
+
+def _call_key(name: str, args: Any) -> str:
+    return name + json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class RescueMiddleware(AgentMiddleware):
+    def __init__(self, agent_name: str, run: RunContext, policy: RescuePolicy) -> None:
+        super().__init__()
+        self.agent_name = agent_name
+        self.run = run
+        self.policy = policy
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._warned_context = False
+
+    @property
+    def name(self) -> str:
+        return f"olav_rescue_{self.agent_name}"
+
+    # -- the hooks --------------------------------------------------------------------------
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        steps = self._steps(request)
+        reply = next(steps)
+        try:
+            while True:
+                if isinstance(reply, _Done):
+                    return reply.response
+                reply = steps.send(handler(reply.request))
+        except StopIteration as stop:  # pragma: no cover - _steps always ends with _Done
+            return stop.value
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        steps = self._steps(request)
+        reply = next(steps)
+        while True:
+            if isinstance(reply, _Done):
+                return reply.response
+            reply = steps.send(await handler(reply.request))
+
+    # -- one model call, as a generator of the requests it makes (sync and async share it) --
+
+    def _steps(self, request: Any) -> Generator[Any, Any, None]:
+        state = self.run.rescue
+        if state.model_calls >= self.policy.max_model_calls:
+            state.loop_stopped = state.loop_stopped or "max_model_calls"
+            limit = self.policy.max_model_calls
+            text = f"Stopped: this run reached runtime.max_model_calls ({limit})."
+            self._audit(LOOP_EVENT, {"reason": "max_model_calls", "limit": state.model_calls})
+            yield _Done(AIMessage(content=text))
+            return
+        request = self._with_thinking(request)
+        tools = tool_schemas(list(request.tools or []), self._schemas)
+        response = yield _Ask(request)
+        msg = self._account(response)
+        if msg is None:
+            yield _Done(response)
+            return
+        msg = self._clean(msg, request, tools)
+        if msg.tool_calls:
+            repeated = self._repeated(request, msg)
+            if repeated:
+                msg = yield from self._break_loop(request, msg, repeated, tools)
+        elif self._would_narrate(request, msg, tools):
+            msg = yield from self._nudge(request, msg, tools)
+        yield _Done(_replace(response, msg))
+
+    def _with_thinking(self, request: Any) -> Any:
+        """This turn's thinking switch, as the provider takes it."""
+        thinking = self.run.thinking
+        if thinking is None:
+            return request
+        settings = dict(getattr(request, "model_settings", None) or {})
+        if self.policy.provider == "ollama":
+            settings["reasoning"] = thinking
+        elif self.policy.provider == "openai":
+            body = dict(settings.get("extra_body") or {})
+            body["chat_template_kwargs"] = {"enable_thinking": thinking}
+            settings["extra_body"] = body
+        else:
+            return request
+        return request.override(model_settings=settings)
+
+    def _account(self, response: Any) -> AIMessage | None:
+        """Count the call and its tokens; the model's message (None if it sent none)."""
+        state = self.run.rescue
+        state.model_calls += 1
+        msg = _ai_of(response)
+        if msg is None:
+            return None
+        usage = getattr(msg, "usage_metadata", None) or {}
+        prompt = int(usage.get("input_tokens") or 0)
+        state.tokens_in += prompt
+        state.tokens_out += int(usage.get("output_tokens") or 0)
+        state.last_prompt = prompt or state.last_prompt
+        if prompt >= TRUNCATION_SHARE * self.policy.num_ctx and not self._warned_context:
+            self._warned_context = True
+            detail = {"prompt_tokens": prompt, "num_ctx": self.policy.num_ctx}
+            self._audit(CONTEXT_EVENT, detail)
+            self.run.warn(
+                f"the prompt filled the model's window ({prompt} of {self.policy.num_ctx} "
+                "tokens): the server cut older text. Raise llm.num_ctx, or /new"
+            )
+        return msg
+
+    def _clean(self, msg: AIMessage, request: Any, tools: dict[str, dict[str, Any]]) -> AIMessage:
+        """Reasoning out of the content; native arguments repaired; a call written as text
+        salvaged."""
+        content = message_text(msg)
+        answer, thought = split_reasoning(content)
+        kept = str(msg.additional_kwargs.get("reasoning_content") or "")
+        reasoning = "\n\n".join(t for t in (kept, thought) if t)
+        if reasoning:
+            self.run.rescue.reasoning.append(reasoning)
+        if msg.tool_calls:
+            return self._repaired(msg, answer, reasoning, tools)
+        if not self.policy.salvage or not tools:
+            return _rebuilt(msg, answer, reasoning, [])
+        found = salvage(content, tools, request=self._request_text(request), reasoning=kept)
+        if not found.calls:
+            return _rebuilt(msg, answer, reasoning, [])
+        self._record_salvage(found)
+        calls = [
+            {"name": c.name, "args": c.args, "id": f"salvaged_{uuid.uuid4().hex[:12]}"}
+            for c in found.calls
+        ]
+        return _rebuilt(msg, found.answer, reasoning, calls)
+
+    def _repaired(
+        self, msg: AIMessage, answer: str, reasoning: str, tools: dict[str, dict[str, Any]]
+    ) -> AIMessage:
+        calls: list[dict[str, Any]] = []
+        for call in msg.tool_calls:
+            schema = tools.get(call["name"])
+            if schema is not None:
+                checked = coerce(call.get("args") or {}, schema)
+                if checked.ok and checked.repaired:
+                    call = {**call, "args": checked.args}
+            calls.append(dict(call))
+        return _rebuilt(msg, answer, reasoning, calls)
+
+    def _record_salvage(self, found: Salvage) -> None:
+        for call in found.calls:
+            entry = {
+                "agent": self.agent_name,
+                "tool": call.name,
+                "family": call.family,
+                "in_reasoning": call.in_reasoning,
+            }
+            self.run.rescue.salvaged.append(entry)
+            self._audit(SALVAGE_EVENT, entry)
+
+    # -- the nudge --------------------------------------------------------------------------
+
+    def _request_text(self, request: Any) -> str:
+        messages = list(request.messages)
+        idx = last_human_index(messages)
+        return message_text(messages[idx]) if idx is not None else ""
+
+    def _would_narrate(
+        self, request: Any, msg: AIMessage, tools: dict[str, dict[str, Any]]
+    ) -> bool:
+        if not self.policy.nudge or self.run.rescue.nudged or not tools:
+            return False
+        text = self._request_text(request)
+        offered = set(tools) - {"task"}
+        return classify("completed", text, self.run.tool_events, self._named(text, offered)) == (
+            "narrated"
+        )
+
+    def _named(self, text: str, offered: set[str]) -> list[str]:
+        state = self.run.rescue
+        directives = [
+            directive(c.hit.record)
+            for result in self.run.recalls[state.first_recall :]
+            for c in result.injected
+            if c.hit.record.category in DIRECTIVE_CATEGORIES
+        ]
+        return named_tools(directives, text, offered)
+
+    def _nudge(
+        self, request: Any, msg: AIMessage, tools: dict[str, dict[str, Any]]
+    ) -> Generator[Any, Any, AIMessage]:
+        text = self._request_text(request)
+        offered = set(tools) - {"task"}
+        named = self._named(text, offered) or named_tools(
+            [directive_of(message_text(msg))], text, offered
+        )
+        note = nudge_text(named, sorted(offered))
+        self.run.rescue.nudged.append(",".join(named))
+        self._audit(
+            NUDGE_EVENT,
+            {"agent": self.agent_name, "tools": named, "narration": message_text(msg)[:500]},
+        )
+        messages = [*request.messages, msg, HumanMessage(content=note)]
+        response = yield _Ask(request.override(messages=messages))
+        again = self._account(response)
+        if again is None:
+            return msg
+        again = self._clean(again, request, tools)
+        recovered = bool(again.tool_calls)
+        self._audit(NUDGE_EVENT, {"agent": self.agent_name, "recovered": recovered})
+        return again if recovered or message_text(again) else msg
+
+    # -- the loop guard ---------------------------------------------------------------------
+
+    def _repeated(self, request: Any, msg: AIMessage) -> str:
+        """The tool of a call in ``msg`` that this run already made ``loop_limit`` times
+        with the same arguments ('' when none)."""
+        seen: dict[str, int] = {}
+        idx = last_human_index(list(request.messages))
+        for old in list(request.messages)[(idx or 0) :]:
+            for call in getattr(old, "tool_calls", None) or []:
+                key = _call_key(call["name"], call.get("args"))
+                seen[key] = seen.get(key, 0) + 1
+        for call in msg.tool_calls:
+            if seen.get(_call_key(call["name"], call.get("args")), 0) >= self.policy.loop_limit:
+                return str(call["name"])
+        return ""
+
+    def _break_loop(
+        self, request: Any, msg: AIMessage, tool: str, tools: dict[str, dict[str, Any]]
+    ) -> Generator[Any, Any, AIMessage]:
+        limit = self.policy.loop_limit
+        self._audit(LOOP_EVENT, {"agent": self.agent_name, "tool": tool, "limit": limit})
+        note = (
+            f"[olav] You have called {tool} {limit} times with the same arguments and the result "
+            "will not change. Do not call it again with them: answer from the results above, "
+            "or change the arguments."
+        )
+        plain = _rebuilt(msg, message_text(msg), "", [])
+        response = yield _Ask(
+            request.override(messages=[*request.messages, plain, HumanMessage(note)])
+        )
+        again = self._account(response)
+        again = self._clean(again, request, tools) if again is not None else None
+        if again is not None and not (again.tool_calls and self._repeated(request, again)):
+            return again
+        self.run.rescue.loop_stopped = tool
+        self._audit(LOOP_EVENT, {"agent": self.agent_name, "tool": tool, "stopped": True})
+        return AIMessage(
+            content=f"Stopped: the model kept calling {tool} with the same arguments "
+            f"({limit} times) although the result did not change.",
+            id=msg.id,
+        )
+
+    def _audit(self, kind: str, detail: dict[str, Any]) -> None:
+        if self.run.audit:
+            try:
+                self.run.audit.event(self.run.run_id, kind, detail)
+            except Exception as exc:  # the audit must never break the run
+                log.warning("audit event %s not written: %s", kind, exc)
+
+
+def directive_of(text: str) -> Any:
+    """The model's own narration, read like a directive: the tools it names."""
+    from olav.runtime.outcome import Directive
+
+    return Directive(text)
+
+
+def nudge_text(named: list[str], offered: list[str]) -> str:
+    """The one-call directive that follows a narrated action."""
+    if len(named) == 1:
+        target = f"Call {named[0]} now"
+    elif named:
+        target = "Call " + ", ".join(named) + " now"
+    else:
+        target = "Call the tool that does it now (one of: " + ", ".join(offered) + ")"
+    return (
+        "[olav] You described the action but did not call a tool, so nothing has happened yet. "
+        f"{target}, as a tool call with the arguments it needs. Do not describe it again."
+    )
+
+
+@dataclass(frozen=True)
+class _Ask:
+    request: Any
+
+
+@dataclass(frozen=True)
+class _Done:
+    response: Any
+
+
+def _ai_of(response: Any) -> AIMessage | None:
+    if isinstance(response, AIMessage):
+        return response
+    result = getattr(response, "result", None)
+    if result is None:
+        inner = getattr(response, "model_response", None)
+        result = getattr(inner, "result", None)
+    for msg in reversed(result or []):
+        if isinstance(msg, AIMessage):
+            return msg
+    return None
+
+
+def _replace(response: Any, msg: AIMessage) -> Any:
+    """``response`` with its AI message replaced by ``msg``."""
+    if isinstance(response, AIMessage):
+        return msg
+    inner = getattr(response, "model_response", None)
+    target = inner if inner is not None else response
+    result = list(getattr(target, "result", []) or [])
+    for i in range(len(result) - 1, -1, -1):
+        if isinstance(result[i], AIMessage):
+            result[i] = msg
+            break
+    else:
+        result.append(msg)
+    fixed = dataclasses.replace(target, result=result)
+    return dataclasses.replace(response, model_response=fixed) if inner is not None else fixed
+
+
+def _rebuilt(
+    msg: AIMessage, content: str, reasoning: str, calls: list[dict[str, Any]]
+) -> AIMessage:
+    """``msg`` with new content, its reasoning in ``additional_kwargs`` and ``calls``."""
+    extra = dict(msg.additional_kwargs)
+    if reasoning:
+        extra["reasoning_content"] = reasoning
+    same = (
+        content == message_text(msg)
+        and calls == list(msg.tool_calls)
+        and (extra == msg.additional_kwargs)
+    )
+    if same:
+        return msg
+    return AIMessage(
+        content=content,
+        tool_calls=[{**c, "type": "tool_call"} for c in calls],
+        additional_kwargs=extra,
+        response_metadata=dict(msg.response_metadata),
+        usage_metadata=msg.usage_metadata,
+        id=msg.id,
+        name=msg.name,
+    )

@@ -1,0 +1,83 @@
+"""What the chat may print while a model message streams in.
+
+:class:`StreamGuard` takes the tokens of one model message and returns what may be shown:
+reasoning never (:class:`~olav.runtime.rescue.think.ThinkFilter`), and from the first sign
+of a tool call written as text (a ``<tool_call>`` tag, a special token, a JSON object or list
+at the start of a line) nothing more until the message ends. The runner then knows from the
+cleaned final message whether the held text was a call (it ran, and is never shown) or the
+answer (printed whole at the end of the turn).
+"""
+
+from __future__ import annotations
+
+import re
+
+from olav.runtime.rescue.think import ThinkFilter
+
+_MARKERS = (
+    "<tool_call",
+    "<function",
+    "<invoke",
+    "<minimax",
+    "[TOOL_CALLS]",
+    "<|",
+    "<｜",
+    "functools[",
+    "```json",
+    "```tool",
+)
+_LINE_START = re.compile(r"(?:^|\n)[ \t]*[\[{]")
+_LONGEST = max(len(m) for m in _MARKERS)
+
+
+class StreamGuard:
+    def __init__(self) -> None:
+        self._think = ThinkFilter()
+        self._tail = ""
+        self._held = False
+        self.shown = ""  # what was printed of this message
+
+    def feed(self, chunk: str) -> str:
+        if self._held:
+            return ""
+        text = self._tail + self._think.feed(chunk)
+        self._tail = ""
+        cut = _first_marker(text, at_start=not self.shown)
+        if cut is not None:
+            self._held = True
+            return self._show(text[:cut])
+        keep = _partial_marker(text)
+        self._tail = text[len(text) - keep :] if keep else ""
+        return self._show(text[: len(text) - keep])
+
+    def flush(self) -> str:
+        """The end of the message: a held-back tail that turned out to be no marker."""
+        if self._held:
+            return ""
+        text, self._tail = self._tail + self._think.flush(), ""
+        return self._show(text) if _first_marker(text, at_start=not self.shown) is None else ""
+
+    def _show(self, text: str) -> str:
+        self.shown += text
+        return text
+
+
+def _first_marker(text: str, *, at_start: bool) -> int | None:
+    hits = [i for i in (text.find(m) for m in _MARKERS) if i >= 0]
+    for line in _LINE_START.finditer(text):
+        if line.group().startswith("\n") or at_start:  # a line start, not mid-line
+            hits.append(line.start())
+            break
+    return min(hits) if hits else None
+
+
+def _partial_marker(text: str) -> int:
+    """How many characters at the end of ``text`` could begin a marker (or a line that
+    could start a JSON value)."""
+    if text.rstrip(" \t").endswith("\n"):  # the next chunk may open a line with { or [
+        return len(text) - len(text.rstrip(" \t\n"))
+    for size in range(min(_LONGEST, len(text)), 0, -1):
+        tail = text[-size:]
+        if any(m.startswith(tail) for m in _MARKERS):
+            return size
+    return 0
