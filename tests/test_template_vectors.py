@@ -44,7 +44,9 @@ def test_shipped_vectors_match_the_template_guides() -> None:
     # they are e5's own vectors of those texts, not just the right keys
     fresh = e5.embed_passages(texts[:2])
     for text, vec in zip(texts[:2], fresh, strict=True):
-        np.testing.assert_allclose(known[text_key(text)], vec, atol=1e-5)
+        np.testing.assert_allclose(
+            known[text_key(text)], vec, atol=5e-3
+        )  # the 4-bit engine differs by ~1e-3 across CPUs; an edited guide moves far more
 
 
 def test_shipped_vectors_serve_only_their_embedder(tmp_path: Path) -> None:
@@ -75,6 +77,8 @@ def test_init_embeds_nothing_and_an_edited_guide_is_embedded_again(tmp_path: Pat
     row = store.get("guide_core_never_inline_secrets", with_vector=True)
     assert row is not None and row.vector is not None
     expected = embedder.inner.embed_passages([row.text])[0]
-    np.testing.assert_allclose(row.vector, expected, atol=1e-5)
+    np.testing.assert_allclose(
+        row.vector, expected, atol=5e-3
+    )  # the 4-bit engine differs by ~1e-3 across CPUs; an edited guide moves far more
     stale = shipped_vectors(embedder.inner)
     assert text_key(row.text) not in stale

@@ -221,9 +221,9 @@ def _given_options(ctx: typer.Context) -> list[str]:
 
 
 def _register_more() -> None:
-    from olav.cli import bench_golden, bench_perf, bench_steer
+    from olav.cli import bench_golden, bench_perf, bench_steer, bench_toolcalls
 
-    for module in (bench_golden, bench_perf, bench_steer):
+    for module in (bench_golden, bench_perf, bench_steer, bench_toolcalls):
         module.register(app)
 
 

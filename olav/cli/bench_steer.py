@@ -20,7 +20,8 @@ def _table(report: dict[str, Any]) -> Any:
     table.add_column("scenario", style="bold")
     table.add_column("agent")
     table.add_column("memory")
-    for name in ("tool called", "tool calls", "artifact", "mean s", "p95 s", "errors"):
+    names = ("tool called", "tool calls", "artifact", "salvaged", "nudged", "mean s", "p95 s")
+    for name in (*names, "errors"):
         table.add_column(name, justify="right")
     for s in report["scenarios"]:
         for mode in MODES:
@@ -32,6 +33,8 @@ def _table(report: dict[str, Any]) -> Any:
                 f"{m['tool_called'] * 100:.0f}%",
                 f"{m['tool_calls_mean']:.2f}",
                 f"{m['artifact'] * 100:.0f}%",
+                f"{m.get('salvaged', 0) * 100:.0f}%",
+                f"{m.get('nudged', 0) * 100:.0f}%",
                 f"{m['seconds_mean']:.1f}",
                 f"{m['seconds_p95']:.1f}",
                 f"[red]{m['errors']}[/]" if m["errors"] else "0",

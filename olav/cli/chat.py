@@ -115,6 +115,7 @@ def ask(
                 "status": result.status,
                 "outcome": result.outcome,
                 "answer": result.answer,
+                "rescue": result.rescue,  # salvaged calls, nudge, loop guard, tokens
             }
         )
     else:

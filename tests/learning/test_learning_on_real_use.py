@@ -21,7 +21,8 @@ from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
 from tests.helpers import OlavCli, OlavMain, scripted_ws
 
-NARRATION = [{"content": "I will back up the router config now."}]
+# the second narration answers the rescue layer's nudge: the run stays narrated
+NARRATION = [{"content": "I will back up the router config now."}] * 2
 REQUEST = "back up the config of sh1-border01"
 LESSON = (
     "When asked to back up router configs, call backup_device_config; do not describe the steps."

@@ -23,6 +23,7 @@ arguments are raw here; :mod:`olav.runtime.rescue.salvage` decides what may run.
 | ``json_fenced`` | a ```` ```json ```` block holding a call object or a list of them |
 | ``json`` | a call object (or list) on lines of its own; also OpenAI's ``tool_calls`` shape |
 | ``pythonic`` | ``[name(a=1, b="x"), other()]`` on lines of its own (llama 3.2/4) |
+| ``llama4_pythonic`` | ``<|python_start|>[name(a=1)]<|python_end|>`` |
 
 Strong formats count wherever they appear outside code the answer shows: a fenced block in
 another language and inline code are masked first, so a ``<tool_call>`` quoted in an
@@ -32,6 +33,7 @@ explanation runs nothing.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,6 +56,7 @@ STRONG = frozenset(
         "phi4",
         "llama_python_tag",
         "internlm",
+        "llama4_pythonic",
     }
 )
 WEAK = frozenset({"json_fenced", "json", "pythonic"})
@@ -167,7 +170,16 @@ def json_calls(value: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _json_at(text: str, start: int) -> tuple[Any, int] | None:
+    """The JSON value opening at ``start`` and the offset after it: strict JSON at C speed,
+    else read leniently up to where its brackets close."""
+    try:
+        return _DECODER.raw_decode(text, start)
+    except ValueError:
+        pass
     end = scan_value(text, start)
     try:
         return loads(text[start:end]), end
@@ -205,7 +217,8 @@ _KIMI = re.compile(
     re.S,
 )
 _HARMONY = re.compile(
-    r"to=(?:functions\.)?([\w.\-]+)[^<]*(?:<\|constrain\|>\s*\w+\s*)?<\|message\|>(.*?)"
+    r"to=(?:functions\.)?([\w.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>\s*\w+\s*)?"
+    r"<\|message\|>(.*?)"
     r"(?:<\|call\|>|<\|end\|>|(?=<\|start\|>)|\Z)",
     re.S,
 )
@@ -223,7 +236,7 @@ def _hermes(text: str) -> Iterator[Found]:
         body, start, end = m.group(1), m.start(), m.end()
         if "<function=" in body:
             continue  # qwen3-coder's XML inside the tags: _qwen3_xml reads it
-        if "<arg_key>" in body or re.match(r"[\w.\-]+\s*\n?\s*\{", body):
+        if "<arg_key>" in body or re.fullmatch(r"[\w.\-]+(?:\s*\n?\s*\{.*)?", body, re.S):
             yield from _glm(body, start, end)
             continue
         body = _FENCE_TICKS.sub("", body)
@@ -358,6 +371,16 @@ def _harmony(text: str) -> Iterator[Found]:
         yield Found(m.group(1), m.group(2).strip(), "gpt_oss", start, m.end())
 
 
+_PY_START = re.compile(r"<\|python_start\|>\s*(.*?)\s*(?:<\|python_end\|>|\Z)", re.S)
+
+
+def _llama4(text: str) -> Iterator[Found]:
+    """Llama 4's ``<|python_start|>[f(a=1)]<|python_end|>``."""
+    for m in _PY_START.finditer(text):
+        for name, args in _python_calls(m.group(1)) or []:
+            yield Found(name, args, "llama4_pythonic", m.start(), m.end())
+
+
 def _token_json(text: str) -> Iterator[Found]:
     for family, pattern in _TOKEN_JSON.items():
         for m in pattern.finditer(text):
@@ -483,7 +506,17 @@ def find_calls(text: str, *, weak: bool = True) -> list[Found]:
         return []
     masked = mask(text)
     found: list[Found] = []
-    strong = (_hermes, _qwen3_xml, _minimax, _mistral, _deepseek, _kimi, _harmony, _token_json)
+    strong = (
+        _hermes,
+        _qwen3_xml,
+        _minimax,
+        _mistral,
+        _deepseek,
+        _kimi,
+        _harmony,
+        _token_json,
+        _llama4,
+    )
     for finder in strong:
         for f in finder(text):
             if not masked.hides(f.start) and not _overlaps(f, found):

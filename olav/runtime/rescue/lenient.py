@@ -151,13 +151,9 @@ def _skip_string(text: str, start: int) -> int:
     # an apostrophe in a bare word (don't, it's) starts no string
     if quote == "'" and start > 0 and text[start - 1].isalnum():
         return start + 1
-    i, n = start + 1, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == quote:
-            return i + 1
-        i += 1
-    return n
+    m = _STRING_BODY[quote].match(text, start + 1)
+    end = m.end() if m else start + 1
+    return end + 1 if end < len(text) else len(text)
+
+
+_STRING_BODY = {q: re.compile(rf"(?:[^{q}\\]|\\.)*", re.S) for q in "\"'"}

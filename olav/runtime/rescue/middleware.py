@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from olav.audit.queries import NUDGE_EVENT
 from olav.core.log import get_logger
 from olav.runtime.middleware import RunContext, last_human_index, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, classify, directive, named_tools
-from olav.runtime.rescue.salvage import Salvage, salvage
+from olav.runtime.rescue.salvage import Salvage, asks_for_example, salvage
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.rescue.think import split_reasoning
 
@@ -46,6 +47,7 @@ LOOP_EVENT = "loop_guard"
 CONTEXT_EVENT = "context_full"
 REASONING_ROLE = "reasoning"  # messages.role of the reasoning the audit keeps
 RUN_STATS_EVENT = "run_stats"  # events.kind: a run's model calls, tokens and rescue marks
+_BLOCK = re.compile(r"^\s*<relevant-memories>.*?</relevant-memories>\s*", re.S)
 TRUNCATION_SHARE = 0.98  # a prompt this close to num_ctx was cut by the server
 
 
@@ -254,9 +256,12 @@ class RescueMiddleware(AgentMiddleware):
     # -- the nudge --------------------------------------------------------------------------
 
     def _request_text(self, request: Any) -> str:
+        """The person's (or the delegating agent's) message, without the recall block that
+        AutoRecall put in front of it for this call."""
         messages = list(request.messages)
         idx = last_human_index(messages)
-        return message_text(messages[idx]) if idx is not None else ""
+        text = message_text(messages[idx]) if idx is not None else ""
+        return _BLOCK.sub("", text, count=1).strip()
 
     def _would_narrate(
         self, request: Any, msg: AIMessage, tools: dict[str, dict[str, Any]]
@@ -264,6 +269,8 @@ class RescueMiddleware(AgentMiddleware):
         if not self.policy.nudge or self.run.rescue.nudged or not tools:
             return False
         text = self._request_text(request)
+        if asks_for_example(text):  # showing a call is the answer, not a narration
+            return False
         offered = set(tools) - {"task"}
         return classify("completed", text, self.run.tool_events, self._named(text, offered)) == (
             "narrated"

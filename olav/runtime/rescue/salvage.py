@@ -5,7 +5,8 @@ when the answer holds no call, its reasoning. A call found by :mod:`olav.runtime
 runs only when all of these hold:
 
 1. its name is a tool this agent is offered, after the documented normalisations: a
-   ``functions.``/``tools.`` prefix, an index suffix (``name:0``), case, ``-`` for ``_``;
+   ``functions.``/``tools.`` prefix, an index suffix (``name:0``), case, ``-`` for ``_``,
+   and gpt-oss's ``json`` glued to the name;
 2. its arguments validate against the tool's schema after repair
    (:mod:`olav.runtime.rescue.schema`);
 3. it is not content the answer shows: never from a fenced block in another language or inline
@@ -31,7 +32,7 @@ from olav.runtime.rescue.think import split_reasoning
 # the person asked to see a call, a format or an example, not to have one run
 _EXAMPLE_REQUEST = re.compile(
     r"\b(?:examples?|samples?|syntax|schema|snippet|template)\b"
-    r"|\bshow\s+(?:me\s+)?(?:how|what)\b|\bwhat\s+(?:does|would|should)\b.{0,60}\blook\s+like\b"
+    r"|\bshow\s+(?:me\s+)?(?:how|what)\b|\bwhat\s+(?:does|would|should)\b.{0,40}\b(?:call|json|format|payload|request|syntax)\b.{0,20}\blook\s+like\b"
     r"|\bhow\s+(?:do|would|should|can)\s+(?:i|you|we)\s+(?:call|invoke|use|format|write)\b"
     r"|\bformat\s+of\b|\bexplain\b.{0,40}\b(?:call|format|json)\b"
     r"|示例|例子|样例|举例|范例|模板|格式是|什么格式|怎么调用|如何调用|怎样调用|怎么写|长什么样|解释",
@@ -97,6 +98,8 @@ def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
     for tool in tools:
         if tool.lower() == key:
             return tool
+    if key.endswith("json") and key[:-4] in tools:  # harmony's "<name>json" (llama.cpp #15158)
+        return key[:-4]
     return None
 
 

@@ -215,7 +215,7 @@ def _string(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, dict | list):  # content given as structure: its JSON text
-        return json.dumps(value, ensure_ascii=False, indent=2)
+        return json.dumps(value, ensure_ascii=False)
     raise _Bad("a string", value)
 
 

@@ -1,0 +1,71 @@
+"""``olav bench toolcalls``: tool calls written as text, salvaged by the rescue layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from olav.cli.common import console, print_json
+
+
+def _table(report: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="tool calls written as text", title_justify="left")
+    table.add_column("family", style="bold")
+    for name in ("calls", "exact", "wrong", "missed", "negatives", "executions"):
+        table.add_column(name, justify="right")
+    rows = [*report["families"].items(), ("all", report["total"])]
+    for name, f in rows:
+        table.add_row(
+            name,
+            str(f["calls"]),
+            str(f["exact"]),
+            f"[red]{f['wrong']}[/]" if f["wrong"] else "0",
+            f"[red]{f['missed']}[/]" if f["missed"] else "0",
+            str(f["negatives"]),
+            f"[red]{f['executions']}[/]" if f["executions"] else "0",
+            end_section=name == list(report["families"])[-1],
+        )
+    return table
+
+
+def toolcalls(
+    path: Path | None = typer.Argument(
+        None, help="A JSONL corpus (default: the project's own, shipped with olav)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="The report as JSON, with the calls olav would run per case."
+    ),
+    markdown: bool = typer.Option(False, "--markdown", help="The report as Markdown."),
+) -> None:
+    """Per format family: calls salvaged exactly, wrongly or missed; executions on negatives;
+    parse time. Each line of the corpus: {"id", "kind": "call"|"negative"|"narration",
+    "request"?, "raw_text", "tools": [{"name", "description", "parameters"}], "expect"}."""
+    from olav.bench.toolcalls import load_cases, markdown_toolcalls, run_toolcalls, shipped_corpus
+
+    report = run_toolcalls(load_cases(path or shipped_corpus()))
+    if as_json:
+        print_json(report)
+        return
+    if markdown:
+        console.print(markdown_toolcalls(report), markup=False, highlight=False)
+        return
+    console.print(_table(report))
+    t, met = report["total"], report["met"]
+    rate = t["exact"] / t["calls"] if t["calls"] else 0.0
+    parse = report["parse_4kb_ms"]["p95"]
+    console.print(
+        f"exact {rate:.1%} (target 97%) · executions on negatives {t['executions']} (target 0) "
+        f"· parse p95 of a 4 KB message {parse:.3f} ms (target 0.5)",
+        markup=False,
+    )
+    if not all(met.values()):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``toolcalls`` command to ``olav bench``."""
+    app.command("toolcalls")(toolcalls)
