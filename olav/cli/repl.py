@@ -21,6 +21,7 @@ HELP = """\
 /new             start a new conversation
 /memory QUERY    what AutoRecall would inject for QUERY, and why
 /history         the runs of this session
+/think, /no_think  switch the model's thinking on or off for the next turns
 /trace-review [HOURS] [LIMIT]  learn lessons from recent failed runs
 /exit            leave (Ctrl-D works too)
 Esc then Enter inserts a new line. Ctrl-C cancels a running answer."""
@@ -34,6 +35,18 @@ def _short(args: dict[str, Any], width: int = 70) -> str:
         parts.append(f"{k}={val[:30] + '…' if len(val) > 30 else val}")
     text = ", ".join(parts)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _turn_stats(rescue: dict[str, Any]) -> str:
+    """``412 tokens in · 38 out · first token 0.41 s`` and what the rescue layer did."""
+    parts = [f"{rescue.get('tokens_in', 0)} tokens in", f"{rescue.get('tokens_out', 0)} out"]
+    if rescue.get("first_token_s") is not None:
+        parts.append(f"first token {rescue['first_token_s']:.2f} s")
+    if rescue.get("salvaged"):
+        parts.append("tool call salvaged from text")
+    if rescue.get("nudged"):
+        parts.append("nudged once")
+    return "  " + " · ".join(parts)
 
 
 class Chat:
@@ -233,6 +246,9 @@ class Chat:
                 self.show_memory(arg)
         elif cmd == "/history":
             self.show_history()
+        elif cmd in ("/think", "/no_think"):
+            self.session.run.thinking = cmd == "/think"
+            self.console.print(f"thinking {'on' if cmd == '/think' else 'off'} for the next turns")
         elif cmd == "/trace-review":
             self.trace_review(arg)
         else:
@@ -251,8 +267,11 @@ class Chat:
         if not self._streamed and result.answer:
             self.console.print(result.answer, markup=False)
         elif self._streamed:
+            if result.unshown:  # the end of the answer the stream held back
+                sys.stdout.write("\n" + result.unshown)
             sys.stdout.write("\n")
             sys.stdout.flush()
+        self.console.print(Text(_turn_stats(result.rescue), style="dim"))
 
     def loop(self) -> None:
         read = self._reader()
