@@ -64,6 +64,10 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
         out["skipped"]["recall"] = f"LoCoMo file not found: {locomo}"
     say("golden guide-recall suite")
     out["golden"] = golden.run_golden(e5, progress=say, ceiling=True)
+    say("tool calls written as text")
+    from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
+
+    out["toolcalls"] = run_toolcalls(load_cases(shipped_corpus()))
     say("speed and footprint")
     out["perf"] = perf.run_perf(opts.perf, say)
     out["steer"] = None
@@ -134,6 +138,15 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             "machine that made this file. Run `olav bench steer --runs 5` in a workspace whose "
             "model is served (see [steer.md](steer.md)), or `make bench STEER_WS=path`._\n"
         )
+    if report.get("toolcalls"):
+        from olav.bench.toolcalls import markdown_toolcalls
+
+        section = [
+            "## 5. Tool calls written as text (`olav bench toolcalls`)",
+            "",
+            markdown_toolcalls(report["toolcalls"]),
+        ]
+        lines += section
     return "\n".join(lines).rstrip() + "\n"
 
 

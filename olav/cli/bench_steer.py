@@ -17,8 +17,8 @@ def _table(report: dict[str, Any]) -> Any:
     from olav.bench.steer import MODES
 
     table = Table(title="memory on vs off", title_justify="left")
-    table.add_column("scenario", style="bold")
-    table.add_column("agent")
+    table.add_column("scenario", style="bold", no_wrap=True)
+    table.add_column("agent", no_wrap=True)
     table.add_column("memory")
     names = ("tool called", "tool calls", "artifact", "salvaged", "nudged", "mean s", "p95 s")
     for name in (*names, "errors"):
