@@ -66,6 +66,37 @@ def write_config(root: Path, text: str = HASH_CONFIG) -> None:
     (root / ".olav" / "olav.yaml").write_text(text)
 
 
+OPENAI_MODEL = "qwen3-8b-instruct"
+
+
+def ollama_workspace(root: Path, url: str, extra: str = "") -> Path:
+    """A workspace at ``root`` whose chat model and embedder are the Ollama server at ``url``
+    (tests.stubs.ollama_stub); ``extra`` is appended to its olav.yaml."""
+    from olav.admin.setup import init_workspace
+
+    write_config(
+        root,
+        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
+        "embedder:\n  provider: ollama\n  model: bge-m3\n" + extra,
+    )
+    init_workspace(root)
+    return root
+
+
+def openai_workspace(root: Path, url: str, *, embedder: str = "openai") -> Path:
+    """A workspace whose chat model (and, by default, embedder) is the OpenAI-compatible
+    server at ``url`` (tests.stubs.openai_stub)."""
+    from olav.admin.setup import init_workspace
+
+    llm = f"llm:\n  provider: openai\n  base_url: {url}\n  model: {OPENAI_MODEL}\n"
+    if embedder == "openai":
+        write_config(root, llm + "embedder:\n  provider: openai\n  model: bge-m3\n")
+    else:
+        write_config(root, HASH_CONFIG.split("llm:")[0] + llm)
+    init_workspace(root)
+    return root
+
+
 def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
     """Point the workspace at ``root`` to a scripted model that plays ``turns``."""
     from olav.core.config import Workspace

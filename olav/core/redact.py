@@ -104,13 +104,19 @@ def redact_text(text: str) -> str:
     )
 
 
+def _secret_value(key: str, value: Any) -> bool:
+    """A secret key's value, except counts of tokens (``prompt_tokens: 812`` is not an API
+    token)."""
+    if value in (None, "") or not is_secret_key(key):
+        return False
+    is_count = isinstance(value, int | float) and not isinstance(value, bool)
+    return not (is_count and "tokens" in key.lower())
+
+
 def redact(value: Any) -> Any:
     """Redact a JSON-like value: secret keys lose their values, strings are scanned."""
     if isinstance(value, dict):
-        return {
-            k: (REDACTED if is_secret_key(str(k)) and v not in (None, "") else redact(v))
-            for k, v in value.items()
-        }
+        return {k: (REDACTED if _secret_value(str(k), v) else redact(v)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     if isinstance(value, str):

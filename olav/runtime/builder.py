@@ -39,10 +39,11 @@ TIER_SHARE = {"small": 0.5, "medium": 0.6, "large": 0.7}
 log = get_logger("runtime.builder")
 
 
-def context_budget(cfg: Any, tier: str) -> int:
+def context_budget(cfg: Any, tier: str, window: int | None = None) -> int:
     """Tokens of conversation the model sees before older turns are compressed: a share of
-    the context window (smaller models degrade earlier), minus room for the answer."""
-    window = int(cfg["llm.num_ctx"])
+    the context window (``window``, else ``llm.num_ctx``; smaller models degrade earlier),
+    minus room for the answer."""
+    window = window or int(cfg["llm.num_ctx"])
     return max(1024, int(window * TIER_SHARE.get(tier, 0.5)) - int(cfg["llm.num_predict"]) // 2)
 
 
@@ -145,6 +146,17 @@ class _Assembly:
             return self.model, name
         return workspace_chat_model(self.ws, model=name), name
 
+    def window_for(self, a: Agent, name: str) -> int:
+        """The context window of the agent's model as its server reports it
+        (olav.llm.window); ``llm.num_ctx`` for a model handed in (tests, scripted)."""
+        cfg = self.ws.config
+        override = a.spec.model or (cfg.agents.get(a.name) or {}).get("model")
+        if self.model is not None and not override:
+            return int(cfg["llm.num_ctx"])
+        from olav.llm.window import model_window
+
+        return model_window(cfg, name).tokens
+
     def middleware_for(
         self, a: Agent, tools: list[str], sub_names: set[str], name: str
     ) -> list[Any]:
@@ -163,14 +175,15 @@ class _Assembly:
             rec.judge.opinion.warm()
         allowed = set(tools) | ({"task"} if sub_names else set())
         recall = [AutoRecallMiddleware(rec, run)] if memory_on else []  # memory off: no recall
+        window = self.window_for(a, name)
         return [
-            CompressionMiddleware(a.name, context_budget(cfg, rec.tier)),
+            CompressionMiddleware(a.name, context_budget(cfg, rec.tier, window)),
             StaticContextMiddleware(a.name, _on_intent(a)),
             *recall,
             ToolGuardMiddleware(
                 a.name, allowed, sub_names, run, lessons=rec.tool_lessons if memory_on else None
             ),
-            RescueMiddleware(a.name, run, RescuePolicy.for_config(cfg)),
+            RescueMiddleware(a.name, run, RescuePolicy.for_config(cfg, window=window)),
         ]
 
     def tools_for(self, a: Agent) -> list[Any]:

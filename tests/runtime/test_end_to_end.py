@@ -10,26 +10,15 @@ import duckdb
 import pexpect
 import pytest
 
-from olav.admin.setup import init_workspace
-from tests.helpers import clean_env, run_olav, write_config
+from tests.helpers import clean_env, ollama_workspace, run_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub
-
-
-def stub_workspace(root: Path, url: str) -> Path:
-    write_config(
-        root,
-        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
-        "embedder:\n  provider: ollama\n  model: bge-m3\n",
-    )
-    init_workspace(root)
-    return root
 
 
 @pytest.mark.slow
 def test_olav_ask_through_the_real_ollama_client(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [
             {
                 "tool_calls": [
@@ -72,7 +61,7 @@ def test_olav_ask_through_the_real_ollama_client(tmp_path: Path) -> None:
 def test_connection_lost_mid_run_is_an_audited_error(tmp_path: Path) -> None:
     state = StubState(drop_chat=True)
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         res = run_olav("ask", "hello", cwd=ws)
     assert res.returncode != 0
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
@@ -92,7 +81,7 @@ def test_ask_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
 
 def test_model_not_pulled_says_ollama_pull(tmp_path: Path) -> None:
     with ollama_stub(StubState(models={"bge-m3": 16})) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         res = run_olav("ask", "hello", cwd=ws)
     assert res.returncode == 1
     assert "ollama pull qwen3:8b" in res.stderr
@@ -110,7 +99,7 @@ def test_chat_without_a_server_shows_recall_preview_and_hint(hash_ws: Path) -> N
 def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "There are 4 border routers."}]
         env = clean_env()
         env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})

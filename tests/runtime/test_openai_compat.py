@@ -10,14 +10,13 @@ from typing import Any
 import duckdb
 import pytest
 
-from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
-from tests.helpers import HASH_CONFIG, run_olav, write_config
+from tests.helpers import OPENAI_MODEL, openai_workspace, run_olav
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
-MODEL = "qwen3-8b-instruct"
+MODEL = OPENAI_MODEL
 EXPORT_TURNS: list[dict[str, Any]] = [
     {
         "tool_calls": [
@@ -33,17 +32,6 @@ EXPORT_TURNS: list[dict[str, Any]] = [
     },
     {"content": "Saved exports/border.csv"},
 ]
-
-
-def openai_workspace(root: Path, url: str, *, embedder: str = "openai") -> Path:
-    """A workspace whose chat model (and, by default, embedder) is the server at ``url``."""
-    llm = f"llm:\n  provider: openai\n  base_url: {url}\n  model: {MODEL}\n"
-    if embedder == "openai":
-        write_config(root, llm + "embedder:\n  provider: openai\n  model: bge-m3\n")
-    else:
-        write_config(root, HASH_CONFIG.split("llm:")[0] + llm)
-    init_workspace(root)
-    return root
 
 
 def audit_rows(ws: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:

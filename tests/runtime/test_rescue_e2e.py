@@ -5,15 +5,19 @@ reasoning reaches neither the answer nor memory. And the shipped corpus meets it
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import duckdb
+import pexpect
 import pytest
 
-from olav.admin.setup import init_workspace
 from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
-from tests.helpers import run_olav, write_config
+from olav.core.config import Workspace
+from olav.llm.window import model_window
+from tests.helpers import clean_env, ollama_workspace, openai_workspace, run_olav, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
+from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
 DOC = "# Devices\n\n- sh1-border01\n"
 ARGS = {"data": DOC, "format": "md", "filename": "devices.md"}
@@ -33,16 +37,6 @@ TEXT_CALLS = {
     "mistral": "[TOOL_CALLS]" + json.dumps([{"name": "format_and_export", "arguments": ARGS}]),
 }
 REQUEST = "save the device list as a markdown file"
-
-
-def stub_workspace(root: Path, url: str, extra: str = "") -> Path:
-    write_config(
-        root,
-        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
-        "embedder:\n  provider: ollama\n  model: bge-m3\n" + extra,
-    )
-    init_workspace(root)
-    return root
 
 
 def ask(ws: Path) -> dict:  # type: ignore[type-arg]
@@ -75,7 +69,7 @@ def test_the_shipped_corpus_meets_the_targets() -> None:
 def test_a_call_written_as_text_runs_the_real_tool(tmp_path: Path, family: str) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [
             {"content": "<think>They want a file.</think>" + TEXT_CALLS[family]},
             {"content": "Saved exports/devices.md"},
@@ -97,7 +91,7 @@ def test_a_call_written_as_text_runs_the_real_tool(tmp_path: Path, family: str) 
 def test_an_example_the_person_asked_for_runs_nothing(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         shown = (
             "Here is an example call:\n```json\n"
             + json.dumps({"name": "format_and_export", "arguments": ARGS})
@@ -114,7 +108,7 @@ def test_an_example_the_person_asked_for_runs_nothing(tmp_path: Path) -> None:
 def test_a_narration_is_nudged_once_and_completes(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [
             {"content": "I will now save the device list as markdown."},
             {"tool_calls": [{"name": "format_and_export", "args": ARGS}]},
@@ -135,7 +129,7 @@ def test_a_narration_is_nudged_once_and_completes(tmp_path: Path) -> None:
 def test_reasoning_reaches_neither_the_answer_nor_memory_and_is_audited(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):
-        ws = stub_workspace(tmp_path / "ws", url)
+        ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "<think>routing via SP-7</think>BGP is a protocol."}]
         res = run_olav("ask", "what is BGP", "--json", cwd=ws)
         out = json.loads(res.stdout)
@@ -146,3 +140,103 @@ def test_reasoning_reaches_neither_the_answer_nor_memory_and_is_audited(tmp_path
     with duckdb.connect(str(db), read_only=True) as con:
         rows = dict(con.execute("SELECT role, content FROM messages").fetchall())
     assert rows["reasoning"] == "routing via SP-7" and rows["assistant"] == "BGP is a protocol."
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["hermes", "qwen3_xml", "json_fenced", "pythonic"])
+def test_a_call_written_as_text_runs_through_the_openai_client(tmp_path: Path, family: str) -> None:
+    """llama.cpp, vLLM and LM Studio leave the same text in ``content`` when their parser
+    misses a call: the real langchain-openai client streams it, and the tool still runs."""
+    state = OpenAIStubState()
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        state.chat_script[:] = [
+            {"content": "<think>a file</think>" + TEXT_CALLS[family]},
+            {"content": "Saved exports/devices.md"},
+        ]
+        out = ask(ws)
+    assert (ws / "exports" / "devices.md").read_text().strip() == DOC.strip()
+    assert out["outcome"] == "completed"
+    assert [s["family"] for s in out["rescue"]["salvaged"]] == [family]
+    second = [b for p, b in state.requests if p == "/v1/chat/completions"][1]["messages"]
+    call_msg = next(m for m in second if m["role"] == "assistant")
+    assert call_msg["tool_calls"][0]["function"]["name"] == "format_and_export"
+    assert json.loads(call_msg["tool_calls"][0]["function"]["arguments"])["format"] == "md"
+    assert "<think>" not in (call_msg.get("content") or "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
+    tmp_path: Path, answer: str
+) -> None:
+    """A salvaged call is never more privileged than a native one: take_snapshot waits for
+    the person's y, and a no runs nothing."""
+    state = StubState()
+    call = {"name": "take_snapshot", "arguments": {"devices": ["sh1-border01"]}}
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [
+            {"content": "<tool_call>" + json.dumps(call) + "</tool_call>"},
+            {"content": "Done with the snapshot."},
+        ]
+        env = clean_env()
+        env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
+        child = pexpect.spawn(
+            sys.executable,
+            ["-c", "from olav.cli.app import main; main()", "chat", "--agent", "netops"],
+            cwd=str(ws),
+            env=env,
+            encoding="utf-8",
+            timeout=120,
+            dimensions=(40, 120),
+        )
+        try:
+            child.expect("netops> ")
+            child.sendline("take a snapshot of sh1-border01")
+            child.expect("take_snapshot needs your approval")
+            child.expect(r"Allow\? \[y/N\] ")
+            child.sendline(answer)
+            child.expect("Done with the snapshot.")
+            child.expect("netops> ")
+            child.sendline("/exit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        transcript = str(child.before or "")
+    assert "<tool_call>" not in transcript  # the raw tags never reached the screen
+    snaps = list((ws / "exports" / "snapshots").glob("*.json"))
+    assert bool(snaps) is (answer == "y")
+    kinds = [k for k in ("approval", "denial") if events(ws, k)]
+    assert kinds == (["approval"] if answer == "y" else ["denial"])
+    assert [e["tool"] for e in events(ws, "salvaged")] == ["take_snapshot"]
+
+
+@pytest.mark.slow
+def test_the_window_the_server_reports_is_the_one_olav_works_against(tmp_path: Path) -> None:
+    """llama.cpp started with ``-c 600`` cuts at 600 tokens whatever llm.num_ctx says: a
+    prompt that will not fit is warned about once, before the call, and audited."""
+    state = OpenAIStubState(n_ctx=600)
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        assert model_window(Workspace.open(ws).config).tokens == 600
+        state.chat_script[:] = [{"content": "It is long."}]
+        pasted = "interface Gi0/1 description uplink shutdown\n" * 120
+        res = run_olav("ask", "summarise this config:\n" + pasted, "--json", cwd=ws)
+    assert res.returncode == 0, res.stderr
+    assert "will not fit the model's window (600 tokens)" in res.stderr
+    (full,) = events(ws, "context_full")
+    assert full["before"] is True and full["num_ctx"] == 600 and full["estimated_tokens"] > 600
+
+
+def test_ollama_reports_the_trained_window_and_num_ctx_caps_it(tmp_path: Path) -> None:
+    state = StubState(context_length=8192)
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url)
+        window = model_window(Workspace.open(ws).config)
+    assert (window.tokens, window.reported, window.source) == (8192, 8192, "/api/show")
+    (show,) = [body for path, body in state.requests if path == "/api/show"]
+    assert show["model"] == "qwen3:8b"
+    write_config(tmp_path / "down")  # llm.base_url is a port nobody listens on
+    down = Workspace.open(tmp_path / "down").config
+    assert model_window(down).tokens == 16384 and model_window(down).reported is None

@@ -35,6 +35,8 @@ class StubState:
     drop_chat: bool = False  # close the connection mid-response
     # when set, computes each /api/chat reply (a chat_script turn) from the request body
     chat_reply: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # what /api/show reports as the model's trained window (None: the model_info has none)
+    context_length: int | None = None
 
 
 def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
@@ -65,6 +67,8 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self._embed_ollama(data)
             elif self.path == "/v1/embeddings":
                 self._embed_openai(data)
+            elif self.path == "/api/show":
+                self._show(data)
             elif self.path == "/api/chat":
                 self._chat(data)
             elif self.path == "/api/generate" and not data.get("prompt"):  # a model load
@@ -104,6 +108,15 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     ],
                 },
             )
+
+        def _show(self, data: dict[str, Any]) -> None:
+            if data.get("model") not in state.models:
+                self._send(404, {"error": f"model '{data.get('model')}' not found"})
+                return
+            info: dict[str, Any] = {"general.architecture": "qwen3"}
+            if state.context_length is not None:
+                info["qwen3.context_length"] = state.context_length
+            self._send(200, {"modelfile": "", "details": {"family": "qwen3"}, "model_info": info})
 
         def _chat(self, data: dict[str, Any]) -> None:
             model = data.get("model", "")

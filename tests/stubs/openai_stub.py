@@ -34,6 +34,7 @@ class OpenAIStubState:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     api_key: str | None = None  # when set, chat requests must carry "Bearer <api_key>"
     drop_chat: bool = False  # break the connection after the first streamed chunk
+    n_ctx: int | None = None  # when set, GET /props answers like llama.cpp's server with it
 
 
 def _completion_id(state: OpenAIStubState) -> str:
@@ -101,6 +102,8 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
                     for m in [*state.models, *state.embed_models]
                 ]
                 self._send(200, {"object": "list", "data": data})
+            elif self.path == "/props" and state.n_ctx is not None:
+                self._send(200, {"default_generation_settings": {"n_ctx": state.n_ctx}})
             else:
                 self._error(404, f"no route {self.path}", "invalid_request_error", "not_found")
 

@@ -35,7 +35,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from olav.audit.queries import NUDGE_EVENT
 from olav.core.log import get_logger
 from olav.runtime.middleware import RunContext, last_human_index, message_text
-from olav.runtime.outcome import DIRECTIVE_CATEGORIES, classify, directive, named_tools
+from olav.runtime.outcome import (
+    DIRECTIVE_CATEGORIES,
+    Directive,
+    classify,
+    directive,
+    named_tools,
+)
 from olav.runtime.rescue.salvage import Salvage, asks_for_example, salvage
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.rescue.think import split_reasoning
@@ -63,13 +69,14 @@ class RescuePolicy:
     provider: str = "ollama"
 
     @classmethod
-    def for_config(cls, cfg: Any) -> RescuePolicy:
+    def for_config(cls, cfg: Any, *, window: int | None = None) -> RescuePolicy:
+        """``window``: the model's window as its server reports it (olav.llm.window)."""
         return cls(
             salvage=bool(cfg["runtime.salvage"]),
             nudge=bool(cfg["runtime.nudge"]),
             loop_limit=int(cfg["runtime.loop_limit"]),
             max_model_calls=int(cfg["runtime.max_model_calls"]),
-            num_ctx=int(cfg["llm.num_ctx"]),
+            num_ctx=window or int(cfg["llm.num_ctx"]),
             provider=str(cfg["llm.provider"]),
         )
 
@@ -154,6 +161,7 @@ class RescueMiddleware(AgentMiddleware):
             return
         request = self._with_thinking(request)
         tools = tool_schemas(list(request.tools or []), self._schemas)
+        self._check_fit(request)
         response = yield _Ask(request)
         msg = self._account(response)
         if msg is None:
@@ -183,6 +191,31 @@ class RescueMiddleware(AgentMiddleware):
         else:
             return request
         return request.override(model_settings=settings)
+
+    def _check_fit(self, request: Any) -> None:
+        """Warn once, before the call, when the prompt will not fit the window even after
+        compression (a huge tool result, a long pasted file): the server would cut it."""
+        if self._warned_context:
+            return
+        from olav.memory.tokens import estimate_tokens
+
+        parts = [message_text(m) for m in request.messages]
+        system = getattr(request, "system_message", None)
+        if system is not None:
+            parts.append(message_text(system))
+        else:
+            parts.append(str(getattr(request, "system_prompt", None) or ""))
+        estimate = sum(estimate_tokens(p) + 4 for p in parts)
+        if estimate < self.policy.num_ctx:
+            return
+        self._warned_context = True
+        detail = {"estimated_tokens": estimate, "num_ctx": self.policy.num_ctx, "before": True}
+        self._audit(CONTEXT_EVENT, detail)
+        self.run.warn(
+            f"this prompt (about {estimate} tokens) will not fit the model's window "
+            f"({self.policy.num_ctx} tokens): the server will cut older text. Raise llm.num_ctx "
+            "(and the server's window), or /new"
+        )
 
     def _account(self, response: Any) -> AIMessage | None:
         """Count the call and its tokens; the model's message (None if it sent none)."""
@@ -292,7 +325,7 @@ class RescueMiddleware(AgentMiddleware):
         text = self._request_text(request)
         offered = set(tools) - {"task"}
         named = self._named(text, offered) or named_tools(
-            [directive_of(message_text(msg))], text, offered
+            [Directive(message_text(msg))], text, offered
         )
         note = nudge_text(named, sorted(offered))
         self.run.rescue.nudged.append(",".join(named))
@@ -358,13 +391,6 @@ class RescueMiddleware(AgentMiddleware):
                 self.run.audit.event(self.run.run_id, kind, detail)
             except Exception as exc:  # the audit must never break the run
                 log.warning("audit event %s not written: %s", kind, exc)
-
-
-def directive_of(text: str) -> Any:
-    """The model's own narration, read like a directive: the tools it names."""
-    from olav.runtime.outcome import Directive
-
-    return Directive(text)
 
 
 def nudge_text(named: list[str], offered: list[str]) -> str:
