@@ -97,6 +97,29 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         END;
         """,
     ),
+    (
+        4,
+        "threads and run steps",
+        # runs.thread_id: the conversation a run belongs to (olav.runtime.threads); steps: a
+        # run's messages as the model saw them, tool calls with their ids, in order (what
+        # `olav log export` turns into datasets); recalls.block: the block that was injected
+        """
+        ALTER TABLE runs ADD COLUMN thread_id VARCHAR;
+        ALTER TABLE recalls ADD COLUMN block VARCHAR;
+        CREATE TABLE steps (
+            run_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,
+            role VARCHAR NOT NULL,            -- user | assistant | tool
+            content VARCHAR,                  -- secrets redacted
+            tool_calls JSON,                  -- [{id, name, args}] on assistant steps
+            tool_call_id VARCHAR,             -- on tool steps: the call it answers
+            name VARCHAR,                     -- on tool steps: the tool
+            status VARCHAR,                   -- on tool steps: success | error
+            created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        );
+        """,
+    ),
 )
 
 

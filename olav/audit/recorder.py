@@ -38,6 +38,38 @@ class ToolCallEntry:
     duration_ms: float = 0.0
 
 
+def _step(run_id: str, seq: int, message: Any) -> list[Any] | None:
+    """One graph message as a ``steps`` row (None for system messages)."""
+    kind = getattr(message, "type", "")
+    role = {"human": "user", "ai": "assistant", "tool": "tool"}.get(kind)
+    if role is None:
+        return None
+    content = getattr(message, "content", "")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    calls = None
+    if role == "assistant" and getattr(message, "tool_calls", None):
+        calls = json.dumps(
+            [
+                {"id": c.get("id") or "", "name": c["name"], "args": redact(c.get("args") or {})}
+                for c in message.tool_calls
+            ],
+            ensure_ascii=False,
+            default=str,
+        )
+    return [
+        run_id,
+        seq,
+        role,
+        redact_text(str(content or ""))[:MAX_TEXT],
+        calls,
+        getattr(message, "tool_call_id", None) if role == "tool" else None,
+        getattr(message, "name", None) if role == "tool" else None,
+        getattr(message, "status", None) if role == "tool" else None,
+        _now(),
+    ]
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -60,14 +92,35 @@ class AuditRecorder:
                 self._warned = True
                 print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
 
-    def start_run(self, agent: str, session_id: str, query: str, model: str) -> str:
+    def start_run(
+        self, agent: str, session_id: str, query: str, model: str, thread_id: str | None = None
+    ) -> str:
         run_id = _id()
         self._write(
-            "INSERT INTO runs (id, agent, session_id, status, query, model, started_at) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?)",
-            [run_id, agent, session_id, redact_text(query)[:MAX_TEXT], model, _now()],
+            "INSERT INTO runs (id, agent, session_id, status, query, model, started_at, "
+            "thread_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+            [run_id, agent, session_id, redact_text(query)[:MAX_TEXT], model, _now(), thread_id],
         )
         return run_id
+
+    def steps(self, run_id: str, messages: list[Any]) -> None:
+        """A run's messages in order (the graph's, from the person's message on): content and
+        arguments redacted, tool calls with the ids their results answer."""
+        rows = [_step(run_id, seq, m) for seq, m in enumerate(messages)]
+        rows = [r for r in rows if r is not None]
+        if not rows:
+            return
+        try:
+            with connect(self.path) as con:
+                con.executemany(
+                    "INSERT OR REPLACE INTO steps (run_id, seq, role, content, tool_calls, "
+                    "tool_call_id, name, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except Exception as exc:  # auditing must never take a run down
+            if not self._warned:
+                self._warned = True
+                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
 
     def end_run(
         self, run_id: str, status: str, error: str | None = None, *, outcome: str | None = None
@@ -120,7 +173,7 @@ class AuditRecorder:
     def recall(self, run_id: str | None, agent: str, result: Any) -> None:
         self._write(
             "INSERT INTO recalls (id, run_id, agent, query, candidates, injected, latency_ms, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, block) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 _id(),
                 run_id,
@@ -130,6 +183,7 @@ class AuditRecorder:
                 json.dumps(result.injected_ids),
                 result.latency_ms,
                 _now(),
+                redact_text(getattr(result, "block", "") or "")[:MAX_TEXT] or None,
             ],
         )
 

@@ -234,9 +234,11 @@ def build(
     store: Any = None,
     model: Any = None,
     tools: Mapping[str, ToolSpec] | None = None,
+    checkpointer: Any = None,
 ) -> BuiltAgent:
     """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents.
-    ``tools`` are the tools beyond the registry's that the agents may list."""
+    ``tools`` are the tools beyond the registry's that the agents may list; ``checkpointer``
+    keeps the threads (olav.runtime.threads; in memory when none is given)."""
     from deepagents import SubAgent, create_deep_agent
     from deepagents.backends import FilesystemBackend
     from langgraph.checkpoint.memory import InMemorySaver
@@ -258,7 +260,7 @@ def build(
         subagents=sub_specs,
         backend=FilesystemBackend(root_dir=ws.root, virtual_mode=True),
         permissions=_permissions(),
-        checkpointer=InMemorySaver(),
+        checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
         name=f"olav-{main.name}",
     )
     return BuiltAgent(

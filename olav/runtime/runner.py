@@ -29,6 +29,7 @@ from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, dire
 from olav.runtime.rescue.middleware import REASONING_ROLE, RUN_STATS_EVENT
 from olav.runtime.rescue.stream import StreamGuard
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
+from olav.runtime.threads import ThreadInfo, ThreadStore, new_thread_id
 from olav.runtime.tools import ToolSpec
 
 log = get_logger("runner")
@@ -76,10 +77,12 @@ class Session:
         store: Any = None,
         hooks: Hooks | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
+        thread: str | None = None,
     ) -> None:
         """``callbacks`` are the person's side (approval, streaming); ``hooks`` say what
         happens after each run and ``tools`` adds tools beyond the
-        registry's: both are the composer's (olav.compose adds learning)."""
+        registry's: both are the composer's (olav.compose adds learning). ``thread``
+        continues that thread (olav.runtime.threads) instead of starting one."""
         self.ws = ws
         configure_logging(ws.logs)
         _migrate_audit(ws)
@@ -95,7 +98,10 @@ class Session:
         self._store = store
         self.agent_name = agent
         self.session_id = uuid.uuid4().hex[:12]
+        self._threads: ThreadStore | None = None
         self.thread_id = self.session_id
+        if thread is not None:
+            self.resume(thread)
         self._built: BuiltAgent | None = None
         self._capture: dict[tuple[str, str], bool] = {}
         self._tools: set[str] = set()
@@ -116,6 +122,7 @@ class Session:
                 store=self._store,
                 model=self._model,
                 tools=self.tools,
+                checkpointer=self.threads.checkpointer,
             )
             self._read_skills()
         return self._built
@@ -134,15 +141,47 @@ class Session:
         self._built = None
         self.new_thread()
 
+    @property
+    def threads(self) -> ThreadStore:
+        if self._threads is None:
+            self._threads = ThreadStore.for_workspace(self.ws)
+        return self._threads
+
     def new_thread(self) -> None:
-        self.thread_id = uuid.uuid4().hex[:12]
+        self.thread_id = new_thread_id()
+
+    def resume(self, thread_id: str) -> ThreadInfo:
+        """Continue a thread of this workspace (its agent becomes this session's)."""
+        info = self.threads.get(thread_id)
+        if info.agent and info.agent != self.agent_name:
+            self.agent_name = info.agent
+            self._built = None
+        self.thread_id = info.id
+        return info
+
+    def continue_last(self) -> ThreadInfo | None:
+        """Continue this agent's most recent thread; None when it has none."""
+        info = self.threads.last(self.agent_name)
+        if info is not None:
+            self.thread_id = info.id
+        return info
 
     def ask(self, text: str) -> TurnResult:
         built = self.built
         if self._last_patterns and CORRECTION.search(text):
             invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
         self._last_patterns = []
-        run_id = self.audit.start_run(self.agent_name, self.session_id, text, built.model_name)
+        claim = uuid.uuid4().hex
+        self.threads.claim(self.thread_id, claim, self.agent_name)  # one run per thread
+        try:
+            return self._ask(built, text, claim)
+        finally:
+            self.threads.release(self.thread_id, claim)
+
+    def _ask(self, built: BuiltAgent, text: str, claim: str) -> TurnResult:
+        run_id = self.audit.start_run(
+            self.agent_name, self.session_id, text, built.model_name, thread_id=self.thread_id
+        )
         self.run.begin(run_id)
         first_recall = self.run.rescue.first_recall
         outcome = "failed"
@@ -163,6 +202,7 @@ class Session:
             answer = message_text(final) if final is not None else ""
             outcome = self._finish(run_id, text, answer, first_recall)
         finally:
+            self._record_thread(built, text, run_id)
             self._after_run(text, run_id, outcome)
         rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
         rescue["first_token_s"] = self.run.rescue.first_token_s
@@ -175,10 +215,39 @@ class Session:
             rescue=rescue,
         )
 
+    def _config(self) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
+
+    def thread_messages(self) -> list[Any]:
+        """The thread's messages as the checkpoint holds them."""
+        state = self.built.graph.get_state(self._config())
+        return list((state.values or {}).get("messages") or [])
+
+    def _record_thread(self, built: BuiltAgent, text: str, run_id: str) -> None:
+        """After a run (finished or not): the thread's index catches up with its checkpoint,
+        and the audit keeps the run's steps. Neither may break the run."""
+        try:
+            messages = list(
+                (built.graph.get_state(self._config()).values or {}).get("messages") or []
+            )
+            self.threads.sync(self.thread_id, messages)
+            start = next(
+                (
+                    i
+                    for i in range(len(messages) - 1, -1, -1)
+                    if isinstance(messages[i], HumanMessage) and messages[i].content == text
+                ),
+                None,
+            )
+            if start is not None:
+                self.audit.steps(run_id, messages[start:])
+        except Exception as exc:
+            log.warning("thread %s not indexed after run %s: %s", self.thread_id, run_id, exc)
+
     def _stream(self, built: BuiltAgent, text: str, started: float) -> AIMessage | None:
         """Run the graph, streaming the top-level agent's tokens (without reasoning or a
         tool call written as text: olav.runtime.rescue.stream); the last AI message."""
-        config = {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
+        config = self._config()
         final: AIMessage | None = None
         self._guards: dict[str, StreamGuard] = {}
         for mode, payload in built.graph.stream(

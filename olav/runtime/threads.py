@@ -1,0 +1,484 @@
+"""Conversations that last: every conversation is a thread, kept in one SQLite file under
+``.olav/databases/threads.sqlite``.
+
+Two things share that file:
+
+- **LangGraph's checkpoints** (``langgraph-checkpoint-sqlite``): the agent graph's state after
+  every step, which is what the model sees when a thread continues. A ``kill -9`` mid-run leaves
+  the thread at its last completed step.
+- **olav's index of threads** (``olav_threads``, ``olav_turns``): who a thread belongs to, its
+  name, its turns as text for listing, showing and searching without unpickling checkpoints,
+  and the claim that makes a thread run one run at a time.
+
+One active run per thread (the Agent Protocol's rule): :meth:`ThreadStore.claim` takes the thread
+in an immediate transaction, so a second process that tries to run it at the same moment gets
+:class:`ThreadBusyError`. A claim left by a process that died (``kill -9``) is taken over once
+that process is gone.
+
+The file is opened in WAL mode with a busy timeout, so processes that write at once wait for each
+other instead of failing. The schema carries a version (``olav_meta``): a file from an older
+olav, or one that holds only checkpoints, is migrated in place, and its threads are indexed from
+the checkpoints; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from olav.core.errors import OlavError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+PREVIEW_CHARS = 80
+TOOL_TEXT_CHARS = 2000  # a tool result in the index (search and show); the checkpoint has all
+
+
+class ThreadBusyError(OlavError):
+    pass
+
+
+class ThreadNotFoundError(OlavError):
+    pass
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    id: str
+    agent: str
+    name: str
+    created_at: float
+    updated_at: float
+    turns: int  # the person's messages
+    preview: str  # the first of them
+    running: str  # the run that holds the thread now ("" when none)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "agent": self.agent,
+            "name": self.name,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "turns": self.turns,
+            "preview": self.preview,
+            "running": self.running,
+        }
+
+
+@dataclass(frozen=True)
+class Turn:
+    seq: int
+    role: str  # user | assistant | tool
+    content: str
+    name: str = ""  # the tool's name, for tool messages and calls
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hit:
+    thread: ThreadInfo
+    turn: Turn
+    before: Turn | None
+    after: Turn | None
+
+
+_OLAV_SCHEMA = """
+CREATE TABLE IF NOT EXISTS olav_meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS olav_threads (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    preview TEXT NOT NULL DEFAULT '',
+    run_id TEXT,
+    run_pid INTEGER,
+    run_host TEXT,
+    run_since REAL
+);
+CREATE INDEX IF NOT EXISTS olav_threads_agent ON olav_threads (agent, updated_at);
+CREATE TABLE IF NOT EXISTS olav_turns (
+    thread_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    content TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+"""
+
+
+def new_thread_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+class ThreadStore:
+    """The workspace's threads. One instance per process is enough; it is thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(
+            str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+        )
+        self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._saver: Any = None
+        self.migrated: list[str] = []
+        self._migrate()
+
+    @classmethod
+    def for_workspace(cls, ws: Any) -> ThreadStore:
+        return cls(ws.databases / "threads.sqlite")
+
+    # -- schema -------------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """An immediate transaction: the write lock is taken at the start, so two claims of
+        one thread are ordered, never interleaved."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as con:
+            for stmt in _OLAV_SCHEMA.split(";"):
+                if stmt.strip():
+                    con.execute(stmt)
+            row = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
+            version = int(row[0]) if row else 0
+            if version < 1:
+                self.migrated.append("1: the index of threads")
+                self._index_checkpoints(con)
+            if version != SCHEMA_VERSION:
+                con.execute(
+                    "INSERT OR REPLACE INTO olav_meta (key, value) VALUES ('schema', ?)",
+                    [str(SCHEMA_VERSION)],
+                )
+        self.checkpointer.setup()  # LangGraph's own tables, and its own migrations
+
+    def _index_checkpoints(self, con: sqlite3.Connection) -> None:
+        """Register the threads a file holds only as checkpoints (a file from before the
+        index): their turns are read back from the checkpoints on the first sync."""
+        has = con.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+        ).fetchone()
+        if not has:
+            return
+        now = time.time()
+        for (thread_id,) in con.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall():
+            con.execute(
+                "INSERT OR IGNORE INTO olav_threads (id, agent, created_at, updated_at) "
+                "VALUES (?, '', ?, ?)",
+                [thread_id, now, now],
+            )
+
+    @property
+    def checkpointer(self) -> Any:
+        """LangGraph's SqliteSaver on this file (its own connection: it commits per call)."""
+        if self._saver is None:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            conn = sqlite3.connect(
+                str(self.path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._saver = SqliteSaver(conn)
+        return self._saver
+
+    def close(self) -> None:
+        if self._saver is not None:
+            self._saver.conn.close()
+            self._saver = None
+        self.conn.close()
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def create(self, agent: str, thread_id: str | None = None, name: str = "") -> ThreadInfo:
+        tid = thread_id or new_thread_id()
+        now = time.time()
+        with self._tx() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO olav_threads (id, agent, name, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [tid, agent, name, now, now],
+            )
+        return self.get(tid)
+
+    def find(self, thread_id: str) -> ThreadInfo | None:
+        """A thread by id or by a unique prefix of it (as `olav threads list` prints)."""
+        rows = self.conn.execute(
+            "SELECT * FROM olav_threads WHERE id = ? OR id LIKE ? ORDER BY id = ? DESC",
+            [thread_id, thread_id.replace("%", "") + "%", thread_id],
+        ).fetchall()
+        if not rows:
+            return None
+        if len(rows) > 1 and rows[0][0] != thread_id:
+            raise ThreadNotFoundError(
+                f"thread id {thread_id!r} is ambiguous: it starts {len(rows)} threads",
+                hint="Give more of the id (see `olav threads list`)",
+            )
+        return _info(rows[0])
+
+    def get(self, thread_id: str) -> ThreadInfo:
+        found = self.find(thread_id)
+        if found is None:
+            raise ThreadNotFoundError(
+                f"no thread {thread_id!r} in this workspace",
+                hint="See `olav threads list` for the threads there are",
+            )
+        return found
+
+    def recent(self, *, agent: str | None = None, limit: int = 50) -> list[ThreadInfo]:
+        sql = "SELECT * FROM olav_threads"
+        params: list[Any] = []
+        if agent:
+            sql += " WHERE agent = ?"
+            params.append(agent)
+        sql += " ORDER BY updated_at DESC, id LIMIT ?"
+        params.append(limit)
+        return [_info(r) for r in self.conn.execute(sql, params).fetchall()]
+
+    def last(self, agent: str) -> ThreadInfo | None:
+        """The agent's most recent thread that has turns."""
+        row = self.conn.execute(
+            "SELECT * FROM olav_threads WHERE agent = ? AND turns > 0 "
+            "ORDER BY updated_at DESC LIMIT 1",
+            [agent],
+        ).fetchone()
+        return _info(row) if row else None
+
+    def rename(self, thread_id: str, name: str) -> ThreadInfo:
+        info = self.get(thread_id)
+        with self._tx() as con:
+            con.execute("UPDATE olav_threads SET name = ? WHERE id = ?", [name.strip(), info.id])
+        return self.get(info.id)
+
+    def delete(self, thread_id: str) -> ThreadInfo:
+        """Delete a thread, its turns and its checkpoints (not while a run holds it)."""
+        info = self.get(thread_id)
+        self._check_free(info.id)
+        self.checkpointer.delete_thread(info.id)
+        with self._tx() as con:
+            con.execute("DELETE FROM olav_turns WHERE thread_id = ?", [info.id])
+            con.execute("DELETE FROM olav_threads WHERE id = ?", [info.id])
+        return info
+
+    # -- one run at a time --------------------------------------------------------------------
+
+    def claim(self, thread_id: str, run_id: str, agent: str) -> None:
+        """Take the thread for ``run_id`` (creating it for ``agent`` when new); raise
+        :class:`ThreadBusyError` when a live run holds it."""
+        now = time.time()
+        with self._tx() as con:
+            row = con.execute(
+                "SELECT run_id, run_pid, run_host, run_since, agent FROM olav_threads WHERE id = ?",
+                [thread_id],
+            ).fetchone()
+            if row is None:
+                con.execute(
+                    "INSERT INTO olav_threads (id, agent, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    [thread_id, agent, now, now],
+                )
+            elif row[0] and self._holder_alive(row[1], row[2]):
+                raise _busy(thread_id, row[1], row[3])
+            elif not row[4]:  # indexed from bare checkpoints: the first run names its agent
+                con.execute("UPDATE olav_threads SET agent = ? WHERE id = ?", [agent, thread_id])
+            con.execute(
+                "UPDATE olav_threads SET run_id = ?, run_pid = ?, run_host = ?, run_since = ? "
+                "WHERE id = ?",
+                [run_id, os.getpid(), socket.gethostname(), now, thread_id],
+            )
+
+    def release(self, thread_id: str, run_id: str) -> None:
+        with self._tx() as con:
+            con.execute(
+                "UPDATE olav_threads SET run_id = NULL, run_pid = NULL, run_host = NULL, "
+                "run_since = NULL WHERE id = ? AND run_id = ?",
+                [thread_id, run_id],
+            )
+
+    def _check_free(self, thread_id: str) -> None:
+        row = self.conn.execute(
+            "SELECT run_id, run_pid, run_host, run_since FROM olav_threads WHERE id = ?",
+            [thread_id],
+        ).fetchone()
+        if row and row[0] and self._holder_alive(row[1], row[2]):
+            raise _busy(thread_id, row[1], row[3])
+
+    @staticmethod
+    def _holder_alive(pid: int | None, host: str | None) -> bool:
+        if pid is None:
+            return False
+        if host and host != socket.gethostname():
+            return True  # another machine's process: it cannot be checked, so it holds
+        return _pid_alive(int(pid))
+
+    # -- turns --------------------------------------------------------------------------------
+
+    def sync(self, thread_id: str, messages: Sequence[Any]) -> int:
+        """Index the thread's messages (the graph state's, in order) from the first one not yet
+        indexed; returns how many were added."""
+        rows = [t for t in (_turn_of(i, m) for i, m in enumerate(messages)) if t is not None]
+        with self._tx() as con:
+            (known,) = con.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM olav_turns WHERE thread_id = ?",
+                [thread_id],
+            ).fetchone()
+            fresh = [t for t in rows if t.seq >= known]
+            now = time.time()
+            con.executemany(
+                "INSERT OR REPLACE INTO olav_turns (thread_id, seq, role, name, content, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [(thread_id, t.seq, t.role, t.name, t.content, now) for t in fresh],
+            )
+            (turns,) = con.execute(
+                "SELECT COUNT(*) FROM olav_turns WHERE thread_id = ? AND role = 'user'",
+                [thread_id],
+            ).fetchone()
+            first = con.execute(
+                "SELECT content FROM olav_turns WHERE thread_id = ? AND role = 'user' "
+                "ORDER BY seq LIMIT 1",
+                [thread_id],
+            ).fetchone()
+            preview = " ".join(str(first[0]).split())[:PREVIEW_CHARS] if first else ""
+            con.execute(
+                "UPDATE olav_threads SET turns = ?, preview = ?, updated_at = ? WHERE id = ?",
+                [turns, preview, now, thread_id],
+            )
+        return len(fresh)
+
+    def turns(self, thread_id: str, *, last: int | None = None) -> list[Turn]:
+        """The thread's turns in order (``last``: only the last ``last`` user turns and what
+        followed them)."""
+        if last is not None:
+            row = self.conn.execute(
+                "SELECT seq FROM olav_turns WHERE thread_id = ? AND role = 'user' "
+                "ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                [thread_id, max(0, last - 1)],
+            ).fetchone()
+            start = int(row[0]) if row else 0
+        else:
+            start = 0
+        rows = self.conn.execute(
+            "SELECT seq, role, content, name, created_at FROM olav_turns "
+            "WHERE thread_id = ? AND seq >= ? ORDER BY seq",
+            [thread_id, start],
+        ).fetchall()
+        return [Turn(seq=r[0], role=r[1], content=r[2], name=r[3], created_at=r[4]) for r in rows]
+
+    def search(self, text: str, *, agent: str | None = None, limit: int = 20) -> list[Hit]:
+        """Turns (user, assistant and tool) whose text contains ``text``, case-insensitively,
+        newest threads first, each with the turns around it."""
+        needle = text.strip()
+        if not needle:
+            return []
+        sql = (
+            "SELECT t.thread_id, t.seq FROM olav_turns t JOIN olav_threads h ON h.id = t.thread_id "
+            "WHERE instr(lower(t.content), lower(?)) > 0"
+        )
+        params: list[Any] = [needle]
+        if agent:
+            sql += " AND h.agent = ?"
+            params.append(agent)
+        sql += " ORDER BY h.updated_at DESC, t.seq LIMIT ?"
+        params.append(limit)
+        hits: list[Hit] = []
+        infos: dict[str, ThreadInfo] = {}
+        for thread_id, seq in self.conn.execute(sql, params).fetchall():
+            info = infos.get(thread_id) or self.get(thread_id)
+            infos[thread_id] = info
+            near = {
+                t.seq: t
+                for t in (
+                    Turn(seq=r[0], role=r[1], content=r[2], name=r[3], created_at=r[4])
+                    for r in self.conn.execute(
+                        "SELECT seq, role, content, name, created_at FROM olav_turns "
+                        "WHERE thread_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                        [thread_id, seq - 1, seq + 1],
+                    ).fetchall()
+                )
+            }
+            hits.append(Hit(info, near[seq], near.get(seq - 1), near.get(seq + 1)))
+        return hits
+
+
+def _busy(thread_id: str, pid: int | None, since: float | None) -> ThreadBusyError:
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
+    return ThreadBusyError(
+        f"thread {thread_id} is running in another process (pid {pid}, since {when})",
+        hint="One run per thread: wait for it to finish, or start a new thread (/new)",
+    )
+
+
+def _info(row: Sequence[Any]) -> ThreadInfo:
+    return ThreadInfo(
+        id=row[0],
+        agent=row[1],
+        name=row[2],
+        created_at=row[3],
+        updated_at=row[4],
+        turns=row[5],
+        preview=row[6],
+        running=row[7] or "",
+    )
+
+
+def _turn_of(seq: int, message: Any) -> Turn | None:
+    """A graph message as a turn of the index (system messages and empty ones are not)."""
+    kind = getattr(message, "type", "")
+    text = _text(getattr(message, "content", ""))
+    if kind == "human":
+        return Turn(seq, "user", text)
+    if kind == "ai":
+        calls = getattr(message, "tool_calls", None) or []
+        if calls:
+            shown = "; ".join(
+                f"{c['name']}({json.dumps(c.get('args') or {}, ensure_ascii=False)[:300]})"
+                for c in calls
+            )
+            text = (text + "\n" if text else "") + "→ " + shown
+            return Turn(seq, "assistant", text, name=",".join(c["name"] for c in calls))
+        return Turn(seq, "assistant", text) if text else None
+    if kind == "tool":
+        return Turn(seq, "tool", text[:TOOL_TEXT_CHARS], name=str(getattr(message, "name", "")))
+    return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content or "")
