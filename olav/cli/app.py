@@ -8,7 +8,7 @@ import sys
 import typer
 
 from olav import __version__
-from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, memory
+from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, log, memory, threads
 from olav.cli import mcp as mcp_cmd
 from olav.core.errors import OlavError
 
@@ -33,6 +33,8 @@ app.add_typer(agent.app, name="agent", help="Install and list agents.")
 app.add_typer(learn.app, name="learn", help="Learn from failures on demand.")
 app.add_typer(bench.app, name="bench", help="Measure recall quality and speed.")
 app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
+app.add_typer(threads.app, name="threads", help="Conversations: list, show, search, export.")
+app.add_typer(log.app, name="log", help="Audited runs: list, show, export as datasets.")
 
 
 def _one_line_summaries(group: typer.Typer) -> None:
@@ -77,7 +79,7 @@ def root(
 ) -> None:
     _state["debug"] = debug or os.environ.get("OLAV_DEBUG", "") in {"1", "true", "yes"}
     if ctx.invoked_subcommand is None:
-        chat.chat(agent="core", auto_approve=False)
+        chat.chat(agent="core", auto_approve=False, resume_last=False, thread=None)
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from olav.cli.common import console, err_console, open_workspace, print_json
-from olav.core.errors import ModelError
+from olav.core.errors import ModelError, OlavError
 
 # one request the template has memory for, one it has none for
 PREVIEW_QUERIES = ("备份路由器配置", "tell me a joke about cats")
@@ -63,6 +63,12 @@ def chat(
     auto_approve: bool = typer.Option(
         False, "--auto-approve", help="Run dangerous tools without asking."
     ),
+    resume_last: bool = typer.Option(
+        False, "--continue", "-c", help="Continue this agent's last conversation."
+    ),
+    thread: str | None = typer.Option(
+        None, "--thread", "-t", help="Continue this thread (see `olav threads list`)."
+    ),
 ) -> None:
     """Interactive chat in the terminal (the same as `olav` with no command)."""
     ws = open_workspace()
@@ -77,7 +83,7 @@ def chat(
         return
     from olav.cli.repl import run_repl
 
-    run_repl(ws, agent=agent, auto_approve=auto_approve)
+    run_repl(ws, agent=agent, auto_approve=auto_approve, thread=thread, resume_last=resume_last)
 
 
 def ask(
@@ -86,6 +92,12 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="Print the answer and run id as JSON."),
     auto_approve: bool = typer.Option(
         False, "--auto-approve", help="Run dangerous tools without asking (else they are denied)."
+    ),
+    resume_last: bool = typer.Option(
+        False, "--continue", "-c", help="Continue this agent's last conversation."
+    ),
+    thread: str | None = typer.Option(
+        None, "--thread", "-t", help="Continue this thread, or start it under this id."
     ),
 ) -> None:
     """Ask once, print the answer and exit (non-zero on error)."""
@@ -100,6 +112,14 @@ def ask(
     # --auto-approve covers dangerous tools, never a memory commit: nobody is here to say yes
     approve = Callbacks(approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT)
     session = agent_session(ws, agent=agent, callbacks=approve)
+    if thread is not None:
+        found = session.threads.find(thread)
+        if found is not None:
+            session.resume(found.id)
+        else:
+            session.thread_id = _new_thread_id(thread)
+    elif resume_last:
+        session.continue_last()
     # on stderr, so the answer (or --json) on stdout stays clean
     session.run.on_warning = lambda message: err_console.print(
         message, style="yellow", markup=False, soft_wrap=True
@@ -115,8 +135,22 @@ def ask(
                 "status": result.status,
                 "outcome": result.outcome,
                 "answer": result.answer,
+                "thread": session.thread_id,
                 "rescue": result.rescue,  # salvaged calls, nudge, loop guard, tokens
             }
         )
     else:
         console.print(result.answer, markup=False, soft_wrap=True)
+
+
+def _new_thread_id(value: str) -> str:
+    """A thread id a caller chose (scripts keep one conversation per ticket, say)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
+        raise OlavError(
+            f"--thread {value!r} is not a thread id",
+            hint="Use letters, digits, '.', '_' or '-' (at most 64), or an id from "
+            "`olav threads list`",
+        )
+    return value

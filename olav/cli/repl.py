@@ -19,6 +19,7 @@ HELP = """\
 /help            this help
 /agent NAME      talk to another agent directly (core delegates by itself)
 /new             start a new conversation
+/threads         this agent's conversations; /resume ID continues one
 /memory QUERY    what AutoRecall would inject for QUERY, and why
 /history         the runs of this session
 /think, /no_think  switch the model's thinking on or off for the next turns
@@ -58,8 +59,10 @@ class Chat:
         auto_approve: bool = False,
         console: Console | None = None,
         model: str | None = None,
+        thread: str | None = None,
     ) -> None:
         self.ws = ws
+        self.thread = thread  # the conversation to continue (None: a new one)
         self.console = console or Console(highlight=False)
         self.auto_approve = auto_approve
         self._streamed = False
@@ -83,6 +86,7 @@ class Chat:
             session = agent_session(
                 self.ws,
                 agent=agent,
+                thread=self.thread,
                 callbacks=Callbacks(
                     approver=self.approve,
                     on_token=self.token,
@@ -193,6 +197,19 @@ class Chat:
                 f"{started:%H:%M:%S} {agent:<8} {status:<10} {query[:80]}", markup=False
             )
 
+    def show_threads(self) -> None:
+        from olav.cli.threads import _title, _when
+
+        threads = self.session.threads.recent(agent=self.session.agent_name, limit=10)
+        if not threads:
+            self.console.print("no conversations yet")
+        for t in threads:
+            mark = "*" if t.id == self.session.thread_id else " "
+            self.console.print(
+                f"{mark} {t.id}  {_when(t.updated_at)}  {t.turns:>3} turns  {_title(t)[:70]}",
+                markup=False,
+            )
+
     def trace_review(self, arg: str) -> None:
         from olav.cli.learn import render_lessons
         from olav.learning.trace_learner import learn_from_traces
@@ -228,7 +245,16 @@ class Chat:
         elif cmd == "/new":
             self.session.new_thread()
             self.console.print("new conversation")
-        elif cmd == "/agent":
+        elif cmd == "/threads":
+            self.show_threads()
+        elif cmd == "/resume":
+            if not arg:
+                self.console.print("usage: /resume ID (see /threads)")
+            else:
+                info = self.session.resume(arg)
+                self.agent_name = self.session.agent_name
+                self.console.print(f"continuing {info.id} with {info.agent or self.agent_name}")
+                show_last_turns(self.console, self.session.threads, info.id)
             if not arg:
                 self.console.print(f"current agent: {self.session.agent_name}")
             else:
@@ -325,21 +351,72 @@ def _drafts_waiting(chat: Chat) -> None:
         chat.console.print(Text(line, style="yellow"))
 
 
-def run_repl(ws: Workspace, *, agent: str = "core", auto_approve: bool = False) -> None:
+RESUME_TURNS = 3  # the person's last turns (and what followed) shown on resume
+
+
+def show_last_turns(console: Console, threads: Any, thread_id: str) -> None:
+    from olav.cli.threads import render_turns
+
+    for line in render_turns(threads.turns(thread_id, last=RESUME_TURNS)):
+        console.print(line, soft_wrap=True)
+
+
+def resume_target(ws: Workspace, agent: str, thread: str | None, resume_last: bool) -> Any:
+    """The thread the chat continues (its info), or None for a new one."""
+    if thread is None and not resume_last:
+        return None
+    from olav.runtime.threads import ThreadStore
+
+    store = ThreadStore.for_workspace(ws)
+    try:
+        info = store.get(thread) if thread is not None else store.last(agent)
+    finally:
+        store.close()
+    return info
+
+
+def run_repl(
+    ws: Workspace,
+    *,
+    agent: str = "core",
+    auto_approve: bool = False,
+    thread: str | None = None,
+    resume_last: bool = False,
+) -> None:
     """The banner and the prompt come at once; the engine loads behind them (Chat)."""
     from olav.llm.tiers import model_tier
     from olav.runtime.skills import load_agents
 
+    info = resume_target(ws, agent, thread, resume_last)
+    if info is not None and info.agent:
+        agent = info.agent
     agents = load_agents(ws)
     if agent not in agents:
         raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
     cfg = ws.config
     model = agents[agent].spec.model or (cfg.agents.get(agent) or {}).get("model")
     model = model or cfg["llm.model"]
-    chat = Chat(ws, agent=agent, auto_approve=auto_approve, model=model)
+    chat = Chat(
+        ws,
+        agent=agent,
+        auto_approve=auto_approve,
+        model=model,
+        thread=info.id if info is not None else None,
+    )
     chat.console.print(
         f"[bold]olav[/] · agent {agent} · model {model} ({model_tier(model, cfg['llm.tier'])}) · "
         "/help for commands"
     )
+    if info is not None:
+        chat.console.print(f"continuing {info.id} ({info.turns} turns):", style="dim")
+        from olav.runtime.threads import ThreadStore
+
+        store = ThreadStore.for_workspace(ws)
+        try:
+            show_last_turns(chat.console, store, info.id)
+        finally:
+            store.close()
+    elif resume_last:
+        chat.console.print(f"no earlier conversation with {agent}: starting a new one", style="dim")
     _drafts_waiting(chat)
     chat.loop()

@@ -183,7 +183,8 @@ class ThreadStore:
                     "INSERT OR REPLACE INTO olav_meta (key, value) VALUES ('schema', ?)",
                     [str(SCHEMA_VERSION)],
                 )
-        self.checkpointer.setup()  # LangGraph's own tables, and its own migrations
+        # LangGraph's own tables (and its own migrations) are set up on the checkpointer's
+        # first use: listing and showing threads need no langgraph import
 
     def _index_checkpoints(self, con: sqlite3.Connection) -> None:
         """Register the threads a file holds only as checkpoints (a file from before the
