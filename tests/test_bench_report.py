@@ -27,6 +27,10 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "2",
         "--cli-runs",
         "0",
+        "--thread-turns",
+        "5",
+        "--export-runs",
+        "40",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -38,6 +42,10 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "## 2. Golden suite: what reaches the model",
         "## 3. Speed and footprint",
         "## 4. Steering a real model",
+        "## 5. Tool calls written as text",
+        "### The held-out corpus",
+        "## 6. Threads: continuing a long conversation",
+        "## 7. Runs as datasets",
     ):
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
@@ -45,11 +53,15 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     # the command as given: its options, none of the defaults
     (command,) = [line for line in text.splitlines() if line.startswith("olav bench report")]
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
-    assert command == f"olav bench report {given} --embedder hash --cli-runs 0"
+    assert command == (
+        f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 --export-runs 40"
+    )
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))
     assert report["recall"]["questions"] > 0 and report["golden"]["counts"]["guides"] >= 40
     assert [b["memories"] for b in report["perf"]["recall"]] == [60]
+    assert report["threads"]["turns"] == 5 and report["threads"]["ok"] is True
+    assert report["log_export"]["runs"] == 40
 
 
 def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:

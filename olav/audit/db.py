@@ -115,6 +115,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             tool_call_id VARCHAR,             -- on tool steps: the call it answers
             name VARCHAR,                     -- on tool steps: the tool
             status VARCHAR,                   -- on tool steps: success | error
+            reasoning VARCHAR,                -- on assistant steps: the model's reasoning
             created_at TIMESTAMPTZ NOT NULL,
             PRIMARY KEY (run_id, seq)
         );

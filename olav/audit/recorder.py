@@ -66,8 +66,16 @@ def _step(run_id: str, seq: int, message: Any) -> list[Any] | None:
         getattr(message, "tool_call_id", None) if role == "tool" else None,
         getattr(message, "name", None) if role == "tool" else None,
         getattr(message, "status", None) if role == "tool" else None,
+        _reasoning_of(message) if role == "assistant" else None,
         _now(),
     ]
+
+
+def _reasoning_of(message: Any) -> str | None:
+    """The reasoning the rescue layer kept apart from an answer (redacted), if any."""
+    extra = getattr(message, "additional_kwargs", None) or {}
+    text = str(extra.get("reasoning_content") or "")
+    return redact_text(text)[:MAX_TEXT] if text else None
 
 
 def _now() -> datetime:
@@ -114,7 +122,8 @@ class AuditRecorder:
             with connect(self.path) as con:
                 con.executemany(
                     "INSERT OR REPLACE INTO steps (run_id, seq, role, content, tool_calls, "
-                    "tool_call_id, name, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_call_id, name, status, reasoning, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
         except Exception as exc:  # auditing must never take a run down

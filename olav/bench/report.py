@@ -37,6 +37,8 @@ class ReportOptions:
     perf: PerfOptions = field(default_factory=PerfOptions)
     steer_workspace: Path | None = None
     steer_runs: int = 3
+    thread_turns: int = 200  # the resumed thread (section 6)
+    export_runs: int = 10000  # the audited runs exported (section 7)
 
 
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -68,6 +70,17 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
 
     out["toolcalls"] = run_toolcalls(load_cases(shipped_corpus()))
+    from olav.bench.toolcalls import heldout_corpus
+
+    out["toolcalls_heldout"] = run_toolcalls(load_cases(heldout_corpus()))
+    say("threads: continuing a long conversation")
+    from olav.bench.threads import run_threads_bench
+
+    out["threads"] = run_threads_bench(turns=opts.thread_turns)
+    say("audit log export")
+    from olav.bench.log_export import run_log_export
+
+    out["log_export"] = run_log_export(runs=opts.export_runs)
     say("speed and footprint")
     out["perf"] = perf.run_perf(opts.perf, say)
     out["steer"] = None
@@ -147,6 +160,35 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             markdown_toolcalls(report["toolcalls"]),
         ]
         lines += section
+    if report.get("toolcalls_heldout"):
+        from olav.bench.toolcalls import markdown_toolcalls
+
+        lines += [
+            "### The held-out corpus (`olav bench toolcalls "
+            "olav/bench/data/toolcalls/heldout.jsonl`)",
+            "",
+            "Written after the parser, from other public sources, by someone who had not read "
+            "the parser; its first run is the out-of-sample figure (see "
+            f"[{NOTES}]({NOTES}#tool-calls-held-out)).",
+            "",
+            markdown_toolcalls(report["toolcalls_heldout"]),
+        ]
+    if report.get("threads"):
+        from olav.bench.threads import markdown_threads
+
+        lines += [
+            "## 6. Threads: continuing a long conversation",
+            "",
+            markdown_threads(report["threads"]),
+        ]
+    if report.get("log_export"):
+        from olav.bench.log_export import markdown_log_export
+
+        lines += [
+            "## 7. Runs as datasets (`olav log export`)",
+            "",
+            markdown_log_export(report["log_export"]),
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 

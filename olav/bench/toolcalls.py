@@ -48,6 +48,12 @@ def shipped_corpus() -> Path:
     return Path(str(resources.files("olav.bench") / "data" / "toolcalls" / CORPUS))
 
 
+def heldout_corpus() -> Path:
+    """98 cases written after the parser, from sources the corpus does not use, by someone
+    who did not read the parser: the out-of-sample check of the corpus's numbers."""
+    return Path(str(resources.files("olav.bench") / "data" / "toolcalls" / "heldout.jsonl"))
+
+
 def load_cases(path: Path) -> list[Case]:
     """The cases of a JSONL corpus; a bad line is a one-line error naming it."""
     if not path.is_file():

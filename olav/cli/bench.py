@@ -157,6 +157,12 @@ def report_cmd(
         "e5", "--embedder", help="e5 (bundled) or hash (tests only) for recall and golden."
     ),
     cli_runs: int = typer.Option(5, "--cli-runs", help="Cold CLI start-ups to time (0: skip)."),
+    thread_turns: int = typer.Option(
+        200, "--thread-turns", min=1, help="Turns of the thread the resume benchmark continues."
+    ),
+    export_runs: int = typer.Option(
+        10000, "--export-runs", min=1, help="Audited runs the export benchmark writes out."
+    ),
     remote: bool = typer.Option(
         False,
         "--remote",
@@ -185,6 +191,8 @@ def report_cmd(
             perf=PerfOptions(size_list, queries, guides, cli_runs=cli_runs, remote=remote),
             steer_workspace=steer_workspace,
             steer_runs=steer_runs,
+            thread_turns=thread_turns,
+            export_runs=export_runs,
         )
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]

@@ -105,37 +105,38 @@ def list_cmd(
         print_json([r.summary_json() for r in runs])
         return
     if not runs:
-        console.print("no runs recorded" + (" that match" if any(vars_of(flt)) else ""))
+        narrowed = flt.outcomes or flt.agent or flt.since or flt.until
+        console.print("no runs recorded" + (" that match" if narrowed else ""))
         return
+    from rich import box
     from rich.table import Table
 
-    table = Table(title_justify="left")
-    table.add_column("run", style="bold")
-    table.add_column("started")
-    table.add_column("agent")
-    table.add_column("outcome")
-    table.add_column("turns/steps", justify="right")
-    table.add_column("tools", justify="right")
+    table = Table(
+        box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=True, collapse_padding=True
+    )
+    table.add_column("run", style="bold", no_wrap=True)
+    table.add_column("started", no_wrap=True)
+    table.add_column("agent", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("turns", justify="right", no_wrap=True)
+    table.add_column("steps", justify="right", no_wrap=True)
+    table.add_column("tools", justify="right", no_wrap=True)
     table.add_column("rescue", style="yellow")
-    table.add_column("query", overflow="fold")
+    table.add_column("query", no_wrap=True, overflow="ellipsis", ratio=1)
     for r in runs:
         style = _OUTCOME_STYLE.get(r.outcome, "red")
         table.add_row(
             r.id[:8],
-            _when(r.started_at)[:16],
+            _when(r.started_at)[5:16],
             escape(r.agent),
             f"[{style}]{escape(r.outcome)}[/]",
-            f"{r.turns}/{r.n_steps}",
+            str(r.turns),
+            str(r.n_steps),
             str(r.n_tool_calls),
             _marks(r),
-            escape(_one_line(r.query, 60)),
+            escape(_one_line(r.query, 80)),
         )
     console.print(table)
-
-
-def vars_of(flt: Any) -> list[Any]:
-    """The filter's values that narrow the list (not the limit)."""
-    return [flt.outcomes, flt.agent, flt.since, flt.until]
 
 
 @app.command("show")
@@ -165,6 +166,8 @@ def show_cmd(
 
 
 def _header(run: Any) -> list[Text]:
+    from olav.audit.export import reasoning_paired
+
     took = ""
     if run.ended_at is not None:
         took = f" · {(run.ended_at - run.started_at).total_seconds():.1f} s"
@@ -194,6 +197,9 @@ def _header(run: Any) -> list[Text]:
         lines.append(Text("memories injected: none"))
     if run.memory_block:
         lines.append(Text(run.memory_block, style="dim"))
+    if not reasoning_paired(run):
+        lines.append(Text("reasoning (which message it came with is unknown):", style="dim"))
+        lines += [Text(f"(thinking) {t}", style="dim italic") for t in run.reasoning]
     if run.source != "steps":
         lines.append(Text("(recorded before steps were kept: rebuilt from messages)", style="dim"))
     return lines

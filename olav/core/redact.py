@@ -53,7 +53,7 @@ _CURL_USER = re.compile(r"(?P<flag>(?:^|\s)(?:-u|--user)\s+)(?P<user>[^\s:]+):(?
 _KV = re.compile(
     r"(?i)(?P<key>[\"']?[\w.\-]*(?:" + _KEY_ALT + r")[\w.\-]*[\"']?)"
     r"(?P<sep>\s*[=:：]\s*)"
-    r"(?P<val>\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)"
+    r"(?P<val>\[REDACTED\]|\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)"  # a mask stays one
 )
 # --password VALUE, password 0 VALUE, enable secret 5 VALUE, community VALUE
 _SPACED = re.compile(

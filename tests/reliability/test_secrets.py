@@ -330,3 +330,13 @@ def _log_params() -> list[Any]:
 @pytest.mark.parametrize("needles", _log_params())
 def test_no_secret_in_logs(logged: dict[str, bytes], needles: list[str]) -> None:
     assert _leaks(logged, needles) == []
+
+
+@pytest.mark.parametrize(("text"), [c[1] for c in CORPUS], ids=[c[0] for c in CORPUS])
+def test_redacting_twice_changes_nothing(text: str) -> None:
+    """Exports redact the audit's text again: a mask must stay one mask ('token=[REDACTED]'
+    once became 'token=[REDACTED]]')."""
+    from olav.core.redact import redact_text
+
+    once = redact_text(text)
+    assert redact_text(once) == once

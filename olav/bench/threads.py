@@ -1,0 +1,145 @@
+"""What continuing a long conversation costs (``make bench``, section 6).
+
+A 200-turn thread (800 messages: the person's, a tool call, its result and the answer) is
+written into a workspace's thread store through the real agent graph and checkpointer. Then,
+in one process, the same measurements for a new chat and for the resume:
+
+- **to the prompt**: what the chat does before its first prompt that a new chat does not
+  (find the thread, read its last turns from the index, print them);
+- **first turn**: the extra cost of the first model call, which loads the checkpoint (the
+  graph reads the thread's state once; the model call itself is the same).
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TURNS = 200
+REPEAT = 15
+
+
+def _messages(turns: int) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Any] = []
+    for i in range(turns):
+        out.append(HumanMessage(content=f"turn {i}: back up the config of sh1-border{i:02d}"))
+        call = {"name": "db_query", "args": {"sql": f"SELECT * FROM devices LIMIT {i}"}}
+        out.append(AIMessage(content="", tool_calls=[{**call, "id": f"call_{i}"}]))
+        out.append(ToolMessage(content="hostname,site\n" * 20, tool_call_id=f"call_{i}"))
+        out.append(AIMessage(content=f"Done: exports/backups/sh1-border{i:02d}.cfg " * 4))
+    return out
+
+
+def _ms(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
+
+
+def run_threads_bench(turns: int = TURNS, repeat: int = REPEAT) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.text import Text
+
+    from olav.admin.setup import init_workspace
+    from olav.compose import agent_session
+    from olav.core.config import Workspace
+    from olav.llm.models import ScriptedChatModel
+    from olav.runtime.threads import ThreadStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "ws"
+        (root / ".olav").mkdir(parents=True)
+        (root / ".olav" / "olav.yaml").write_text(
+            "embedder:\n  provider: hash\n  model: hash-64\nllm:\n  base_url: http://127.0.0.1:9\n"
+        )
+        init_workspace(root)
+        ws = Workspace.open(root)
+        model = ScriptedChatModel(turns=[{"content": "ok"}] * (2 * repeat + 2))
+        session = agent_session(ws, model=model, learn_from_failures=False)
+        session.built.graph.update_state(session._config(), {"messages": _messages(turns)})
+        session.threads.create("core", session.thread_id)
+        session.threads.sync(session.thread_id, session.thread_messages())
+        thread = session.thread_id
+        session.close()
+
+        sink = Console(file=io.StringIO(), width=120)
+
+        def to_prompt(resume: bool) -> float:
+            """What `olav chat --thread` does before its prompt that a new chat does not
+            (olav.cli.repl.resume_target and show_last_turns: the bench may not import the
+            CLI, so the same store calls)."""
+            started = time.perf_counter()
+            if resume:
+                store = ThreadStore.for_workspace(ws)
+                try:
+                    info = store.get(thread)
+                    for turn in store.turns(info.id, last=3):
+                        sink.print(Text(f"{turn.role}> ") + Text(turn.content[:400]))
+                finally:
+                    store.close()
+            return time.perf_counter() - started
+
+        def first_turn(resume: bool) -> float:
+            fresh = agent_session(
+                ws, model=model, learn_from_failures=False, thread=thread if resume else None
+            )
+            fresh.built  # noqa: B018 (built before the clock starts, as the chat does)
+            started = time.perf_counter()
+            fresh.thread_messages()  # the graph's read of the thread's state
+            took = time.perf_counter() - started
+            fresh.close()
+            return took
+
+        new_prompt = [to_prompt(False) for _ in range(repeat)]
+        resumed_prompt = [to_prompt(True) for _ in range(repeat)]
+        new_first = [first_turn(False) for _ in range(max(3, repeat // 3))]
+        resumed_first = [first_turn(True) for _ in range(max(3, repeat // 3))]
+        size = sum(p.stat().st_size for p in ws.databases.glob("threads.sqlite*") if p.is_file())
+    extra = statistics.median(resumed_prompt) - statistics.median(new_prompt)
+    load = statistics.median(resumed_first) - statistics.median(new_first)
+    return {
+        "turns": turns,
+        "messages": 4 * turns,
+        "file_bytes": size,
+        "to_prompt": {"new": _ms(new_prompt), "resumed": _ms(resumed_prompt)},
+        "first_turn_state": {"new": _ms(new_first), "resumed": _ms(resumed_first)},
+        "extra_to_prompt_ms": round(extra * 1000, 2),
+        "extra_first_turn_ms": round(load * 1000, 2),
+        "target_ms": 300,
+        "ok": extra * 1000 <= 300,
+    }
+
+
+def markdown_threads(r: dict[str, Any]) -> str:
+    lines = [
+        f"A thread of {r['turns']} turns ({r['messages']} messages, "
+        f"{r['file_bytes'] / 1e6:.1f} MB on disk), continued with `olav chat --thread`; "
+        "the same steps for a new chat, in one process.",
+        "",
+        "| | new chat | resumed | extra |",
+        "|---|---|---|---|",
+        f"| before the first prompt (p50 / p95 ms) | {r['to_prompt']['new']['p50_ms']} / "
+        f"{r['to_prompt']['new']['p95_ms']} | {r['to_prompt']['resumed']['p50_ms']} / "
+        f"{r['to_prompt']['resumed']['p95_ms']} | {r['extra_to_prompt_ms']} ms |",
+        f"| first turn: reading the thread's state (p50 / p95 ms) | "
+        f"{r['first_turn_state']['new']['p50_ms']} / {r['first_turn_state']['new']['p95_ms']} | "
+        f"{r['first_turn_state']['resumed']['p50_ms']} / "
+        f"{r['first_turn_state']['resumed']['p95_ms']} | {r['extra_first_turn_ms']} ms |",
+        "",
+        f"Target: the first prompt of a resumed 200-turn thread within {r['target_ms']} ms of a "
+        f"new chat's: {'met' if r['ok'] else 'NOT met'} ({r['extra_to_prompt_ms']} ms).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import json
+
+    print(json.dumps(run_threads_bench(), indent=2))
