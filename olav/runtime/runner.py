@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from olav.core.log import get_logger
 from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.episodes import EVERY_N_TURNS
-from olav.memory.scopes import private_scope
+from olav.memory.scopes import private_scope, user_name
 from olav.memory.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
@@ -94,6 +94,8 @@ class Session:
             on_tool_end=callbacks.on_tool_end,
         )
         self.on_token = callbacks.on_token
+        # (mode, payload) of each graph step, "values" and "updates" (olav serve streams them)
+        self.on_step: Callable[[str, Any], None] | None = None
         self._model = model
         self._store = store
         self.agent_name = agent
@@ -159,6 +161,12 @@ class Session:
         self.thread_id = info.id
         return info
 
+    def seed(self, messages: list[Any]) -> None:
+        """Put earlier messages into this (new) thread, as if they had been said in it: a
+        client that sends the whole conversation each time (the OpenAI API) continues it."""
+        if messages:
+            self.built.graph.update_state(self._config(), {"messages": messages})
+
     def continue_last(self) -> ThreadInfo | None:
         """Continue this agent's most recent thread; None when it has none."""
         info = self.threads.last(self.agent_name)
@@ -172,7 +180,8 @@ class Session:
             invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
         self._last_patterns = []
         claim = uuid.uuid4().hex
-        self.threads.claim(self.thread_id, claim, self.agent_name)  # one run per thread
+        owner = user_name(self.ws.config)
+        self.threads.claim(self.thread_id, claim, self.agent_name, owner)  # one run per thread
         try:
             return self._ask(built, text, claim)
         finally:
@@ -250,11 +259,14 @@ class Session:
         config = self._config()
         final: AIMessage | None = None
         self._guards: dict[str, StreamGuard] = {}
+        modes = ["messages", "values", *(["updates"] if self.on_step else [])]
         for mode, payload in built.graph.stream(
             {"messages": [HumanMessage(content=text)]},
             config=config,
-            stream_mode=["messages", "values"],
+            stream_mode=modes,
         ):
+            if self.on_step is not None and mode != "messages":
+                self.on_step(mode, payload)
             if mode == "messages":
                 chunk, meta = payload
                 if isinstance(chunk, AIMessageChunk) and _is_main(meta):

@@ -55,6 +55,7 @@ class ThreadNotFoundError(OlavError):
 class ThreadInfo:
     id: str
     agent: str
+    owner: str  # the operator whose conversation it is ('' for one indexed from checkpoints)
     name: str
     created_at: float
     updated_at: float
@@ -66,6 +67,7 @@ class ThreadInfo:
         return {
             "id": self.id,
             "agent": self.agent,
+            "owner": self.owner,
             "name": self.name,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -97,6 +99,7 @@ CREATE TABLE IF NOT EXISTS olav_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS olav_threads (
     id TEXT PRIMARY KEY,
     agent TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
     name TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
@@ -223,23 +226,28 @@ class ThreadStore:
 
     # -- threads ------------------------------------------------------------------------------
 
-    def create(self, agent: str, thread_id: str | None = None, name: str = "") -> ThreadInfo:
+    def create(
+        self, agent: str, thread_id: str | None = None, name: str = "", owner: str = ""
+    ) -> ThreadInfo:
         tid = thread_id or new_thread_id()
         now = time.time()
         with self._tx() as con:
             con.execute(
-                "INSERT OR IGNORE INTO olav_threads (id, agent, name, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [tid, agent, name, now, now],
+                "INSERT OR IGNORE INTO olav_threads (id, agent, owner, name, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [tid, agent, owner, name, now, now],
             )
         return self.get(tid)
 
-    def find(self, thread_id: str) -> ThreadInfo | None:
-        """A thread by id or by a unique prefix of it (as `olav threads list` prints)."""
-        rows = self.conn.execute(
-            "SELECT * FROM olav_threads WHERE id = ? OR id LIKE ? ORDER BY id = ? DESC",
-            [thread_id, thread_id.replace("%", "") + "%", thread_id],
-        ).fetchall()
+    def find(self, thread_id: str, *, owner: str | None = None) -> ThreadInfo | None:
+        """A thread by id or by a unique prefix of it (as `olav threads list` prints);
+        ``owner``: only that operator's threads (olav serve)."""
+        sql = f"SELECT {_COLUMNS} FROM olav_threads WHERE (id = ? OR id LIKE ? ESCAPE '\\')"
+        params: list[Any] = [thread_id, _like_prefix(thread_id)]
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        rows = self.conn.execute(sql + " ORDER BY id = ? DESC", [*params, thread_id]).fetchall()
         if not rows:
             return None
         if len(rows) > 1 and rows[0][0] != thread_id:
@@ -249,8 +257,8 @@ class ThreadStore:
             )
         return _info(rows[0])
 
-    def get(self, thread_id: str) -> ThreadInfo:
-        found = self.find(thread_id)
+    def get(self, thread_id: str, *, owner: str | None = None) -> ThreadInfo:
+        found = self.find(thread_id, owner=owner)
         if found is None:
             raise ThreadNotFoundError(
                 f"no thread {thread_id!r} in this workspace",
@@ -258,20 +266,30 @@ class ThreadStore:
             )
         return found
 
-    def recent(self, *, agent: str | None = None, limit: int = 50) -> list[ThreadInfo]:
-        sql = "SELECT * FROM olav_threads"
+    def recent(
+        self,
+        *,
+        agent: str | None = None,
+        owner: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ThreadInfo]:
+        sql = f"SELECT {_COLUMNS} FROM olav_threads WHERE 1 = 1"
         params: list[Any] = []
         if agent:
-            sql += " WHERE agent = ?"
+            sql += " AND agent = ?"
             params.append(agent)
-        sql += " ORDER BY updated_at DESC, id LIMIT ?"
-        params.append(limit)
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        sql += " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
+        params += [limit, offset]
         return [_info(r) for r in self.conn.execute(sql, params).fetchall()]
 
     def last(self, agent: str) -> ThreadInfo | None:
         """The agent's most recent thread that has turns."""
         row = self.conn.execute(
-            "SELECT * FROM olav_threads WHERE agent = ? AND turns > 0 "
+            f"SELECT {_COLUMNS} FROM olav_threads WHERE agent = ? AND turns > 0 "
             "ORDER BY updated_at DESC LIMIT 1",
             [agent],
         ).fetchone()
@@ -295,9 +313,9 @@ class ThreadStore:
 
     # -- one run at a time --------------------------------------------------------------------
 
-    def claim(self, thread_id: str, run_id: str, agent: str) -> None:
-        """Take the thread for ``run_id`` (creating it for ``agent`` when new); raise
-        :class:`ThreadBusyError` when a live run holds it."""
+    def claim(self, thread_id: str, run_id: str, agent: str, owner: str = "") -> None:
+        """Take the thread for ``run_id`` (creating it for ``agent`` and ``owner`` when new);
+        raise :class:`ThreadBusyError` when a live run holds it."""
         now = time.time()
         with self._tx() as con:
             row = con.execute(
@@ -306,14 +324,17 @@ class ThreadStore:
             ).fetchone()
             if row is None:
                 con.execute(
-                    "INSERT INTO olav_threads (id, agent, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    [thread_id, agent, now, now],
+                    "INSERT INTO olav_threads (id, agent, owner, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [thread_id, agent, owner, now, now],
                 )
             elif row[0] and self._holder_alive(row[1], row[2]):
                 raise _busy(thread_id, row[1], row[3])
             elif not row[4]:  # indexed from bare checkpoints: the first run names its agent
-                con.execute("UPDATE olav_threads SET agent = ? WHERE id = ?", [agent, thread_id])
+                con.execute(
+                    "UPDATE olav_threads SET agent = ?, owner = ? WHERE id = ?",
+                    [agent, owner, thread_id],
+                )
             con.execute(
                 "UPDATE olav_threads SET run_id = ?, run_pid = ?, run_host = ?, run_since = ? "
                 "WHERE id = ?",
@@ -397,7 +418,9 @@ class ThreadStore:
         ).fetchall()
         return [Turn(seq=r[0], role=r[1], content=r[2], name=r[3], created_at=r[4]) for r in rows]
 
-    def search(self, text: str, *, agent: str | None = None, limit: int = 20) -> list[Hit]:
+    def search(
+        self, text: str, *, agent: str | None = None, owner: str | None = None, limit: int = 20
+    ) -> list[Hit]:
         """Turns (user, assistant and tool) whose text contains ``text``, case-insensitively,
         newest threads first, each with the turns around it."""
         needle = text.strip()
@@ -411,6 +434,9 @@ class ThreadStore:
         if agent:
             sql += " AND h.agent = ?"
             params.append(agent)
+        if owner is not None:
+            sql += " AND h.owner = ?"
+            params.append(owner)
         sql += " ORDER BY h.updated_at DESC, t.seq LIMIT ?"
         params.append(limit)
         hits: list[Hit] = []
@@ -433,6 +459,14 @@ class ThreadStore:
         return hits
 
 
+_COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id"
+
+
+def _like_prefix(text: str) -> str:
+    """``text`` as a LIKE prefix pattern, its wildcards taken literally."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def _busy(thread_id: str, pid: int | None, since: float | None) -> ThreadBusyError:
     when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
     return ThreadBusyError(
@@ -445,12 +479,13 @@ def _info(row: Sequence[Any]) -> ThreadInfo:
     return ThreadInfo(
         id=row[0],
         agent=row[1],
-        name=row[2],
-        created_at=row[3],
-        updated_at=row[4],
-        turns=row[5],
-        preview=row[6],
-        running=row[7] or "",
+        owner=row[2],
+        name=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        turns=row[6],
+        preview=row[7],
+        running=row[8] or "",
     )
 
 
