@@ -10,6 +10,7 @@ import typer
 from olav import __version__
 from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, log, memory, threads
 from olav.cli import mcp as mcp_cmd
+from olav.cli import serve as serve_cmd
 from olav.core.errors import OlavError
 
 app = typer.Typer(
@@ -35,6 +36,11 @@ app.add_typer(bench.app, name="bench", help="Measure recall quality and speed.")
 app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
 app.add_typer(threads.app, name="threads", help="Conversations: list, show, search, export.")
 app.add_typer(log.app, name="log", help="Audited runs: list, show, export as datasets.")
+app.add_typer(
+    serve_cmd.app,
+    name="serve",
+    help="Serve the agents over HTTP (Agent Protocol, OpenAI API); operators' tokens.",
+)
 
 
 def _one_line_summaries(group: typer.Typer) -> None:

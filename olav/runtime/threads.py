@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ class ThreadInfo:
     turns: int  # the person's messages
     preview: str  # the first of them
     running: str  # the run that holds the thread now ("" when none)
+    metadata: dict[str, Any] = field(default_factory=dict)  # a client's (olav serve)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class ThreadInfo:
             "turns": self.turns,
             "preview": self.preview,
             "running": self.running,
+            "metadata": self.metadata,
         }
 
 
@@ -105,6 +107,7 @@ CREATE TABLE IF NOT EXISTS olav_threads (
     updated_at REAL NOT NULL,
     turns INTEGER NOT NULL DEFAULT 0,
     preview TEXT NOT NULL DEFAULT '',
+    metadata TEXT NOT NULL DEFAULT '{}',
     run_id TEXT,
     run_pid INTEGER,
     run_host TEXT,
@@ -295,6 +298,17 @@ class ThreadStore:
         ).fetchone()
         return _info(row) if row else None
 
+    def set_metadata(self, thread_id: str, metadata: dict[str, Any]) -> ThreadInfo:
+        """Merge ``metadata`` into the thread's (a client's labels: olav serve's PATCH)."""
+        info = self.get(thread_id)
+        merged = {**info.metadata, **metadata}
+        with self._tx() as con:
+            con.execute(
+                "UPDATE olav_threads SET metadata = ?, updated_at = ? WHERE id = ?",
+                [json.dumps(merged, ensure_ascii=False, default=str), time.time(), info.id],
+            )
+        return self.get(info.id)
+
     def rename(self, thread_id: str, name: str) -> ThreadInfo:
         info = self.get(thread_id)
         with self._tx() as con:
@@ -459,7 +473,7 @@ class ThreadStore:
         return hits
 
 
-_COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id"
+_COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id, metadata"
 
 
 def _like_prefix(text: str) -> str:
@@ -486,7 +500,16 @@ def _info(row: Sequence[Any]) -> ThreadInfo:
         turns=row[6],
         preview=row[7],
         running=row[8] or "",
+        metadata=_meta(row[9]),
     )
+
+
+def _meta(raw: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _turn_of(seq: int, message: Any) -> Turn | None:

@@ -1,0 +1,500 @@
+"""The HTTP server: Starlette routes over one runtime (:mod:`.runs`), for the Agent Protocol
+clients (langgraph-sdk, agent-chat-ui, LangGraph Studio) and OpenAI-compatible ones (the
+``openai`` package, Open WebUI, LibreChat, Continue).
+
+Every request but ``/ok`` needs an operator's token (``Authorization: Bearer …`` or the
+``x-api-key`` header langgraph-sdk sends). The token's operator is the request's: their
+threads, their runs, their private memories, nobody else's; a thread of another operator is
+"not found", never "forbidden", so an id reveals nothing. Client mistakes get a 4xx JSON body
+``{"detail": "..."}`` that names the problem; request bodies are size-limited; there is no
+CORS unless origins are given; every request is audited (operator, route, status, latency) by a
+background writer, so the audit costs a request nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from olav.core.config import Workspace
+from olav.core.errors import OlavError
+from olav.core.log import get_logger
+from olav.serve import openai_api, protocol
+from olav.serve.http import (
+    HTTPError,
+    error_response,
+    input_text,
+    iso,
+    jsonsafe,
+    stream_modes,
+)
+from olav.serve.runs import BusyError, Run, RunManager, SessionPool, dump_values, now_iso
+
+log = get_logger("serve")
+DEFAULT_PORT = 2280
+MAX_BODY = 1 << 20
+OPEN_PATHS = {"/ok"}
+
+
+# -- the audit of requests, off the request path ------------------------------------------------
+
+
+class RequestAudit:
+    """One ``http_request`` event per request, written in batches by a background thread."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="olav-serve-audit", daemon=True)
+        self._thread.start()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        self._queue.put(entry)
+
+    def _loop(self) -> None:
+        from olav.audit.recorder import AuditRecorder
+
+        recorder = AuditRecorder(self.path)
+        while True:
+            entry = self._queue.get()
+            if entry is None:
+                return
+            batch = [entry]
+            while len(batch) < 200:
+                try:
+                    more = self._queue.get(timeout=0.2)
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._write(recorder, batch)
+                    return
+                batch.append(more)
+            self._write(recorder, batch)
+
+    @staticmethod
+    def _write(recorder: Any, batch: list[dict[str, Any]]) -> None:
+        for entry in batch:
+            recorder.event(None, "http_request", entry)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+# -- the server object --------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        auto_approve: bool = False,
+        max_body: int = MAX_BODY,
+        model: Any = None,
+        tokens: Any = None,
+    ) -> None:
+        from olav.audit.db import migrate
+        from olav.runtime.skills import load_agents
+        from olav.runtime.threads import ThreadStore
+        from olav.serve.tokens import TokenStore
+
+        self.ws = ws
+        self.max_body = max_body
+        migrate(ws.audit_path)
+        self.tokens = tokens or TokenStore.for_workspace(ws)
+        self.threads = ThreadStore.for_workspace(ws)
+        self.agents = load_agents(ws)
+        self.pool = SessionPool(ws, auto_approve=auto_approve, model=model)
+        self.runs = RunManager(self.pool, self.threads)
+        self.audit = RequestAudit(ws.audit_path)
+        self.started = now_iso()
+
+    def close(self) -> None:
+        self.runs.shutdown()
+        self.audit.close()
+
+    # -- who is asking --------------------------------------------------------------------------
+
+    def operator_of(self, request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        presented = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        presented = presented or request.headers.get("x-api-key", "").strip()
+        if not presented:
+            raise HTTPError(401, "missing token: send 'Authorization: Bearer <token>'")
+        info = self.tokens.verify(presented)
+        if info is None:
+            raise HTTPError(401, "invalid or revoked token")
+        return str(info.operator)
+
+    # -- the pieces the routes share -------------------------------------------------------------
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        size = int(request.headers.get("content-length") or 0)
+        if size > self.max_body:
+            raise HTTPError(413, f"request body over {self.max_body} bytes")
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw.extend(chunk)
+            if len(raw) > self.max_body:
+                raise HTTPError(413, f"request body over {self.max_body} bytes")
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise HTTPError(422, f"the body is not valid JSON: {exc.args[0]}") from None
+        if not isinstance(data, dict):
+            raise HTTPError(422, "the body must be a JSON object")
+        return data
+
+    def agent(self, assistant_id: Any) -> str:
+        if not isinstance(assistant_id, str) or assistant_id not in self.agents:
+            known = ", ".join(sorted(self.agents))
+            raise HTTPError(404, f"no assistant {assistant_id!r}; the assistants are: {known}")
+        return assistant_id
+
+    def assistant(self, name: str) -> dict[str, Any]:
+        a = self.agents[name]
+        return {
+            "assistant_id": name,
+            "graph_id": name,
+            "name": name,
+            "description": a.spec.description,
+            "config": {},
+            "context": {},
+            "metadata": {"created_by": "olav", "tools": list(a.spec.tools)},
+            "version": 1,
+            "created_at": self.started,
+            "updated_at": self.started,
+        }
+
+    def thread(self, operator: str, thread_id: str) -> Any:
+        """The operator's thread (another operator's is not found: an id reveals nothing)."""
+        info = self.threads.find(thread_id, owner=operator) if thread_id else None
+        if info is None or info.id != thread_id:
+            raise HTTPError(404, f"no thread {thread_id!r}")
+        return info
+
+    def thread_json(
+        self, info: Any, *, with_values: bool = True, operator: str = ""
+    ) -> dict[str, Any]:
+        active = self.runs.active(info.id)
+        out: dict[str, Any] = {
+            "thread_id": info.id,
+            "created_at": iso(info.created_at),
+            "updated_at": iso(info.updated_at),
+            "metadata": {
+                **info.metadata,
+                "graph_id": info.agent,
+                "assistant_id": info.agent,
+                "owner": info.owner,
+                "name": info.name,
+            },
+            "status": "busy" if active is not None or info.running else "idle",
+            "interrupts": {},
+        }
+        if with_values:
+            out["values"] = self.state_values(operator or info.owner, info)
+        return out
+
+    def snapshots(self, operator: str, info: Any, limit: int | None = None) -> list[Any]:
+        """The thread's state (``limit`` None), or its history, newest first, read through
+        the agent's graph: the checkpoints keep messages as deltas that only the graph that
+        wrote them puts back together."""
+        if not info.agent or info.agent not in self.agents:
+            return []
+        with self.pool.session(operator, info.agent) as pooled:
+            graph = pooled.session.built.graph
+            config = {"configurable": {"thread_id": info.id}}
+            if limit is None:
+                state = graph.get_state(config)
+                return [state] if state.created_at else []
+            return list(graph.get_state_history(config, limit=limit))
+
+    def state_values(self, operator: str, info: Any) -> dict[str, Any]:
+        found = self.snapshots(operator, info)
+        return dump_values(found[0].values) if found else {}
+
+    def state_json(self, thread_id: str, snap: Any) -> dict[str, Any]:
+        if snap is None:
+            return {
+                "values": {},
+                "next": [],
+                "tasks": [],
+                "metadata": {},
+                "created_at": None,
+                "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
+                "parent_checkpoint": None,
+                "interrupts": [],
+            }
+        cfg = (snap.config or {}).get("configurable", {})
+        parent = (snap.parent_config or {}).get("configurable") if snap.parent_config else None
+        return {
+            "values": dump_values(snap.values),
+            "next": list(snap.next or ()),
+            "tasks": [],
+            "metadata": jsonsafe(dict(snap.metadata or {})),
+            "created_at": snap.created_at,
+            "checkpoint": {
+                "thread_id": thread_id,
+                "checkpoint_ns": cfg.get("checkpoint_ns", ""),
+                "checkpoint_id": cfg.get("checkpoint_id"),
+            },
+            "parent_checkpoint": (
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": parent.get("checkpoint_ns", ""),
+                    "checkpoint_id": parent.get("checkpoint_id"),
+                }
+                if parent
+                else None
+            ),
+            "interrupts": [],
+        }
+
+    def new_run(
+        self,
+        operator: str,
+        body: dict[str, Any],
+        thread_id: str | None,
+        *,
+        default_modes: Sequence[str] = ("values",),
+    ) -> Run:
+        """A run from an Agent Protocol body (its input's last human message is the
+        request)."""
+        agent = self.agent(body.get("assistant_id"))
+        if body.get("command") is not None:
+            raise HTTPError(422, "resuming with a command is not supported yet: nothing waits")
+        text = input_text(body.get("input"))
+        modes = stream_modes(body.get("stream_mode"), default_modes)
+        strategy = body.get("multitask_strategy") or "reject"
+        if strategy not in ("reject", "enqueue"):
+            raise HTTPError(
+                422, f"multitask_strategy {strategy!r} is not supported; use 'reject' or 'enqueue'"
+            )
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise HTTPError(422, "metadata must be an object")
+        stateless = thread_id is None
+        if thread_id is None:
+            thread_id = uuid.uuid4().hex
+            self.threads.create(agent, thread_id, owner=operator)
+        else:
+            info = self.threads.find(thread_id, owner=operator)
+            if info is None or info.id != thread_id:
+                if body.get("if_not_exists") != "create":
+                    raise HTTPError(404, f"no thread {thread_id!r}")
+                self.threads.create(agent, thread_id, owner=operator)
+        return Run(
+            run_id=str(uuid.uuid4()),
+            thread_id=thread_id,
+            assistant_id=agent,
+            operator=operator,
+            text=text,
+            history=[],
+            stream_modes=modes,
+            metadata=metadata,
+            multitask_strategy=strategy,
+            stateless=stateless,
+        )
+
+    def start(self, run: Run) -> Run:
+        on_done = self._forget_thread if run.stateless else None
+        try:
+            return self.runs.start(run, on_done)
+        except BusyError as exc:
+            raise HTTPError(409, exc.one_line()) from None
+
+    def _forget_thread(self, run: Run) -> None:
+        """A stateless run's thread is deleted once the run ends (on_completion 'delete')."""
+        self.threads.delete(run.thread_id)
+
+
+# -- the routes ---------------------------------------------------------------------------------
+
+Handler = Callable[[Server, Request, str], Any]
+
+
+def routes(server: Server) -> list[Route]:
+    table: list[tuple[str, str, Handler]] = [*protocol.ROUTES, *openai_api.ROUTES]
+    out = [Route("/ok", _ok, methods=["GET"])]
+    for path, method, handler in table:
+        out.append(Route(path, _wrap(server, handler), methods=[method]))
+    return out
+
+
+async def _ok(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
+    async def endpoint(request: Request) -> Response:
+        operator = request.state.operator
+        try:
+            result = handler(server, request, operator)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except HTTPError as exc:
+            return error_response(exc.status, exc.detail)
+        except OlavError as exc:
+            return error_response(_status_of(exc), exc.one_line())
+        if isinstance(result, Response):
+            return result
+        return JSONResponse(result)
+
+    return endpoint
+
+
+def _status_of(exc: OlavError) -> int:
+    from olav.runtime.threads import ThreadBusyError, ThreadNotFoundError
+
+    if isinstance(exc, ThreadNotFoundError):
+        return 404
+    if isinstance(exc, ThreadBusyError | BusyError):
+        return 409
+    return 422
+
+
+class _Auth:
+    """Token check and the audit row, around every request (pure ASGI: streams pass through)."""
+
+    def __init__(self, app: Any, server: Server) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request = Request(scope, receive)
+        path = scope.get("path", "")
+        status = {"code": 500}
+        operator = ""
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            if path not in OPEN_PATHS and scope.get("method") != "OPTIONS":
+                try:
+                    operator = self.server.operator_of(request)
+                except HTTPError as exc:
+                    await error_response(exc.status, exc.detail)(scope, receive, sending)
+                    return
+                except OlavError as exc:  # tokens.json unreadable: nobody can be checked
+                    await error_response(503, exc.one_line())(scope, receive, sending)
+                    return
+            scope.setdefault("state", {})["operator"] = operator
+            await self.app(scope, receive, sending)
+        finally:
+            route = _route_name(scope)
+            self.server.audit.record(
+                {
+                    "operator": operator,
+                    "method": scope.get("method", ""),
+                    "route": route,
+                    "status": status["code"],
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                }
+            )
+
+
+def _route_name(scope: Any) -> str:
+    route = scope.get("route")
+    return str(getattr(route, "path", "") or scope.get("path", ""))
+
+
+def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
+    middleware = []
+    if cors:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors),
+                allow_methods=["GET", "POST", "PATCH", "DELETE", "PUT"],
+                allow_headers=["authorization", "content-type", "x-api-key", "last-event-id"],
+                expose_headers=["location", "content-location"],
+            )
+        )
+    app = Starlette(routes=routes(server), middleware=middleware)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        if code == 405:
+            return error_response(405, f"{request.method} is not allowed on {request.url.path}")
+        return error_response(code, f"no route {request.url.path}")
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_found)
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        log.exception("request %s %s failed", request.method, request.url.path)
+        return error_response(500, f"internal error: {type(exc).__name__}")
+
+    app.add_exception_handler(Exception, crashed)
+    return app
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OlavError(
+            f"cannot listen on {host}:{port} ({exc.strerror})",
+            hint="Pick another port with --port, or --port 0 for a free one",
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def run_server(
+    ws: Workspace,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    auto_approve: bool = False,
+    cors: Sequence[str] = (),
+    max_body: int = MAX_BODY,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until a signal ends it."""
+    import uvicorn
+
+    server = Server(ws, auto_approve=auto_approve, max_body=max_body)
+    app = _Auth(create_app(server, cors=cors), server)
+    sock = listen(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{sock.getsockname()[1]}"
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    userver = uvicorn.Server(config)
+    if on_ready is not None:
+        on_ready(url)
+    else:
+        print(f"olav serve: listening on {url}", flush=True)
+    try:
+        userver.run(sockets=[sock])
+    finally:
+        server.close()
+        sock.close()

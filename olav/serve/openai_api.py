@@ -1,0 +1,202 @@
+"""OpenAI-compatible: ``/v1/models`` and ``/v1/chat/completions``, streaming and not.
+
+Each agent is a model named ``olav/<agent>`` (the bare name works too). The client sends the
+whole conversation every time, as the OpenAI API does: its last user message is the request,
+the turns before it are put into a new thread first, so the agent sees them, and the thread is
+deleted when the run ends. AutoRecall, the rescue layer and the agent's tools run on the
+server; the reply is the agent's answer. A client's ``system`` message and ``tools`` are not
+used: the agent has its own. Errors have OpenAI's shape, ``{"error": {"message", "type",
+"code"}}``, so every OpenAI client shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+
+from olav.serve.http import HTTPError, content_text
+from olav.serve.runs import Run
+
+PREFIX = "olav/"
+CREATED = int(time.time())
+
+
+def _oai_error(status: int, message: str) -> JSONResponse:
+    kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}.get(
+        status, "invalid_request_error"
+    )
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "code": status}}, status_code=status
+    )
+
+
+def models(server: Any, request: Request, operator: str) -> Any:
+    data = [
+        {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
+        for name in sorted(server.agents)
+    ]
+    return {"object": "list", "data": data}
+
+
+def _agent(server: Any, model: Any) -> str:
+    if not isinstance(model, str) or not model:
+        raise HTTPError(422, "model is required: one of " + _names(server))
+    name = model[len(PREFIX) :] if model.startswith(PREFIX) else model
+    if name not in server.agents:
+        raise HTTPError(404, f"no model {model!r}; the models are: {_names(server)}")
+    return name
+
+
+def _names(server: Any) -> str:
+    return ", ".join(PREFIX + n for n in sorted(server.agents))
+
+
+def _conversation(messages: Any) -> tuple[str, list[Any]]:
+    """The request (the last user message) and the turns before it, as LangChain messages."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    if not isinstance(messages, list) or not messages:
+        raise HTTPError(422, "messages must be a non-empty list")
+    turns: list[tuple[str, str]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise HTTPError(422, f"messages[{i}] must be an object with a role")
+        role = message["role"]
+        if role not in ("system", "developer", "user", "assistant", "tool", "function"):
+            raise HTTPError(422, f"messages[{i}].role {role!r} is not a chat role")
+        try:
+            text = content_text(message.get("content"))
+        except HTTPError:
+            raise HTTPError(422, f"messages[{i}].content must be text") from None
+        turns.append((role, text))
+    if turns[-1][0] != "user" or not turns[-1][1].strip():
+        raise HTTPError(422, "the last message must be the user's, with text")
+    history: list[Any] = []
+    for role, text in turns[:-1]:
+        if role == "user" and text.strip():
+            history.append(HumanMessage(content=text))
+        elif role == "assistant" and text.strip():
+            history.append(AIMessage(content=text))
+    return turns[-1][1], history
+
+
+async def completions(server: Any, request: Request, operator: str) -> Any:
+    try:
+        body = await server.body(request)
+        agent = _agent(server, body.get("model"))
+        text, history = _conversation(body.get("messages"))
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise HTTPError(422, "stream must be true or false")
+        run = _start(server, operator, agent, text, history)
+    except HTTPError as exc:
+        return _oai_error(exc.status, exc.detail)
+    model = body["model"]
+    if stream:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            _chunks(run, model, include_usage),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store"},
+        )
+    import anyio
+
+    await anyio.to_thread.run_sync(run.done.wait)
+    if run.status != "success":
+        return _oai_error(502, f"the run failed: {run.error or run.status}")
+    return {
+        "id": f"chatcmpl-{run.run_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": run.answer},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": _usage(run),
+    }
+
+
+def _start(server: Any, operator: str, agent: str, text: str, history: list[Any]) -> Run:
+    thread_id = uuid.uuid4().hex
+    server.threads.create(agent, thread_id, owner=operator)
+    run = Run(
+        run_id=uuid.uuid4().hex,
+        thread_id=thread_id,
+        assistant_id=agent,
+        operator=operator,
+        text=text,
+        history=history,
+        stream_modes=("messages",),
+        stateless=True,
+    )
+    return server.start(run)
+
+
+def _usage(run: Run) -> dict[str, int]:
+    prompt = int(run.usage.get("tokens_in") or 0)
+    completion = int(run.usage.get("tokens_out") or 0)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[bytes]:
+    import anyio
+
+    base = {
+        "id": f"chatcmpl-{run.run_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    sent, streamed = 0, False
+    while True:
+        events, done = await anyio.to_thread.run_sync(run.wait_events, sent, 15.0)
+        for number, event, data in events:
+            sent = number
+            if event == "messages":
+                piece = str(data[0].get("content") or "")
+                if piece:
+                    streamed = True
+                    yield chunk({"content": piece})
+        if done and sent >= len(run.events):
+            break
+        if not events:
+            yield b": heartbeat\n\n"
+    if run.status != "success":
+        error = {"error": {"message": f"the run failed: {run.error or run.status}"}}
+        yield f"data: {json.dumps(error)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+        return
+    rest = run.unshown if streamed else run.answer
+    if rest:
+        yield chunk({"content": rest})
+    yield chunk({}, "stop")
+    if include_usage:
+        data = {**base, "choices": [], "usage": _usage(run)}
+        yield f"data: {json.dumps(data)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+ROUTES: list[tuple[str, str, Any]] = [
+    ("/v1/models", "GET", models),
+    ("/v1/chat/completions", "POST", completions),
+]

@@ -1,0 +1,263 @@
+"""The Agent Protocol subset that langgraph-sdk, agent-chat-ui and LangGraph Studio use.
+
+Every olav agent is an assistant whose ``assistant_id`` and ``graph_id`` are the agent's name.
+Threads are olav's threads (the same store as the terminal: a thread started in ``olav chat``
+continues here, and back), seen only by their operator. Runs stream server-sent events in the
+modes ``values``, ``updates`` and ``messages-tuple``, numbered so that a client reconnecting
+with ``Last-Event-ID`` gets what it missed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from olav.serve.http import HTTPError, last_event_id, sse_response
+
+MAX_LIMIT = 1000
+
+
+def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
+    limit, offset = body.get("limit", default), body.get("offset", 0)
+    if not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
+        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
+    if not isinstance(offset, int) or offset < 0:
+        raise HTTPError(422, "offset must be a non-negative integer")
+    return limit, offset
+
+
+# -- server and assistants ----------------------------------------------------------------------
+
+
+def info(server: Any, request: Request, operator: str) -> dict[str, Any]:
+    from olav import __version__
+
+    return {
+        "version": __version__,
+        "olav": True,
+        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "operator": operator,
+    }
+
+
+async def assistants_search(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    limit, offset = _limit(body)
+    graph = body.get("graph_id")
+    names = [n for n in sorted(server.agents) if graph in (None, n)]
+    return [server.assistant(n) for n in names[offset : offset + limit]]
+
+
+def assistant_get(server: Any, request: Request, operator: str) -> Any:
+    return server.assistant(server.agent(request.path_params["assistant_id"]))
+
+
+def assistant_graph(server: Any, request: Request, operator: str) -> Any:
+    name = server.agent(request.path_params["assistant_id"])
+    return {
+        "nodes": [{"id": "__start__"}, {"id": "model"}, {"id": "tools"}, {"id": "__end__"}],
+        "edges": [
+            {"source": "__start__", "target": "model"},
+            {"source": "model", "target": "tools", "conditional": True},
+            {"source": "tools", "target": "model"},
+            {"source": "model", "target": "__end__", "conditional": True},
+        ],
+        "name": name,
+    }
+
+
+def assistant_schemas(server: Any, request: Request, operator: str) -> Any:
+    name = server.agent(request.path_params["assistant_id"])
+    messages = {"type": "array", "items": {"type": "object"}}
+    state = {"type": "object", "properties": {"messages": messages}}
+    return {
+        "graph_id": name,
+        "input_schema": state,
+        "output_schema": state,
+        "state_schema": state,
+        "config_schema": {"type": "object", "properties": {}},
+        "context_schema": {"type": "object", "properties": {}},
+    }
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+
+async def threads_create(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise HTTPError(422, "metadata must be an object")
+    thread_id = body.get("thread_id")
+    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id.strip()):
+        raise HTTPError(422, "thread_id must be a non-empty string")
+    agent = metadata.get("graph_id") or metadata.get("assistant_id") or ""
+    if agent:
+        server.agent(agent)
+    if thread_id:
+        existing = server.threads.find(thread_id)
+        if existing is not None and existing.id == thread_id:
+            if existing.owner != operator:
+                raise HTTPError(409, f"thread {thread_id!r} exists")
+            if body.get("if_exists") != "do_nothing":
+                raise HTTPError(409, f"thread {thread_id!r} exists")
+            return server.thread_json(existing, operator=operator)
+    info = server.threads.create(agent, thread_id, owner=operator)
+    if metadata:
+        info = server.threads.set_metadata(info.id, metadata)
+    return server.thread_json(info, with_values=False)
+
+
+async def threads_search(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    limit, offset = _limit(body)
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise HTTPError(422, "metadata must be an object")
+    status = body.get("status")
+    agent = metadata.get("graph_id") or metadata.get("assistant_id")
+    found = server.threads.recent(agent=agent, owner=operator, limit=MAX_LIMIT * 10)
+    out = []
+    for info in found:
+        data = server.thread_json(info, with_values=False)
+        wanted = {k: v for k, v in metadata.items() if k not in ("graph_id", "assistant_id")}
+        if any(data["metadata"].get(k) != v for k, v in wanted.items()):
+            continue
+        if status and data["status"] != status:
+            continue
+        out.append(data)
+    return out[offset : offset + limit]
+
+
+def thread_get(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    return server.thread_json(info, operator=operator)
+
+
+async def thread_patch(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    body = await server.body(request)
+    metadata = body.get("metadata")
+    if not isinstance(metadata, dict):
+        raise HTTPError(422, "metadata must be an object")
+    if isinstance(metadata.get("name"), str):
+        server.threads.rename(info.id, metadata["name"])
+    return server.thread_json(server.threads.set_metadata(info.id, metadata), with_values=False)
+
+
+def thread_delete(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    if server.runs.active(info.id) is not None:
+        raise HTTPError(409, f"thread {info.id} has a run in progress; cancel it first")
+    server.threads.delete(info.id)
+    return Response(status_code=204)
+
+
+def thread_state(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    found = server.snapshots(operator, info)
+    return server.state_json(info.id, found[0] if found else None)
+
+
+async def thread_history(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    body = await server.body(request) if request.method == "POST" else {}
+    limit, _ = _limit(body)
+    return [server.state_json(info.id, snap) for snap in server.snapshots(operator, info, limit)]
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+async def run_create(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    run = server.start(server.new_run(operator, body, request.path_params["thread_id"]))
+    return run.to_json()
+
+
+async def run_stream(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    thread_id = request.path_params.get("thread_id")
+    run = server.start(server.new_run(operator, body, thread_id))
+    location = f"/threads/{run.thread_id}/runs/{run.run_id}/stream"
+    return sse_response(run, location="" if run.stateless else location)
+
+
+async def run_wait(server: Any, request: Request, operator: str) -> Any:
+    import anyio
+
+    body = await server.body(request)
+    run = server.start(server.new_run(operator, body, request.path_params.get("thread_id")))
+    await anyio.to_thread.run_sync(run.done.wait)
+    if run.status == "error":
+        return JSONResponse({"__error__": {"error": "RunError", "message": run.error}})
+    return run.values
+
+
+def _run_of(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    run = server.runs.get(request.path_params["run_id"])
+    if run is None or run.thread_id != info.id:
+        raise HTTPError(404, f"no run {request.path_params['run_id']!r} on thread {info.id}")
+    return run
+
+
+def run_get(server: Any, request: Request, operator: str) -> Any:
+    return _run_of(server, request, operator).to_json()
+
+
+def runs_list(server: Any, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    return [r.to_json() for r in server.runs.runs_of(info.id)]
+
+
+async def run_join(server: Any, request: Request, operator: str) -> Any:
+    import anyio
+
+    run = _run_of(server, request, operator)
+    await anyio.to_thread.run_sync(run.done.wait)
+    return run.values
+
+
+def run_join_stream(server: Any, request: Request, operator: str) -> Any:
+    run = _run_of(server, request, operator)
+    return sse_response(run, last_event_id(request))
+
+
+async def run_cancel(server: Any, request: Request, operator: str) -> Any:
+    import anyio
+
+    run = _run_of(server, request, operator)
+    server.runs.cancel(run)
+    if request.query_params.get("wait") in ("1", "true"):
+        await anyio.to_thread.run_sync(run.done.wait)
+    return Response(status_code=202 if not run.done.is_set() else 200)
+
+
+ROUTES: list[tuple[str, str, Any]] = [
+    ("/info", "GET", info),
+    ("/assistants/search", "POST", assistants_search),
+    ("/assistants/{assistant_id}", "GET", assistant_get),
+    ("/assistants/{assistant_id}/graph", "GET", assistant_graph),
+    ("/assistants/{assistant_id}/schemas", "GET", assistant_schemas),
+    ("/threads", "POST", threads_create),
+    ("/threads/search", "POST", threads_search),
+    ("/threads/{thread_id}", "GET", thread_get),
+    ("/threads/{thread_id}", "PATCH", thread_patch),
+    ("/threads/{thread_id}", "DELETE", thread_delete),
+    ("/threads/{thread_id}/state", "GET", thread_state),
+    ("/threads/{thread_id}/history", "POST", thread_history),
+    ("/threads/{thread_id}/history", "GET", thread_history),
+    ("/threads/{thread_id}/runs", "POST", run_create),
+    ("/threads/{thread_id}/runs", "GET", runs_list),
+    ("/threads/{thread_id}/runs/stream", "POST", run_stream),
+    ("/threads/{thread_id}/runs/wait", "POST", run_wait),
+    ("/threads/{thread_id}/runs/{run_id}", "GET", run_get),
+    ("/threads/{thread_id}/runs/{run_id}/join", "GET", run_join),
+    ("/threads/{thread_id}/runs/{run_id}/stream", "GET", run_join_stream),
+    ("/threads/{thread_id}/runs/{run_id}/cancel", "POST", run_cancel),
+    ("/runs/stream", "POST", run_stream),
+    ("/runs/wait", "POST", run_wait),
+]

@@ -1,0 +1,391 @@
+"""Runs on the server: a pool of agent sessions, one run per thread, and each run's events.
+
+A :class:`~olav.runtime.runner.Session` runs one run at a time (its RunContext is the run's), so
+the server keeps a pool per operator and agent: a run takes an idle session or builds one, and
+gives it back when it ends. All sessions share one memory table. A session is built on its
+operator's configuration (``memory.user`` is the token's operator), so recall, capture and the
+audit see that operator and only that operator's private memories.
+
+A run executes on a worker thread. What it does becomes events (``metadata``, ``values``,
+``updates``, ``messages``, ``error``, ``end``), numbered and kept until the run is forgotten, so
+a client that reconnects with ``Last-Event-ID`` gets what it missed, and ``join`` waits for the
+end. One run per thread: a second one is refused (409) or, when the client asks for
+``multitask_strategy: enqueue``, waits for the first; across processes the thread store's claim
+enforces the same rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from olav.core.config import Config, Workspace
+from olav.core.errors import OlavError
+from olav.core.log import get_logger
+
+log = get_logger("serve.runs")
+WORKERS = 32
+KEEP_FINISHED = 512  # finished runs kept for join, reconnect and GET
+STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
+
+
+class ClientCancelled(KeyboardInterrupt):
+    """Raised inside a run whose client cancelled it: the runner records it ``cancelled``,
+    exactly as a Ctrl-C in the terminal."""
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def dump_message(message: Any) -> dict[str, Any]:
+    """A LangChain message as the Agent Protocol sends it (the model's fields, flat)."""
+    if hasattr(message, "model_dump"):
+        data = dict(message.model_dump())
+    elif isinstance(message, dict):
+        data = dict(message)
+    else:
+        data = {"type": "unknown", "content": str(message)}
+    extra = data.get("additional_kwargs")
+    if isinstance(extra, dict) and "reasoning_content" in extra:  # never to a client
+        data["additional_kwargs"] = {k: v for k, v in extra.items() if k != "reasoning_content"}
+    return data
+
+
+def dump_values(values: Any) -> dict[str, Any]:
+    """A graph state's values (messages and the rest) as JSON-safe data."""
+    if not isinstance(values, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "messages" and isinstance(value, list):
+            out[key] = [dump_message(m) for m in value]
+        elif key in ("files", "todos", "messages"):
+            out[key] = value if _jsonable(value) else str(value)
+    return out
+
+
+def _jsonable(value: Any) -> bool:
+    import json
+
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def operator_workspace(ws: Workspace, operator: str) -> Workspace:
+    """``ws`` as ``operator`` sees it: their ``memory.user``, everything else the same."""
+    values = {**ws.config.values, "memory.user": operator}
+    return Workspace(root=ws.root, config=Config(values=values, agents=ws.config.agents))
+
+
+@dataclass
+class Run:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    operator: str
+    text: str
+    history: list[Any]  # earlier messages to seed a new thread with (the OpenAI API)
+    stream_modes: tuple[str, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    multitask_strategy: str = "reject"
+    stateless: bool = False
+    status: str = "pending"
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    error: str = ""
+    answer: str = ""
+    unshown: str = ""  # the end of the answer the token stream held back
+    usage: dict[str, Any] = field(default_factory=dict)  # the run's model calls and tokens
+    outcome: str = ""
+    audit_run_id: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[int, str, Any]] = field(default_factory=list)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+    _message_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "metadata": self.metadata,
+            "kwargs": {"stream_mode": list(self.stream_modes)},
+            "multitask_strategy": self.multitask_strategy,
+        }
+
+    # -- events -------------------------------------------------------------------------------
+
+    def emit(self, event: str, data: Any) -> None:
+        with self._cond:
+            self.events.append((len(self.events) + 1, event, data))
+            self._cond.notify_all()
+
+    def finish(self, status: str) -> None:
+        with self._cond:
+            self.status = status
+            self.updated_at = now_iso()
+            self.done.set()
+            self._cond.notify_all()
+
+    def wait_events(self, after: int, timeout: float) -> tuple[list[tuple[int, str, Any]], bool]:
+        """The events numbered above ``after`` (waiting up to ``timeout`` for one), and
+        whether the run has ended."""
+        with self._cond:
+            if len(self.events) <= after and not self.done.is_set():
+                self._cond.wait(timeout)
+            return self.events[after:], self.done.is_set()
+
+    # -- what the session reports -------------------------------------------------------------
+
+    def on_token(self, piece: str) -> None:
+        if self.cancel.is_set():
+            raise ClientCancelled()
+        if "messages" in self.stream_modes and piece:
+            chunk = {
+                "type": "AIMessageChunk",
+                "content": piece,
+                "id": self._message_id,
+                "additional_kwargs": {},
+                "response_metadata": {},
+                "tool_calls": [],
+                "tool_call_chunks": [],
+            }
+            meta = {"langgraph_node": "model", "run_id": self.run_id, "thread_id": self.thread_id}
+            self.emit("messages", [chunk, meta])
+
+    def on_step(self, mode: str, payload: Any) -> None:
+        if self.cancel.is_set():
+            raise ClientCancelled()
+        if mode == "values":
+            self.values = dump_values(payload)
+            if "values" in self.stream_modes:
+                self.emit("values", self.values)
+        elif mode == "updates" and "updates" in self.stream_modes and isinstance(payload, dict):
+            update = {
+                node: dump_values(value) if isinstance(value, dict) else value
+                for node, value in payload.items()
+                if _jsonable_update(value)
+            }
+            if update:
+                self.emit("updates", update)
+
+
+def _jsonable_update(value: Any) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+class _Sink:
+    """The callbacks a pooled session was built with, forwarded to the run it serves now."""
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+
+    def token(self, piece: str) -> None:
+        if self.run is not None:
+            self.run.on_token(piece)
+
+    def step(self, mode: str, payload: Any) -> None:
+        if self.run is not None:
+            self.run.on_step(mode, payload)
+
+
+@dataclass
+class _Pooled:
+    session: Any
+    sink: _Sink
+
+
+class SessionPool:
+    """Idle sessions per (operator, agent); all share the workspace's memory table."""
+
+    def __init__(self, ws: Workspace, *, auto_approve: bool, model: Any = None) -> None:
+        self.ws = ws
+        self.auto_approve = auto_approve
+        self.model = model
+        self._idle: dict[tuple[str, str], list[_Pooled]] = {}
+        self._lock = threading.Lock()
+        self._store: Any = None
+
+    def _approve(self, name: str, args: dict[str, Any]) -> bool:
+        """As ``olav ask``: dangerous tools only with --auto-approve; a memory commit never
+        (it waits for the person's yes in `olav kb drafts confirm` or the console)."""
+        from olav.runtime.tools import NEEDS_CONSENT
+
+        return self.auto_approve and name not in NEEDS_CONSENT
+
+    def _build(self, operator: str, agent: str) -> _Pooled:
+        from olav.compose import agent_session
+        from olav.runtime.builder import open_memory
+        from olav.runtime.hooks import Callbacks
+
+        sink = _Sink()
+        ows = operator_workspace(self.ws, operator)
+        session = agent_session(
+            ows,
+            agent=agent,
+            model=self.model,
+            callbacks=Callbacks(approver=self._approve, on_token=sink.token),
+        )
+        if self._store is None:
+            self._store = open_memory(ows, session.run)
+        session._store = self._store
+        session.on_step = sink.step
+        session.built  # noqa: B018 (build now: a failure is the run's, not the next one's)
+        return _Pooled(session, sink)
+
+    @contextlib.contextmanager
+    def session(self, operator: str, agent: str) -> Iterator[_Pooled]:
+        key = (operator, agent)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            pooled = idle.pop() if idle else None
+        if pooled is None:
+            pooled = self._build(operator, agent)
+        try:
+            yield pooled
+        finally:
+            pooled.sink.run = None
+            with self._lock:
+                self._idle.setdefault(key, []).append(pooled)
+
+    def close(self) -> None:
+        with self._lock:
+            pools = [p for idle in self._idle.values() for p in idle]
+            self._idle.clear()
+        for pooled in pools:
+            with contextlib.suppress(Exception):
+                pooled.session.close()
+
+
+class BusyError(OlavError):
+    pass
+
+
+class RunManager:
+    def __init__(self, pool: SessionPool, threads: Any) -> None:
+        self.pool = pool
+        self.threads = threads  # the ThreadStore
+        self._runs: dict[str, Run] = {}
+        self._active: dict[str, str] = {}  # thread id -> its running run
+        self._locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="olav-run")
+
+    def get(self, run_id: str) -> Run | None:
+        return self._runs.get(run_id)
+
+    def runs_of(self, thread_id: str) -> list[Run]:
+        return [r for r in self._runs.values() if r.thread_id == thread_id]
+
+    def active(self, thread_id: str) -> Run | None:
+        rid = self._active.get(thread_id)
+        return self._runs.get(rid) if rid else None
+
+    def start(self, run: Run, on_done: Callable[[Run], None] | None = None) -> Run:
+        """Queue ``run``; :class:`BusyError` when its thread runs another and the client did
+        not ask to enqueue."""
+        with self._lock:
+            busy = run.thread_id in self._active
+            if busy and run.multitask_strategy != "enqueue":
+                other = self._active[run.thread_id]
+                raise BusyError(
+                    f"thread {run.thread_id} already has a run in progress ({other})",
+                    hint="One run per thread: wait for it (join), cancel it, or send "
+                    "multitask_strategy 'enqueue'",
+                )
+            self._runs[run.run_id] = run
+            self._forget_old()
+            lock = self._locks.setdefault(run.thread_id, threading.Lock())
+        run.emit("metadata", {"run_id": run.run_id, "attempt": 1})
+        self._executor.submit(self._execute, run, lock, on_done)
+        return run
+
+    def _forget_old(self) -> None:
+        finished = [r for r in self._runs.values() if r.done.is_set()]
+        for run in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            self._runs.pop(run.run_id, None)
+
+    def _execute(
+        self, run: Run, lock: threading.Lock, on_done: Callable[[Run], None] | None
+    ) -> None:
+        with lock:  # enqueued runs wait here for the one before them
+            with self._lock:
+                self._active[run.thread_id] = run.run_id
+            try:
+                self._run(run)
+            finally:
+                with self._lock:
+                    if self._active.get(run.thread_id) == run.run_id:
+                        del self._active[run.thread_id]
+                run.emit("end", {"run_id": run.run_id, "status": run.status})
+                if on_done is not None:
+                    with contextlib.suppress(Exception):
+                        on_done(run)
+
+    def _run(self, run: Run) -> None:
+        from olav.runtime.runner import RunCancelled
+
+        if run.cancel.is_set():
+            run.finish("interrupted")
+            return
+        run.status = "running"
+        run.updated_at = now_iso()
+        started = time.perf_counter()
+        try:
+            with self.pool.session(run.operator, run.assistant_id) as pooled:
+                pooled.sink.run = run
+                session = pooled.session
+                session.thread_id = run.thread_id
+                if run.history:
+                    session.seed(run.history)
+                result = session.ask(run.text)
+                run.answer, run.outcome = result.answer, result.outcome
+                run.unshown, run.usage = result.unshown, dict(result.rescue)
+                run.audit_run_id = result.run_id
+                if not run.values:
+                    run.values = dump_values({"messages": session.thread_messages()})
+            run.finish("success")
+        except (RunCancelled, ClientCancelled):
+            run.error = "cancelled by the client"
+            run.finish("interrupted")
+        except OlavError as exc:
+            run.error = exc.one_line()
+            run.emit("error", {"error": type(exc).__name__, "message": run.error})
+            run.finish("error")
+        except Exception as exc:  # a run's failure is the client's to see, not the server's
+            log.exception("run %s failed", run.run_id)
+            run.error = f"{type(exc).__name__}: {exc}"
+            run.emit("error", {"error": type(exc).__name__, "message": run.error})
+            run.finish("error")
+        finally:
+            log.info(
+                "run %s %s in %.0f ms",
+                run.run_id,
+                run.status,
+                (time.perf_counter() - started) * 1000,
+            )
+
+    def cancel(self, run: Run) -> None:
+        run.cancel.set()
+
+    def shutdown(self) -> None:
+        for run in list(self._runs.values()):
+            run.cancel.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.pool.close()
