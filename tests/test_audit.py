@@ -29,6 +29,7 @@ def test_migrations_are_numbered_recorded_and_idempotent(tmp_path: Path) -> None
         "started_at",
         "ended_at",
         "outcome",
+        "thread_id",
     ]
     assert [v[0] for v in versions] == [v for v, _, _ in MIGRATIONS]
 
@@ -51,7 +52,7 @@ def test_migration_3_gives_old_runs_an_outcome_and_keeps_their_status(tmp_path: 
                 "INSERT INTO runs (id, agent, status, started_at) VALUES (?, 'core', ?, now())",
                 [rid, status],
             )
-    assert migrate(db) == [3]
+    assert migrate(db) == [3, 4]
     with connect(db) as con:
         rows = con.execute("SELECT id, status, outcome FROM runs ORDER BY id").fetchall()
     assert rows == [

@@ -31,6 +31,8 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "5",
         "--export-runs",
         "40",
+        "--serve-runs",
+        "2",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -46,6 +48,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "### The held-out corpus",
         "## 6. Threads: continuing a long conversation",
         "## 7. Runs as datasets",
+        "## 8. `olav serve`: what the server adds",
     ):
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
@@ -54,7 +57,8 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     (command,) = [line for line in text.splitlines() if line.startswith("olav bench report")]
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
     assert command == (
-        f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 --export-runs 40"
+        f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 "
+        "--export-runs 40 --serve-runs 2"
     )
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))
@@ -62,6 +66,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     assert [b["memories"] for b in report["perf"]["recall"]] == [60]
     assert report["threads"]["turns"] == 5 and report["threads"]["ok"] is True
     assert report["log_export"]["runs"] == 40
+    assert report["serve"]["concurrent"]["errors"] == 0
 
 
 def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ class ReportOptions:
     steer_runs: int = 3
     thread_turns: int = 200  # the resumed thread (section 6)
     export_runs: int = 10000  # the audited runs exported (section 7)
+    serve_runs: int = 30  # runs per row of the server benchmark (section 8)
 
 
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -81,6 +82,10 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.log_export import run_log_export
 
     out["log_export"] = run_log_export(runs=opts.export_runs)
+    say("olav serve: what the server adds")
+    from olav.bench.serve import run_serve_bench
+
+    out["serve"] = run_serve_bench(runs=opts.serve_runs)
     say("speed and footprint")
     out["perf"] = perf.run_perf(opts.perf, say)
     out["steer"] = None
@@ -189,6 +194,10 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             "",
             markdown_log_export(report["log_export"]),
         ]
+    if report.get("serve"):
+        from olav.bench.serve import markdown_serve
+
+        lines += ["## 8. `olav serve`: what the server adds", "", markdown_serve(report["serve"])]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -163,6 +163,9 @@ def report_cmd(
     export_runs: int = typer.Option(
         10000, "--export-runs", min=1, help="Audited runs the export benchmark writes out."
     ),
+    serve_runs: int = typer.Option(
+        30, "--serve-runs", min=1, help="Runs per row of the olav serve benchmark."
+    ),
     remote: bool = typer.Option(
         False,
         "--remote",
@@ -193,6 +196,7 @@ def report_cmd(
             steer_runs=steer_runs,
             thread_turns=thread_turns,
             export_runs=export_runs,
+            serve_runs=serve_runs,
         )
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]

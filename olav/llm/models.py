@@ -32,7 +32,9 @@ class ScriptedChatModel(BaseChatModel):
 
     A turn may also carry ``when`` (a substring) and ``otherwise`` (another turn): if the last
     human message lacks the substring, ``otherwise`` is replayed in its place. This scripts how
-    a model reacts with and without, say, the ``<relevant-memories>`` block.
+    a model reacts with and without, say, the ``<relevant-memories>`` block. ``echo: true``
+    appends the last human message (without that block) to the content, so a benchmark can
+    tell which request an answer belongs to.
 
     Every call records the messages it received in ``calls``, so tests can assert exactly
     what the model saw. **For tests and demos only.**
@@ -74,6 +76,11 @@ class ScriptedChatModel(BaseChatModel):
                 turn = turn.get("otherwise") or {}
         if turn.get("error"):  # scripted failure, e.g. to exercise failed-run handling
             raise RuntimeError(str(turn["error"]))
+        content = str(turn.get("content", ""))
+        if turn.get("echo"):
+            human = next((m for m in reversed(messages) if m.type == "human"), None)
+            said = str(human.content) if human is not None else ""
+            content += said.rsplit("</relevant-memories>", 1)[-1].strip()
         calls = [
             {
                 "name": c["name"],
@@ -83,7 +90,7 @@ class ScriptedChatModel(BaseChatModel):
             }
             for i, c in enumerate(turn.get("tool_calls") or [])
         ]
-        return AIMessage(content=turn.get("content", ""), tool_calls=calls)
+        return AIMessage(content=content, tool_calls=calls)
 
     def _generate(
         self,

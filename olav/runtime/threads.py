@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -153,6 +154,7 @@ class ThreadStore:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self._saver: Any = None
+        self._lock = threading.RLock()
         self.migrated: list[str] = []
         self._migrate()
 
@@ -165,14 +167,25 @@ class ThreadStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """An immediate transaction: the write lock is taken at the start, so two claims of
-        one thread are ordered, never interleaved."""
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        one thread are ordered, never interleaved (between processes by SQLite, between the
+        threads of one process by the store's lock: the connection holds one transaction at
+        a time)."""
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return list(self.conn.execute(sql, list(params)))
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
 
     def _migrate(self) -> None:
         with self._tx() as con:
@@ -250,7 +263,7 @@ class ThreadStore:
         if owner is not None:
             sql += " AND owner = ?"
             params.append(owner)
-        rows = self.conn.execute(sql + " ORDER BY id = ? DESC", [*params, thread_id]).fetchall()
+        rows = self._rows(sql + " ORDER BY id = ? DESC", [*params, thread_id])
         if not rows:
             return None
         if len(rows) > 1 and rows[0][0] != thread_id:
@@ -287,15 +300,15 @@ class ThreadStore:
             params.append(owner)
         sql += " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
         params += [limit, offset]
-        return [_info(r) for r in self.conn.execute(sql, params).fetchall()]
+        return [_info(r) for r in self._rows(sql, params)]
 
     def last(self, agent: str) -> ThreadInfo | None:
         """The agent's most recent thread that has turns."""
-        row = self.conn.execute(
+        row = self._one(
             f"SELECT {_COLUMNS} FROM olav_threads WHERE agent = ? AND turns > 0 "
             "ORDER BY updated_at DESC LIMIT 1",
             [agent],
-        ).fetchone()
+        )
         return _info(row) if row else None
 
     def set_metadata(self, thread_id: str, metadata: dict[str, Any]) -> ThreadInfo:
@@ -364,10 +377,10 @@ class ThreadStore:
             )
 
     def _check_free(self, thread_id: str) -> None:
-        row = self.conn.execute(
+        row = self._one(
             "SELECT run_id, run_pid, run_host, run_since FROM olav_threads WHERE id = ?",
             [thread_id],
-        ).fetchone()
+        )
         if row and row[0] and self._holder_alive(row[1], row[2]):
             raise _busy(thread_id, row[1], row[3])
 
@@ -417,19 +430,19 @@ class ThreadStore:
         """The thread's turns in order (``last``: only the last ``last`` user turns and what
         followed them)."""
         if last is not None:
-            row = self.conn.execute(
+            row = self._one(
                 "SELECT seq FROM olav_turns WHERE thread_id = ? AND role = 'user' "
                 "ORDER BY seq DESC LIMIT 1 OFFSET ?",
                 [thread_id, max(0, last - 1)],
-            ).fetchone()
+            )
             start = int(row[0]) if row else 0
         else:
             start = 0
-        rows = self.conn.execute(
+        rows = self._rows(
             "SELECT seq, role, content, name, created_at FROM olav_turns "
             "WHERE thread_id = ? AND seq >= ? ORDER BY seq",
             [thread_id, start],
-        ).fetchall()
+        )
         return [Turn(seq=r[0], role=r[1], content=r[2], name=r[3], created_at=r[4]) for r in rows]
 
     def search(
@@ -455,18 +468,18 @@ class ThreadStore:
         params.append(limit)
         hits: list[Hit] = []
         infos: dict[str, ThreadInfo] = {}
-        for thread_id, seq in self.conn.execute(sql, params).fetchall():
+        for thread_id, seq in self._rows(sql, params):
             info = infos.get(thread_id) or self.get(thread_id)
             infos[thread_id] = info
             near = {
                 t.seq: t
                 for t in (
                     Turn(seq=r[0], role=r[1], content=r[2], name=r[3], created_at=r[4])
-                    for r in self.conn.execute(
+                    for r in self._rows(
                         "SELECT seq, role, content, name, created_at FROM olav_turns "
                         "WHERE thread_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
                         [thread_id, seq - 1, seq + 1],
-                    ).fetchall()
+                    )
                 )
             }
             hits.append(Hit(info, near[seq], near.get(seq - 1), near.get(seq + 1)))
