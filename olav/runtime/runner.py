@@ -284,10 +284,23 @@ class Session:
             return
         if self.run.rescue.first_token_s is None:
             self.run.rescue.first_token_s = round(time.perf_counter() - started, 3)
-        guard = self._guards.setdefault(chunk.id or "", StreamGuard())
+        key = chunk.id or ""
+        if key not in self._guards:
+            self._flush_guards()  # a new message: what the last one held back is final
+        guard = self._guards.setdefault(key, StreamGuard())
         shown = guard.feed(piece)
         if shown and self.on_token:
             self.on_token(shown)
+
+    def _flush_guards(self) -> None:
+        """Show what earlier messages of this run held back and turned out to be text (a
+        short lead-in before a structured tool call); a call written as text stays held."""
+        if not self.on_token:
+            return
+        for guard in self._guards.values():
+            rest = guard.flush()
+            if rest:
+                self.on_token(rest)
 
     def _unshown(self, answer: str) -> str:
         """What of the final answer the stream did not print: all of it when nothing of it
@@ -301,7 +314,13 @@ class Session:
         shown = guard.shown.strip()
         if not shown:
             return answer
-        return answer[len(shown) :].lstrip("\n") if answer.startswith(shown) else ""
+        if answer.startswith(shown):
+            return answer[len(shown) :].lstrip("\n")
+        # the stream showed something the answer is not: reasoning whose opening tag was in
+        # the chat template and whose closing tag came after the stream's hold
+        if shown.endswith(answer.strip()):
+            return ""  # the stream went on to show the whole answer after it
+        return answer if shown not in answer else answer[answer.index(shown) + len(shown) :]
 
     def _model_failure(self, run_id: str, exc: Exception, model_name: str) -> OlavError:
         """Record a run that the model (or the graph) broke; the error to raise instead."""

@@ -35,15 +35,25 @@ _EXAMPLE_REQUEST = re.compile(
     r"|\bshow\s+(?:me\s+)?(?:how|what)\b|\bwhat\s+(?:does|would|should)\b.{0,40}\b(?:call|json|format|payload|request|syntax)\b.{0,20}\blook\s+like\b"
     r"|\bhow\s+(?:do|would|should|can)\s+(?:i|you|we)\s+(?:call|invoke|use|format|write)\b"
     r"|\bformat\s+of\b|\bexplain\b.{0,40}\b(?:call|format|json)\b"
-    r"|示例|例子|样例|举例|范例|模板|格式是|什么格式|怎么调用|如何调用|怎样调用|怎么写|长什么样|解释",
+    # "just show me, don't call it", "show me the exact call ... don't run it yet"
+    r"|\b(?:don'?t|do\s+not|never|without)\s+(?:actually\s+)?(?:call|calling|run|running|"
+    r"execute|executing|invoke|invoking)\b|\bjust\s+show\b"
+    r"|\bshow\s+(?:me\s+)?(?:the\s+|an?\s+)?(?:exact\s+)?(?:call|payload|request|json)\b"
+    r"|示例|例子|样例|举例|范例|模板|格式是|什么格式|怎么调用|如何调用|怎样调用|怎么写|长什么样|解释"
+    r"|不要执行|别执行|先别|不要调用|别调用|不用执行|只是看看|给我看看",
     re.I | re.S,
 )
-# prose that presents what follows as an illustration
+# prose that presents what follows as an illustration. Words sit between \b's; abbreviations
+# end in a dot, which no \b can follow when a space or a line break does ("e.g.\n{...}"), so
+# they have their own branch; Chinese has no word boundaries at all.
 _EXAMPLE_PROSE = re.compile(
-    r"\b(?:for\s+example|for\s+instance|e\.g\.|example|such\s+as|like\s+this|looks?\s+like|"
+    r"\b(?:for\s+example|for\s+instance|example|such\s+as|like\s+this|looks?\s+like|"
     r"would\s+look|you\s+(?:can|could|would|might|should)|one\s+could|here\s+is\s+how|"
-    r"the\s+format\s+is|a\s+sample|sample\s+call|here's\s+how|to\s+call\s+it)\b"
-    r"|例如|比如|示例|例子|举例|如下格式|格式如下|可以这样|你可以|可以调用|调用方式|样例",
+    r"the\s+format\s+is|a\s+sample|sample\s+call|here[’']s\s+how|to\s+call\s+it)\b"
+    r"|\b(?:e\. ?g|i\. ?e)(?:\.|\b)|\beg\."
+    r"|\bnot\s+(?:yet\s+)?(?:executed|run|sent|called)\b|\b(?:i\s+)?would\s+(?:send|make|run|use)\b"
+    r"|例如|比如|示例|例子|举例|如下格式|格式如下|可以这样|你可以|可以调用|调用方式|样例"
+    r"|未执行|不会执行|没有执行|尚未执行",
     re.I,
 )
 WEAK_PROSE_LIMIT = 300  # characters of prose a weak-format call may come with

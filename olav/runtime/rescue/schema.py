@@ -67,6 +67,7 @@ def coerce(args: Any, schema: dict[str, Any]) -> Checked:
     out: dict[str, Any] = {}
     problems: list[str] = []
     repaired: list[str] = []
+    wrong: set[str] = set()  # given, but not valid: a problem already, never "is required"
     for key, value in args.items():
         name = _known_key(key, props)
         if name is None:
@@ -80,12 +81,13 @@ def coerce(args: Any, schema: dict[str, Any]) -> Checked:
             fixed = _value(value, props[name], defs)
         except _Bad as bad:
             problems.append(_problem(name, bad, schema))
+            wrong.add(name)
             continue
         if fixed != value or type(fixed) is not type(value) or name != key:
             repaired.append(name)
         out[name] = fixed
     for name in schema.get("required") or []:
-        if name not in out:
+        if name not in out and name not in wrong:
             problems.append(f"argument {name!r} is required, e.g. {example(schema)}")
     return Checked(out, problems, repaired)
 

@@ -1,11 +1,14 @@
 """What the chat may print while a model message streams in.
 
 :class:`StreamGuard` takes the tokens of one model message and returns what may be shown:
-reasoning never (:class:`~olav.runtime.rescue.think.ThinkFilter`), and from the first sign
-of a tool call written as text (a ``<tool_call>`` tag, a special token, a JSON object or list
-at the start of a line) nothing more until the message ends. The runner then knows from the
-cleaned final message whether the held text was a call (it ran, and is never shown) or the
-answer (printed whole at the end of the turn).
+no reasoning (:class:`~olav.runtime.rescue.think.ThinkFilter`, which holds the first
+:data:`~olav.runtime.rescue.think.STREAM_HOLD` characters back in case the template opened
+reasoning there; longer template-opened reasoning streams, then the answer after it, while
+the final answer stays clean), and from the first sign of a tool call written as text (a
+``<tool_call>`` tag, a special token, a JSON object or list at the start of a line) nothing
+more until the message ends. The runner then knows from the cleaned final message whether
+the held text was a call (it ran, and is never shown) or the answer (printed whole at the end
+of the turn).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class StreamGuard:
         self._think = ThinkFilter()
         self._tail = ""
         self._held = False
-        self.shown = ""  # what was printed of this message
+        self.shown = ""  # what was printed of this message (empty while only spaces came)
 
     def feed(self, chunk: str) -> str:
         if self._held:
@@ -47,15 +50,22 @@ class StreamGuard:
             self._held = True
             return self._show(text[:cut])
         keep = _partial_marker(text)
+        if not self.shown and text[: len(text) - keep].isspace():  # the start: wait for more
+            keep = len(text)
         self._tail = text[len(text) - keep :] if keep else ""
         return self._show(text[: len(text) - keep])
 
     def flush(self) -> str:
-        """The end of the message: a held-back tail that turned out to be no marker."""
+        """The end of the message: a held-back tail that turned out to be no marker, and the
+        text before the first marker of what the think filter held back."""
         if self._held:
             return ""
         text, self._tail = self._tail + self._think.flush(), ""
-        return self._show(text) if _first_marker(text, at_start=not self.shown) is None else ""
+        cut = _first_marker(text, at_start=not self.shown)
+        if cut is not None:  # the think filter held the start of the message back till now
+            self._held = True
+            return self._show(text[:cut])
+        return self._show(text)
 
     def _show(self, text: str) -> str:
         self.shown += text
