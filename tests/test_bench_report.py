@@ -33,6 +33,8 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "40",
         "--serve-runs",
         "2",
+        "--fault-rounds",
+        "1",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -47,6 +49,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "## 5. Tool calls written as text",
         "### The held-out corpus",
         "## 6. Threads: continuing a long conversation",
+        "### Three processes, one killed",
         "## 7. Runs as datasets",
         "## 8. `olav serve`: what the server adds",
     ):
@@ -58,7 +61,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
     assert command == (
         f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 "
-        "--export-runs 40 --serve-runs 2"
+        "--export-runs 40 --serve-runs 2 --fault-rounds 1"
     )
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))
@@ -67,6 +70,8 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     assert report["threads"]["turns"] == 5 and report["threads"]["ok"] is True
     assert report["log_export"]["runs"] == 40
     assert report["serve"]["concurrent"]["errors"] == 0
+    faults = report["thread_faults"]
+    assert faults["threads_lost"] == 0 and faults["corrupted"] == 0 and faults["resumed"]
 
 
 def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ class ReportOptions:
     thread_turns: int = 200  # the resumed thread (section 6)
     export_runs: int = 10000  # the audited runs exported (section 7)
     serve_runs: int = 30  # runs per row of the server benchmark (section 8)
+    fault_rounds: int = 3  # kill -9 rounds of the thread store (section 6)
 
 
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -78,6 +79,9 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.threads import run_threads_bench
 
     out["threads"] = run_threads_bench(turns=opts.thread_turns)
+    from olav.bench.threads import run_fault_bench
+
+    out["thread_faults"] = run_fault_bench(rounds=opts.fault_rounds)
     say("audit log export")
     from olav.bench.log_export import run_log_export
 
@@ -186,6 +190,10 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             "",
             markdown_threads(report["threads"]),
         ]
+    if report.get("thread_faults"):
+        from olav.bench.threads import markdown_faults
+
+        lines += ["### Three processes, one killed", "", markdown_faults(report["thread_faults"])]
     if report.get("log_export"):
         from olav.bench.log_export import markdown_log_export
 

@@ -143,3 +143,143 @@ if __name__ == "__main__":  # pragma: no cover
     import json
 
     print(json.dumps(run_threads_bench(), indent=2))
+
+
+_WORKER = """
+import sys
+from olav.compose import agent_session
+from olav.core.config import Workspace
+from pathlib import Path
+session = agent_session(Workspace.open(Path(sys.argv[1])), learn_from_failures=False)
+session.thread_id = sys.argv[2]
+for i in range(int(sys.argv[3])):
+    session.ask(f"{sys.argv[2]} turn {i}")
+    print(i, flush=True)
+"""
+
+
+def run_fault_bench(rounds: int = 3, turns: int = 6) -> dict[str, Any]:
+    """Three processes write the thread store at once, each its own thread; one is killed with
+    ``kill -9`` while a run holds its thread. Then: the file's integrity, every thread's
+    checkpoint read back, the survivors' turns all there, and the victim's thread continued."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    from olav.compose import agent_session
+    from olav.core.config import Workspace
+
+    results = []
+    for r in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "ws"
+            _scripted_workspace(root, turns=8 * turns)
+            names = [f"round{r}-a", f"round{r}-b", f"round{r}-victim"]
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-c", _WORKER, str(root), name, str(turns)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for name in names
+            ]
+            victim = procs[2]
+            db = root / ".olav" / "databases" / "threads.sqlite"
+            # wait for the victim's second run to hold its thread, then kill it mid-run
+            assert victim.stdout is not None
+            victim.stdout.readline()
+            held = _wait_claimed(db, names[2])
+            victim.send_signal(signal.SIGKILL)
+            victim.communicate(timeout=60)
+            outs = [p.communicate(timeout=300) for p in procs[:2]]
+            survivors_ok = all(p.returncode == 0 for p in procs[:2])
+            con = sqlite3.connect(db)
+            integrity = con.execute("PRAGMA integrity_check").fetchone()[0]
+            con.close()
+            ws = Workspace.open(root)
+            session = agent_session(ws, learn_from_failures=False)
+            humans = {}
+            for name in names:
+                session.thread_id = name
+                humans[name] = sum(1 for m in session.thread_messages() if m.type == "human")
+            session.thread_id = names[2]
+            session.ask("after the crash")
+            resumed = sum(1 for m in session.thread_messages() if m.type == "human")
+            session.close()
+            lost = sum(max(0, turns - humans[n]) for n in names[:2])
+            results.append(
+                {
+                    "integrity": integrity,
+                    "survivors_ok": survivors_ok,
+                    "errors": [e[-300:] for _, e in outs if e and "Traceback" in e],
+                    "held_when_killed": held,
+                    "survivor_turns": [humans[n] for n in names[:2]],
+                    "victim_turns_kept": humans[names[2]],
+                    "victim_resumed_turns": resumed,
+                    "lost": lost,
+                }
+            )
+    return {
+        "rounds": rounds,
+        "turns_per_process": turns,
+        "results": results,
+        "threads_lost": sum(x["lost"] for x in results),
+        "corrupted": sum(1 for x in results if x["integrity"] != "ok"),
+        "resumed": all(x["victim_resumed_turns"] == x["victim_turns_kept"] + 1 for x in results),
+    }
+
+
+def _wait_claimed(db: Path, thread_id: str, timeout: float = 120.0) -> bool:
+    """Poll (a condition, not a guess) until a run holds ``thread_id``."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        con = sqlite3.connect(db, timeout=10)
+        try:
+            row = con.execute(
+                "SELECT run_id FROM olav_threads WHERE id = ?", [thread_id]
+            ).fetchone()
+        finally:
+            con.close()
+        if row and row[0]:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def _scripted_workspace(root: Path, turns: int) -> None:
+    import yaml
+
+    from olav.admin.setup import init_workspace
+
+    (root / ".olav").mkdir(parents=True)
+    (root / "script.yaml").write_text(yaml.safe_dump([{"content": "ok: ", "echo": True}] * turns))
+    (root / ".olav" / "olav.yaml").write_text(
+        "embedder:\n  provider: hash\n  model: hash-64\n"
+        "llm:\n  provider: scripted\n  script: script.yaml\nruntime:\n  nudge: false\n"
+    )
+    init_workspace(root)
+
+
+def markdown_faults(r: dict[str, Any]) -> str:
+    kept = ", ".join(
+        f"{x['victim_turns_kept']} kept → {x['victim_resumed_turns']}" for x in r["results"]
+    )
+    return "\n".join(
+        [
+            f"{r['rounds']} rounds: three processes run {r['turns_per_process']} turns each on "
+            "their own thread of one store; the third is killed with `kill -9` while a run "
+            "holds its thread.",
+            "",
+            "| | measured |",
+            "|---|---|",
+            f"| turns lost from the survivors' threads | {r['threads_lost']} |",
+            f"| rounds with a corrupted file (`PRAGMA integrity_check`) | {r['corrupted']} |",
+            f"| the victim's thread continued after the kill (turns kept → after one more) | "
+            f"{'yes' if r['resumed'] else '**no**'} ({kept}) |",
+            "",
+        ]
+    )

@@ -166,6 +166,9 @@ def report_cmd(
     serve_runs: int = typer.Option(
         30, "--serve-runs", min=1, help="Runs per row of the olav serve benchmark."
     ),
+    fault_rounds: int = typer.Option(
+        3, "--fault-rounds", min=1, help="kill -9 rounds of the thread-store benchmark."
+    ),
     remote: bool = typer.Option(
         False,
         "--remote",
@@ -197,6 +200,7 @@ def report_cmd(
             thread_turns=thread_turns,
             export_runs=export_runs,
             serve_runs=serve_runs,
+            fault_rounds=fault_rounds,
         )
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]
