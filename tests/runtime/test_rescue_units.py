@@ -786,3 +786,12 @@ def test_invalid_arguments_are_kept_apart_and_never_run() -> None:
 )
 def test_offered_name(written: str, meant: str | None) -> None:
     assert offered_name(written, TOOLS) == meant
+
+
+def test_an_address_with_example_in_it_is_not_a_request_for_an_example() -> None:
+    from olav.runtime.rescue.salvage import asks_for_example
+
+    assert not asks_for_example("mail the backup report to ops@example.com")
+    assert not asks_for_example("fetch https://example.org/devices.csv into the inventory")
+    assert asks_for_example("show me an example of the export call")
+    assert asks_for_example("mail ops@example.com an example of the report")

@@ -10,13 +10,15 @@ arguments are raw here; :mod:`olav.runtime.rescue.salvage` decides what may run.
 | ``hermes`` | ``<tool_call>{"name": …, "arguments": …}</tool_call>`` (closing tag optional) |
 | ``qwen3_xml`` | ``<function=NAME><parameter=KEY>VALUE</parameter></function>`` (qwen3-coder) |
 | ``glm`` | ``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>`` |
-| ``functionary`` | ``<function=NAME>{json}</function>`` (llama 3.1, functionary) |
+| ``functionary`` | ``<function=NAME>{json}</function>`` (llama 3.1, functionary v3.1); |
+| | ``>>>NAME\n{json}`` after a ``>>>all\n`` text turn or another call (functionary v3.2) |
 | ``minimax`` | ``<invoke name="NAME"><parameter name="K">V</parameter></invoke>`` |
-| ``mistral`` | ``[TOOL_CALLS][{…}]`` or ``[TOOL_CALLS]NAME[ARGS]{…}`` |
-| ``deepseek`` | ``<｜tool▁call▁begin｜>…NAME<｜tool▁sep｜>…{json}<｜tool▁call▁end｜>`` |
+| ``mistral`` | ``[TOOL_CALLS][{…}]``, ``[TOOL_CALLS]NAME[ARGS]{…}`` or ``[TOOL_CALLS]NAME{…}`` |
+| ``deepseek`` | ``<｜tool▁call▁begin｜>…NAME<｜tool▁sep｜>…{json}<｜tool▁call▁end｜>``; |
+| | V3.2's ``<｜DSML｜invoke name="NAME"><｜DSML｜parameter name="K" string="true">V…`` |
 | ``kimi`` | ``<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{…}`` |
 | ``gpt_oss`` | ``to=functions.NAME <|constrain|>json<|message|>{…}<|call|>`` (harmony) |
-| ``granite`` | ``<|tool_call|>[{…}]`` |
+| ``granite`` | ``<|tool_call|>[{…}]``; granite-20b-functioncalling's ``<function_call> {…}`` |
 | ``phi4`` | ``functools[{…}]`` |
 | ``llama_python_tag`` | ``<|python_tag|>{"name": …, "parameters": …}`` |
 | ``internlm`` | ``<|action_start|><|plugin|>{…}<|action_end|>`` |
@@ -66,6 +68,7 @@ TRIGGERS = (
     "<tool_call",
     "<function",
     "<invoke",
+    "DSML",  # deepseek v3.2's <｜DSML｜invoke …>
     "[TOOL_CALLS]",
     "tool",  # deepseek's and kimi's tokens, to=functions, tool_calls
     "<|",
@@ -197,12 +200,16 @@ _XML_PARAM = re.compile(
 _GLM_ARG = re.compile(
     r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|(?=<arg_key>)|\Z)", re.S
 )
-_INVOKE = re.compile(r"<invoke\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</invoke>|\Z)", re.S)
+_INVOKE = re.compile(r"<invoke\s+name=[\"']?([^\"'>]+)[\"']?[^>]*>(.*?)(?:</invoke>|\Z)", re.S)
+# other attributes may follow the name (DeepSeek V3.2's string="true|false" without DSML)
 _INVOKE_PARAM = re.compile(
-    r"<parameter\s+name=[\"']?([^\"'>]+)[\"']?\s*>(.*?)(?:</parameter>|\Z)", re.S
+    r"<parameter\s+name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)(?:</parameter>|\Z)", re.S
 )
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*")
-_MISTRAL_NAMED = re.compile(r"([\w.\-]+)\s*(?:\[CALL_ID\][\w-]*)?\s*\[ARGS\]\s*")
+# v11 tokenizers: NAME[ARGS]{…}; decoded without the control tokens, NAME{…}
+_MISTRAL_NAMED = re.compile(
+    r"([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\][\w-]*)?\s*(\[ARGS\])?\s*(?=[\[{])"
+)
 _DS_BAR = "[｜|]"
 _DS_SEP = "[▁_ ]"
 _DEEPSEEK = re.compile(
@@ -223,7 +230,7 @@ _HARMONY = re.compile(
     re.S,
 )
 _TOKEN_JSON = {
-    "granite": re.compile(r"<\|tool_call\|>"),
+    "granite": re.compile(r"<\|tool_call\|>|<function_call>"),  # the second: granite-20b-fc
     "phi4": re.compile(r"functools(?=\[)"),
     "llama_python_tag": re.compile(r"<\|python_tag\|>"),
     "internlm": re.compile(r"<\|action_start\|>\s*<\|plugin\|>"),
@@ -299,7 +306,7 @@ def _qwen3_xml(text: str) -> Iterator[Found]:
 
 def _minimax(text: str) -> Iterator[Found]:
     for m in _INVOKE.finditer(text):
-        args = {k.strip(): _scalar(v) for k, v in _INVOKE_PARAM.findall(m.group(2))}
+        args = {k.strip(): _param(v, _attrs(a)) for k, a, v in _INVOKE_PARAM.findall(m.group(2))}
         wrapper = re.search(
             r"<(minimax:tool_call|function_calls|tool_calls)>\s*$", text[: m.start()]
         )
@@ -319,7 +326,7 @@ def _mistral(text: str) -> Iterator[Found]:
                     yield Found(name, args, "mistral", m.start(), got[1])
             continue
         named = _MISTRAL_NAMED.match(text, pos)
-        if named and named.end() < len(text) and text[named.end()] in "[{":
+        if named and (named.group(2) or text[named.end()] == "{"):
             end = scan_value(text, named.end())
             yield Found(named.group(1), text[named.end() : end], "mistral", m.start(), end)
 
@@ -347,6 +354,95 @@ def _deepseek(text: str) -> Iterator[Found]:
             begin.start() if begin else m.start(),
             end + (close.end() if close else 0),
         )
+
+
+_D = "<[｜|]DSML[｜|]"  # V3.2's tags open with <｜DSML｜ and close with </｜DSML｜ (or </)
+_DD = "</(?:[｜|]DSML[｜|])?"
+_DSML_INVOKE = re.compile(
+    rf"{_D}invoke\b([^>]*)>(.*?)(?:{_DD}invoke>|(?={_D}invoke\b)|(?={_DD}(?:function|tool)_calls>)|\Z)",
+    re.S,
+)
+_DSML_PARAM = re.compile(
+    rf"{_D}parameter\b([^>]*)>(.*?)(?:{_DD}parameter>|(?={_D}parameter\b)|(?={_DD}invoke>)|\Z)",
+    re.S,
+)
+_DSML_OPEN = re.compile(rf"{_D}(?:function|tool)_calls>\s*$")
+_DSML_CLOSE = re.compile(rf"\s*{_DD}(?:function|tool)_calls>(?:\s*<｜end▁of▁sentence｜>)?")
+_ATTR = re.compile(r"([\w:-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))")
+
+
+def _attrs(text: str) -> dict[str, str]:
+    return {
+        m.group(1): next(g for g in m.groups()[1:] if g is not None) for m in _ATTR.finditer(text)
+    }
+
+
+def _param(value: str, attrs: dict[str, str]) -> Any:
+    """A parameter's value: the text as written (less line breaks at its ends) when
+    ``string="true"``, JSON when ``"false"``, else read as :func:`_scalar` does."""
+    kind = attrs.get("string", "").lower()
+    if kind == "true":
+        return value.strip("\n")
+    if kind == "false":
+        try:
+            return loads(value.strip())
+        except LenientError:
+            return value.strip()
+    return _scalar(value)
+
+
+def _dsml(text: str) -> Iterator[Found]:
+    """DeepSeek V3.2's DSML (V4: ``tool_calls`` for ``function_calls``): one ``invoke`` a
+    call, a ``parameter`` an argument, ``string="true"`` for text as written and
+    ``string="false"`` for JSON; or the arguments as one JSON object inside ``invoke``."""
+    for m in _DSML_INVOKE.finditer(text):
+        name = _attrs(m.group(1)).get("name", "").strip()
+        if not name:
+            continue
+        body = m.group(2)
+        args: Any = {}
+        for p in _DSML_PARAM.finditer(body):
+            attrs = _attrs(p.group(1))
+            key = attrs.get("name", "").strip()
+            if not key:
+                continue
+            args[key] = _param(p.group(2), attrs)
+        if not args and body.strip().startswith("{"):
+            args = body.strip()
+        opened = _DSML_OPEN.search(text, 0, m.start())
+        close = _DSML_CLOSE.match(text, m.end())
+        yield Found(
+            name,
+            args,
+            "deepseek",
+            opened.start() if opened else m.start(),
+            close.end() if close else m.end(),
+        )
+
+
+# functionary v3.2 (v3.llama3 template): each turn is ">>>RECIPIENT\n…", "all" for text to
+# the person, a function's name for a call with its JSON arguments; recipients follow each
+# other with no separator. "python" (raw code) and the recipient the prompt already opened
+# (a message that starts "NAME\n{") are not read: neither is marked as a call.
+_RECIPIENT = re.compile(r">>>([A-Za-z_][\w.\-]*)[ \t]*\n[ \t]*(?=\{)")
+_RECIPIENT_END = re.compile(r"\s*(?:>>>|<\|eot_id\|>|<\|eom_id\|>|\Z)")
+
+
+def _functionary_v32(text: str) -> Iterator[Found]:
+    if ">>>" not in text:
+        return
+    for m in _RECIPIENT.finditer(text):
+        if m.group(1) in ("all", "python") or text[m.start() - 1 : m.start()] == ">":
+            continue
+        got = _json_at(text, m.end())
+        if got is None or not isinstance(got[0], dict):
+            continue
+        value, end = got
+        after = _RECIPIENT_END.match(text, end)
+        if after is None:  # prose goes on after the object: not a call turn
+            continue
+        stop = re.match(r"\s*<\|(?:eot_id|eom_id)\|>", text[end:])
+        yield Found(m.group(1), value, "functionary", m.start(), end + (stop.end() if stop else 0))
 
 
 def _kimi(text: str) -> Iterator[Found]:
@@ -397,7 +493,9 @@ def _token_json(text: str) -> Iterator[Found]:
                 end = got[1]
                 sep = re.match(r"\s*;?\s*", text[end:])
                 pos = end + (sep.end() if sep else 0)
-            tail = re.match(r"\s*<\|(?:action_end|eom_id|eot_id)\|>", text[end:])
+            tail = re.match(
+                r"\s*(?:<\|(?:action_end|eom_id|eot_id|endoftext)\|>|</function_call>)", text[end:]
+            )
             end += tail.end() if tail else 0
             for value in values:
                 for name, args in json_calls(value) or []:
@@ -512,6 +610,8 @@ def find_calls(text: str, *, weak: bool = True) -> list[Found]:
         _minimax,
         _mistral,
         _deepseek,
+        _dsml,
+        _functionary_v32,
         _kimi,
         _harmony,
         _token_json,

@@ -113,8 +113,14 @@ def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
     return None
 
 
+# addresses say nothing about what the person asks for ("ops@example.com", example.org)
+_ADDRESSES = re.compile(
+    r"\S+@\S+|\b[a-z][a-z0-9+.-]*://\S+|\b[\w-]+(?:\.[\w-]+)*\.(?:com|org|net)\b", re.I
+)
+
+
 def asks_for_example(request: str) -> bool:
-    return bool(request and _EXAMPLE_REQUEST.search(request))
+    return bool(request and _EXAMPLE_REQUEST.search(_ADDRESSES.sub(" ", request)))
 
 
 def salvage(
