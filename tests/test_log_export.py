@@ -388,6 +388,43 @@ def test_rows_an_older_olav_let_through_are_redacted_at_export(
     assert first_user(line).startswith("<relevant-memories>")
 
 
+def test_the_reliability_suites_secret_shapes_never_reach_an_openai_export(
+    audited: Audited, tmp_path: Path
+) -> None:
+    """Every shape of tests/secret_corpus.py in a person's message, a tool call's arguments,
+    its result and the answer, recorded as a run is: the exported file round-trips through
+    json.loads and holds none of them."""
+    from langchain_core.messages import ToolMessage
+
+    from tests.secret_corpus import CORPUS
+
+    root = tmp_path / "ws"
+    shutil.copytree(audited.root, root)
+    db = root / ".olav" / "databases" / "audit.duckdb"
+    recorder = AuditRecorder(db)
+    for sid, text, _, _ in CORPUS:
+        run = recorder.start_run("core", "s-secrets", f"keep this: {text}", "m", thread_id=sid)
+        call = {"id": f"c-{sid}", "name": "db_query", "args": {"sql": text, "note": text}}
+        recorder.steps(
+            run,
+            [
+                HumanMessage(content=f"keep this: {text}"),
+                AIMessage(content="", tool_calls=[call]),
+                ToolMessage(content=f"stored {text}", tool_call_id=f"c-{sid}", name="db_query"),
+                AIMessage(content=f"Done: {text}"),
+            ],
+        )
+        recorder.end_run(run, "completed")
+    target = tmp_path / "secrets.openai.jsonl"
+    summary = export_runs(db, target, catalog=CATALOG)
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert summary.exported == len(lines) and len(lines) >= len(CORPUS)
+    assert all(validate_openai(line) is None for line in lines)
+    data = target.read_text()
+    leaks = [(sid, n) for sid, _, needles, reason in CORPUS if reason is None for n in needles]
+    assert len(CORPUS) >= 41 and [x for x in leaks if x[1] in data] == []
+
+
 # -- filters -----------------------------------------------------------------------------------
 
 
