@@ -79,3 +79,29 @@ def test_episodes_need_an_explicit_cue_and_stay_within_a_quarter_of_the_budget(
     (cand,) = [c for c in result.candidates if c.hit.record.id == episode.id]
     assert cand.decision == "injected"
     assert cand.tokens <= recaller.token_budget // 4
+
+
+def test_a_resumed_long_thread_is_compressed_like_a_live_one(
+    session_for: SessionFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quit after a long conversation and continue it in a new session (olav chat --continue):
+    the model gets the older turns as the compressed state, not a prompt past its window."""
+    monkeypatch.setenv("OLAV_LLM_NUM_CTX", "2048")
+    monkeypatch.setenv("OLAV_LLM_NUM_PREDICT", "256")
+    filler = "Please consider the following context carefully. " * 60
+    turns = [
+        {"tool_calls": [{"name": "list_devices", "args": {"site": "sh1", "role": "border"}}]},
+        {"content": "sh1 has 2 border routers"},
+    ] + [{"content": f"answer {i}"} for i in range(5)]
+    first, _ = session_for(turns, agent="netops")
+    first.ask("list the border routers in sh1")
+    for i in range(5):
+        first.ask(f"question {i}: {filler}")
+    thread = first.thread_id
+    first.close()
+    again, model = session_for([{"content": "resumed"}], agent="netops", thread=thread)
+    assert again.ask("and what about sh2?").answer == "resumed"
+    (last,) = model.calls
+    state = str(next(m for m in last if isinstance(m, HumanMessage)).content)
+    assert state.startswith("[conversation state") and "list_devices.site=sh1" in state
+    assert sum(isinstance(m, HumanMessage) for m in last) == 3  # state + the last two turns
