@@ -376,6 +376,14 @@ class ThreadStore:
                 [thread_id, run_id],
             )
 
+    def held(self, thread_id: str) -> bool:
+        """Whether a live run holds the thread (a dead process's claim holds nothing)."""
+        try:
+            self._check_free(thread_id)
+        except ThreadBusyError:
+            return True
+        return False
+
     def _check_free(self, thread_id: str) -> None:
         row = self._one(
             "SELECT run_id, run_pid, run_host, run_since FROM olav_threads WHERE id = ?",

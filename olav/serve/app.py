@@ -21,8 +21,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -48,47 +50,68 @@ log = get_logger("serve")
 DEFAULT_PORT = 2280
 MAX_BODY = 1 << 20
 OPEN_PATHS = {"/ok"}
+GRACE_S = 5  # how long a stopping server waits for its open connections
 
 
 # -- the audit of requests, off the request path ------------------------------------------------
 
 
 class RequestAudit:
-    """One ``http_request`` event per request, written in batches by a background thread."""
+    """One ``http_request`` event per request, written in batches by a background thread: one
+    connection and one insert per batch (a connection per row costs tens of milliseconds, more
+    than a request)."""
+
+    BATCH = 500
 
     def __init__(self, path: Any) -> None:
         self.path = path
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[datetime, dict[str, Any]] | None] = queue.Queue()
+        self._warned = False
         self._thread = threading.Thread(target=self._loop, name="olav-serve-audit", daemon=True)
         self._thread.start()
 
     def record(self, entry: dict[str, Any]) -> None:
-        self._queue.put(entry)
+        self._queue.put((datetime.now(UTC), entry))
 
     def _loop(self) -> None:
-        from olav.audit.recorder import AuditRecorder
-
-        recorder = AuditRecorder(self.path)
         while True:
-            entry = self._queue.get()
-            if entry is None:
+            item = self._queue.get()
+            if item is None:
                 return
-            batch = [entry]
-            while len(batch) < 200:
+            batch = [item]
+            closing = False
+            while len(batch) < self.BATCH:
                 try:
                     more = self._queue.get(timeout=0.2)
                 except queue.Empty:
                     break
                 if more is None:
-                    self._write(recorder, batch)
-                    return
+                    closing = True
+                    break
                 batch.append(more)
-            self._write(recorder, batch)
+            self._write(batch)
+            if closing:
+                return
 
-    @staticmethod
-    def _write(recorder: Any, batch: list[dict[str, Any]]) -> None:
-        for entry in batch:
-            recorder.event(None, "http_request", entry)
+    def _write(self, batch: list[tuple[datetime, dict[str, Any]]]) -> None:
+        from olav.audit.db import connect
+        from olav.core.redact import redact
+
+        rows = [
+            [uuid.uuid4().hex, None, "http_request", json.dumps(redact(entry), default=str), at]
+            for at, entry in batch
+        ]
+        try:
+            with connect(self.path) as con:
+                con.executemany(
+                    "INSERT INTO events (id, run_id, kind, detail, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except Exception as exc:  # the audit never takes the server down
+            if not self._warned:
+                self._warned = True
+                log.warning("request audit write failed (%s); continuing", exc)
 
     def close(self) -> None:
         self._queue.put(None)
@@ -123,8 +146,12 @@ class Server:
         self.runs = RunManager(self.pool, self.threads)
         self.audit = RequestAudit(ws.audit_path)
         self.started = now_iso()
+        self._closed = False
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.runs.shutdown()
         self.audit.close()
 
@@ -155,15 +182,20 @@ class Server:
         if not raw.strip():
             return {}
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, parse_constant=_no_constant)
         except ValueError as exc:
             raise HTTPError(422, f"the body is not valid JSON: {exc.args[0]}") from None
+        except RecursionError:
+            raise HTTPError(422, "the body is not valid JSON: it is nested too deep") from None
         if not isinstance(data, dict):
             raise HTTPError(422, "the body must be a JSON object")
         return data
 
     def agent(self, assistant_id: Any) -> str:
-        if not isinstance(assistant_id, str) or assistant_id not in self.agents:
+        if not isinstance(assistant_id, str) or not assistant_id:
+            known = ", ".join(sorted(self.agents))
+            raise HTTPError(422, f"assistant_id is required: one of {known}")
+        if assistant_id not in self.agents:
             known = ", ".join(sorted(self.agents))
             raise HTTPError(404, f"no assistant {assistant_id!r}; the assistants are: {known}")
         return assistant_id
@@ -190,6 +222,24 @@ class Server:
             raise HTTPError(404, f"no thread {thread_id!r}")
         return info
 
+    def exact_thread(self, thread_id: str) -> Any:
+        """The thread with exactly this id, whoever's it is (None when there is none): for
+        the checks before a thread is made, where a prefix of another id is no match and no
+        ambiguity."""
+        from olav.runtime.threads import ThreadNotFoundError
+
+        try:
+            info = self.threads.find(thread_id)
+        except ThreadNotFoundError:  # a prefix of several ids: none is this one
+            return None
+        return info if info is not None and info.id == thread_id else None
+
+    def claimed(self, info: Any) -> bool:
+        """Whether a live run holds the thread (this server's, or a terminal's in another
+        process). The claim of a process that died (a server killed with -9 mid-run) holds
+        nothing: the thread's next run takes it over."""
+        return bool(info.running) and bool(self.threads.held(info.id))
+
     def thread_json(
         self, info: Any, *, with_values: bool = True, operator: str = ""
     ) -> dict[str, Any]:
@@ -205,7 +255,7 @@ class Server:
                 "owner": info.owner,
                 "name": info.name,
             },
-            "status": "busy" if active is not None or info.running else "idle",
+            "status": "busy" if active is not None or self.claimed(info) else "idle",
             "interrupts": {},
         }
         if with_values:
@@ -295,11 +345,21 @@ class Server:
             thread_id = uuid.uuid4().hex
             self.threads.create(agent, thread_id, owner=operator)
         else:
-            info = self.threads.find(thread_id, owner=operator)
-            if info is None or info.id != thread_id:
+            info = self.exact_thread(thread_id)
+            if info is None or info.owner != operator:
                 if body.get("if_not_exists") != "create":
                     raise HTTPError(404, f"no thread {thread_id!r}")
+                if info is not None:  # another operator's: never run on it, never show it
+                    raise HTTPError(409, f"thread {thread_id!r} exists")
                 self.threads.create(agent, thread_id, owner=operator)
+            elif self.runs.active(thread_id) is None and self.claimed(info):
+                # a run of another process (the terminal's): refused now, not accepted and
+                # failed a moment later
+                raise HTTPError(
+                    409,
+                    f"thread {thread_id} has a run in progress in another process "
+                    "(a terminal's); wait for it to finish",
+                )
         return Run(
             run_id=str(uuid.uuid4()),
             thread_id=thread_id,
@@ -325,6 +385,12 @@ class Server:
         self.threads.delete(run.thread_id)
 
 
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: accepted, they would be stored and then break every
+    response that shows them."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
 # -- the routes ---------------------------------------------------------------------------------
 
 Handler = Callable[[Server, Request, str], Any]
@@ -346,9 +412,10 @@ def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         operator = request.state.operator
         try:
-            result = handler(server, request, operator)
-            if asyncio.iscoroutine(result):
-                result = await result
+            if asyncio.iscoroutinefunction(handler):
+                result = await handler(server, request, operator)
+            else:  # off the event loop: a state read may build a session (a second or more)
+                result = await anyio.to_thread.run_sync(handler, server, request, operator)
         except HTTPError as exc:
             return error_response(exc.status, exc.detail)
         except OlavError as exc:
@@ -457,6 +524,9 @@ def listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # accepted connections inherit it: without it a small response waits ~40 ms for the
+    # client's delayed ACK (Nagle), on every request
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
@@ -487,8 +557,25 @@ def run_server(
     sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    userver = uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=GRACE_S,
+    )
+
+    class Stopping(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            # the runs end first, their streams with them: uvicorn then waits for
+            # connections that are closing, not for model calls
+            server.runs.stop()
+            await super().shutdown(sockets=sockets)
+            # now, not after run() returns: on SIGTERM uvicorn raises the signal again as it
+            # returns, and the process ends before a `finally` could flush the audit
+            server.close()
+
+    userver = Stopping(config)
     if on_ready is not None:
         on_ready(url)
     else:

@@ -78,10 +78,12 @@ def content_text(content: Any) -> str:
 
 
 def stream_modes(value: Any, default: Sequence[str]) -> tuple[str, ...]:
+    if value is not None and not isinstance(value, str | list):
+        raise HTTPError(422, "stream_mode must be a mode or a list of modes")
     modes = [value] if isinstance(value, str) else list(value or default)
     out: list[str] = []
     for mode in modes:
-        if mode not in STREAM_MODES:
+        if not isinstance(mode, str) or mode not in STREAM_MODES:
             raise HTTPError(
                 422,
                 f"stream_mode {mode!r} is not supported; use: values, updates, messages-tuple",
@@ -102,11 +104,9 @@ def sse_response(run: Run, after: int = 0, *, location: str = "") -> StreamingRe
 
 
 async def _events(run: Run, after: int) -> AsyncIterator[bytes]:
-    import anyio
-
     sent = after
     while True:
-        events, done = await anyio.to_thread.run_sync(run.wait_events, sent, HEARTBEAT_S)
+        events, done = await run.next_events(sent, HEARTBEAT_S)
         for number, event, data in events:
             sent = number
             payload = json.dumps(data, ensure_ascii=False, default=str)

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from olav.serve.http import HTTPError, content_text
+from olav.serve.http import HEARTBEAT_S, HTTPError, content_text
 from olav.serve.runs import Run
 
 PREFIX = "olav/"
@@ -94,20 +94,21 @@ async def completions(server: Any, request: Request, operator: str) -> Any:
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise HTTPError(422, "stream must be true or false")
+        options = body.get("stream_options") or {}
+        if not isinstance(options, dict):
+            raise HTTPError(422, "stream_options must be an object")
+        include_usage = bool(options.get("include_usage"))
         run = _start(server, operator, agent, text, history)
     except HTTPError as exc:
         return _oai_error(exc.status, exc.detail)
     model = body["model"]
     if stream:
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         return StreamingResponse(
             _chunks(run, model, include_usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store"},
         )
-    import anyio
-
-    await anyio.to_thread.run_sync(run.done.wait)
+    await run.ended()
     if run.status != "success":
         return _oai_error(502, f"the run failed: {run.error or run.status}")
     return {
@@ -153,8 +154,6 @@ def _usage(run: Run) -> dict[str, int]:
 
 
 async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[bytes]:
-    import anyio
-
     base = {
         "id": f"chatcmpl-{run.run_id}",
         "object": "chat.completion.chunk",
@@ -169,7 +168,7 @@ async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[by
     yield chunk({"role": "assistant", "content": ""})
     sent, streamed = 0, False
     while True:
-        events, done = await anyio.to_thread.run_sync(run.wait_events, sent, 15.0)
+        events, done = await run.next_events(sent, HEARTBEAT_S)
         for number, event, data in events:
             sent = number
             if event == "messages":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -97,13 +98,15 @@ async def threads_create(server: Any, request: Request, operator: str) -> Any:
     if agent:
         server.agent(agent)
     if thread_id:
-        existing = server.threads.find(thread_id)
-        if existing is not None and existing.id == thread_id:
+        existing = server.exact_thread(thread_id)
+        if existing is not None:
             if existing.owner != operator:
                 raise HTTPError(409, f"thread {thread_id!r} exists")
             if body.get("if_exists") != "do_nothing":
                 raise HTTPError(409, f"thread {thread_id!r} exists")
-            return server.thread_json(existing, operator=operator)
+            return await anyio.to_thread.run_sync(
+                lambda: server.thread_json(existing, operator=operator)
+            )
     info = server.threads.create(agent, thread_id, owner=operator)
     if metadata:
         info = server.threads.set_metadata(info.id, metadata)
@@ -165,7 +168,8 @@ async def thread_history(server: Any, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     body = await server.body(request) if request.method == "POST" else {}
     limit, _ = _limit(body)
-    return [server.state_json(info.id, snap) for snap in server.snapshots(operator, info, limit)]
+    snaps = await anyio.to_thread.run_sync(server.snapshots, operator, info, limit)
+    return [server.state_json(info.id, snap) for snap in snaps]
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -186,11 +190,9 @@ async def run_stream(server: Any, request: Request, operator: str) -> Any:
 
 
 async def run_wait(server: Any, request: Request, operator: str) -> Any:
-    import anyio
-
     body = await server.body(request)
     run = server.start(server.new_run(operator, body, request.path_params.get("thread_id")))
-    await anyio.to_thread.run_sync(run.done.wait)
+    await run.ended()
     if run.status == "error":
         return JSONResponse({"__error__": {"error": "RunError", "message": run.error}})
     return run.values
@@ -214,10 +216,8 @@ def runs_list(server: Any, request: Request, operator: str) -> Any:
 
 
 async def run_join(server: Any, request: Request, operator: str) -> Any:
-    import anyio
-
     run = _run_of(server, request, operator)
-    await anyio.to_thread.run_sync(run.done.wait)
+    await run.ended()
     return run.values
 
 
@@ -227,12 +227,10 @@ def run_join_stream(server: Any, request: Request, operator: str) -> Any:
 
 
 async def run_cancel(server: Any, request: Request, operator: str) -> Any:
-    import anyio
-
     run = _run_of(server, request, operator)
     server.runs.cancel(run)
     if request.query_params.get("wait") in ("1", "true"):
-        await anyio.to_thread.run_sync(run.done.wait)
+        await run.ended()
     return Response(status_code=202 if not run.done.is_set() else 200)
 
 

@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -114,6 +113,8 @@ class Run:
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     _cond: threading.Condition = field(default_factory=threading.Condition)
+    # the event loops' waiters (streams, joins): woken by every event, no thread held
+    _waiters: list[tuple[Any, Any]] = field(default_factory=list)
     _message_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
 
     def to_json(self) -> dict[str, Any]:
@@ -133,23 +134,68 @@ class Run:
 
     def emit(self, event: str, data: Any) -> None:
         with self._cond:
+            if self.done.is_set():  # after the end (a run the server gave up at shutdown)
+                return
             self.events.append((len(self.events) + 1, event, data))
-            self._cond.notify_all()
+            self._wake()
 
     def finish(self, status: str) -> None:
         with self._cond:
+            if self.done.is_set():
+                return
             self.status = status
             self.updated_at = now_iso()
-            self.done.set()
-            self._cond.notify_all()
 
-    def wait_events(self, after: int, timeout: float) -> tuple[list[tuple[int, str, Any]], bool]:
-        """The events numbered above ``after`` (waiting up to ``timeout`` for one), and
-        whether the run has ended."""
+    def close(self) -> None:
+        """The last event, ``end``, and ``done`` at once: a stream that sees the run done has
+        seen every event, and whoever waits for ``done`` finds the run's aftermath (a stateless
+        run's thread deleted) already behind it. Once only."""
         with self._cond:
-            if len(self.events) <= after and not self.done.is_set():
-                self._cond.wait(timeout)
+            if self.done.is_set():
+                return
+            self.events.append(
+                (len(self.events) + 1, "end", {"run_id": self.run_id, "status": self.status})
+            )
+            self.done.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        self._cond.notify_all()
+        for loop, event in self._waiters:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
+                loop.call_soon_threadsafe(event.set)
+
+    async def next_events(
+        self, after: int, timeout: float
+    ) -> tuple[list[tuple[int, str, Any]], bool]:
+        """The events numbered above ``after`` (waiting up to ``timeout`` for one), and whether
+        the run has ended. It waits on the event loop without holding a thread, so any number
+        of streams can be open, and a request that goes away stops waiting at once."""
+        import asyncio
+
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._cond:
+            if len(self.events) > after or self.done.is_set():
+                return self.events[after:], self.done.is_set()
+            self._waiters.append(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._cond:
+                self._waiters.remove(waiter)
+        with self._cond:
             return self.events[after:], self.done.is_set()
+
+    async def ended(self) -> None:
+        """Wait (on the event loop) until the run has ended."""
+        seen = 0
+        while True:
+            events, done = await self.next_events(seen, 60.0)
+            if done:
+                return
+            seen += len(events)
 
     # -- what the session reports -------------------------------------------------------------
 
@@ -285,27 +331,49 @@ class RunManager:
         self._active: dict[str, str] = {}  # thread id -> its running run
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="olav-run")
+        # at most WORKERS runs at once (the others wait, pending). Each run has a daemon thread:
+        # a model call that hangs never keeps a stopped server's process alive
+        self._slots = threading.BoundedSemaphore(WORKERS)
 
     def get(self, run_id: str) -> Run | None:
         return self._runs.get(run_id)
 
     def runs_of(self, thread_id: str) -> list[Run]:
-        return [r for r in self._runs.values() if r.thread_id == thread_id]
+        with self._lock:
+            return [r for r in self._runs.values() if r.thread_id == thread_id]
 
     def active(self, thread_id: str) -> Run | None:
-        rid = self._active.get(thread_id)
-        return self._runs.get(rid) if rid else None
+        """The thread's run in progress, else one accepted that waits for its turn."""
+        with self._lock:
+            rid = self._active.get(thread_id)
+            if rid and rid in self._runs:
+                return self._runs[rid]
+            return next(
+                (
+                    r
+                    for r in self._runs.values()
+                    if r.thread_id == thread_id and not r.done.is_set()
+                ),
+                None,
+            )
 
     def start(self, run: Run, on_done: Callable[[Run], None] | None = None) -> Run:
         """Queue ``run``; :class:`BusyError` when its thread runs another and the client did
         not ask to enqueue."""
         with self._lock:
-            busy = run.thread_id in self._active
-            if busy and run.multitask_strategy != "enqueue":
-                other = self._active[run.thread_id]
+            # busy from the moment a run is accepted, not from when its worker starts: two
+            # requests at once never both get in
+            other = next(
+                (
+                    r
+                    for r in self._runs.values()
+                    if r.thread_id == run.thread_id and not r.done.is_set()
+                ),
+                None,
+            )
+            if other is not None and run.multitask_strategy != "enqueue":
                 raise BusyError(
-                    f"thread {run.thread_id} already has a run in progress ({other})",
+                    f"thread {run.thread_id} already has a run in progress ({other.run_id})",
                     hint="One run per thread: wait for it (join), cancel it, or send "
                     "multitask_strategy 'enqueue'",
                 )
@@ -313,7 +381,13 @@ class RunManager:
             self._forget_old()
             lock = self._locks.setdefault(run.thread_id, threading.Lock())
         run.emit("metadata", {"run_id": run.run_id, "attempt": 1})
-        self._executor.submit(self._execute, run, lock, on_done)
+        worker = threading.Thread(
+            target=self._execute,
+            args=(run, lock, on_done),
+            name=f"olav-run-{run.run_id[:8]}",
+            daemon=True,
+        )
+        worker.start()
         return run
 
     def _forget_old(self) -> None:
@@ -324,7 +398,7 @@ class RunManager:
     def _execute(
         self, run: Run, lock: threading.Lock, on_done: Callable[[Run], None] | None
     ) -> None:
-        with lock:  # enqueued runs wait here for the one before them
+        with lock, self._slots:  # enqueued runs wait here for the one before them
             with self._lock:
                 self._active[run.thread_id] = run.run_id
             try:
@@ -333,10 +407,12 @@ class RunManager:
                 with self._lock:
                     if self._active.get(run.thread_id) == run.run_id:
                         del self._active[run.thread_id]
-                run.emit("end", {"run_id": run.run_id, "status": run.status})
                 if on_done is not None:
-                    with contextlib.suppress(Exception):
+                    try:
                         on_done(run)
+                    except Exception:
+                        log.exception("after run %s", run.run_id)
+                run.close()
 
     def _run(self, run: Run) -> None:
         from olav.runtime.runner import RunCancelled
@@ -384,8 +460,20 @@ class RunManager:
     def cancel(self, run: Run) -> None:
         run.cancel.set()
 
-    def shutdown(self) -> None:
-        for run in list(self._runs.values()):
+    def stop(self) -> None:
+        """The server is stopping: every run not ended is cancelled and ended now
+        (``interrupted``, after an ``error`` event that says why), so its streams and joins
+        end instead of holding the shutdown up for as long as a model call lasts. The thread
+        keeps its last completed step, as after a ``kill -9``."""
+        with self._lock:
+            running = [r for r in self._runs.values() if not r.done.is_set()]
+        for run in running:
             run.cancel.set()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+            run.error = "the server stopped; the thread keeps its last completed step"
+            run.emit("error", {"error": "ServerStopped", "message": run.error})
+            run.finish("interrupted")
+            run.close()
+
+    def shutdown(self) -> None:
+        self.stop()
         self.pool.close()

@@ -1,0 +1,243 @@
+"""What the `olav serve` end-to-end tests share: a workspace on the Ollama stub, tokens for three
+operators (the workspace's own, whose terminal threads are hers, bob and carol), and the real
+CLI serving it in a subprocess (one server per test module).
+
+The stub answers ``answer to <request>``. A test holds a run mid-flight with
+``served.model.hold(tag)``: the model call of a request that contains ``tag`` waits, in the
+stub's thread of this process, until the test releases it (an event, never a sleep)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import clean_env, ollama_workspace
+from tests.stubs.ollama_stub import StubState, ollama_stub
+
+HOLD_S = 60.0  # the longest a held model call waits for its release
+START_S = 60.0
+# the stub answers every request, tool-worthy or not: the rescue layer's nudge stays out of it
+NO_NUDGE = "runtime:\n  nudge: false\n"
+
+
+def human(text: str) -> dict[str, Any]:
+    """An Agent Protocol input: the person's message."""
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def last_user(body: dict[str, Any]) -> str:
+    """The person's last message, without the recall block AutoRecall puts in front of it."""
+    text = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    return str(text).rsplit("</relevant-memories>", 1)[-1].strip()
+
+
+def chat_bodies(state: StubState) -> list[dict[str, Any]]:
+    return [body for path, body in list(state.requests) if path == "/api/chat"]
+
+
+def request_for(state: StubState, text: str) -> dict[str, Any]:
+    """The (last) chat request whose person's message is ``text``."""
+    found = [b for b in chat_bodies(state) if last_user(b) == text]
+    assert found, f"the model never got {text!r}"
+    return found[-1]
+
+
+def sent_text(body: dict[str, Any]) -> str:
+    """Everything a chat request showed the model, as one string."""
+    return "\n".join(str(m.get("content") or "") for m in body["messages"])
+
+
+@dataclass
+class Gate:
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def wait_held(self) -> None:
+        assert self.held.wait(HOLD_S), "the run never reached its model call"
+
+
+class Model:
+    """The stub's replies: ``answer to <request>``; a request containing a held tag waits."""
+
+    def __init__(self) -> None:
+        self.gates: dict[str, Gate] = {}
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = last_user(body)
+        for tag, gate in list(self.gates.items()):
+            if tag in text:
+                gate.held.set()
+                gate.release.wait(HOLD_S)
+        return {"content": f"answer to {text}"}
+
+    @contextlib.contextmanager
+    def hold(self, tag: str) -> Iterator[Gate]:
+        gate = self.gates[tag] = Gate()
+        try:
+            yield gate
+        finally:
+            gate.release.set()
+            self.gates.pop(tag, None)
+
+
+@dataclass
+class Served:
+    url: str
+    ws: Path
+    state: StubState
+    model: Model
+    proc: subprocess.Popen[str]
+    alice: str  # the workspace's operator: the terminal's threads are hers
+    tokens: dict[str, str]  # operator -> token
+    token_ids: dict[str, str]  # operator -> token id
+    clients: dict[str, Any] = field(default_factory=dict)
+
+    def sdk(self, operator: str = "") -> Any:
+        """langgraph-sdk's client with ``operator``'s token (alice's by default): one per
+        operator, closed with the server."""
+        from langgraph_sdk import get_sync_client
+
+        operator = operator or self.alice
+        if operator not in self.clients:
+            self.clients[operator] = get_sync_client(url=self.url, api_key=self.tokens[operator])
+        return self.clients[operator]
+
+    def close(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.clients.clear()
+
+    def http(self, operator: str | None = "", **kw: Any) -> httpx.Client:
+        """An httpx client on the server, with ``operator``'s token (None: no token)."""
+        headers = {}
+        if operator is not None:
+            headers["Authorization"] = f"Bearer {self.tokens[operator or self.alice]}"
+        kw.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.url, headers=headers, **kw)
+
+
+def start_server(ws: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """`olav serve --port 0 ARGS` in ``ws``; returns the process and its URL once it listens.
+    Its stderr goes to a file (a pipe nobody reads could fill up and stall the server)."""
+    cli = [sys.executable, "-c", "from olav.cli.app import main; main()"]
+    err = _stderr_file(ws)
+    with err.open("w") as sink:
+        proc = subprocess.Popen(
+            [*cli, "serve", "--port", "0", *args],
+            cwd=ws,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+        )
+    _stderr[proc.pid] = err
+    ready: list[str] = []
+    reader = threading.Thread(target=lambda: ready.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(START_S)
+    line = ready[0] if ready else ""
+    if "listening on http://" not in line:
+        pytest.fail(f"olav serve did not start: {line!r} {stop_server(proc)[-3000:]}")
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+_stderr: dict[int, Path] = {}
+
+
+def _stderr_file(ws: Path) -> Path:
+    n = 0
+    while (ws.parent / f"serve-{n}.stderr").exists():
+        n += 1
+    return ws.parent / f"serve-{n}.stderr"
+
+
+def stop_server(proc: subprocess.Popen[str]) -> str:
+    """Stop the server (SIGTERM, then SIGKILL); what it wrote on stderr ("" when it was
+    stopped before)."""
+    if proc.stdout is None or proc.stdout.closed:
+        return ""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate(timeout=30)
+    err = _stderr.pop(proc.pid, None)
+    return err.read_text() if err is not None else ""
+
+
+def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dict[str, str]]:
+    """A workspace on the stub at ``url``, with tokens for its operator, bob and carol."""
+    from olav.core.config import Workspace
+    from olav.memory.scopes import user_name
+    from olav.serve.tokens import TokenStore
+
+    ws = ollama_workspace(root, url, NO_NUDGE)
+    alice = user_name(Workspace.open(ws).config)
+    assert alice != "bob"
+    store = TokenStore.for_workspace(Workspace.open(ws), touch_interval=None)
+    tokens, ids = {}, {}
+    for operator in (alice, "bob", "carol"):
+        info, token = store.create(operator, note="e2e")
+        tokens[info.operator], ids[info.operator] = token, info.id
+    return ws, alice, tokens, ids
+
+
+@contextlib.contextmanager
+def serving(
+    root: Path, *args: str, prepare: Callable[[Path], None] | None = None
+) -> Iterator[Served]:
+    """A workspace on a fresh stub, served by `olav serve ARGS`; ``prepare(ws)`` runs before
+    the server starts (the stub is up: the embedder works)."""
+    model = Model()
+    state = StubState(chat_reply=model.reply)
+    with ollama_stub(state) as (url, _):
+        ws, alice, tokens, ids = make_workspace(root, url)
+        if prepare is not None:
+            prepare(ws)
+        proc, base = start_server(ws, *args)
+        served = Served(base, ws, state, model, proc, alice, tokens, ids)
+        try:
+            yield served
+        finally:
+            served.close()
+            for gate in list(model.gates.values()):
+                gate.release.set()
+            err = stop_server(served.proc)
+            assert "Traceback" not in err, err[-4000:]
+
+
+def sse_events(response: httpx.Response) -> Iterator[tuple[int, str, Any]]:
+    """(id, event, data) of a server-sent event stream, as they arrive."""
+    number, event, data = 0, "", []
+    for line in response.iter_lines():
+        if not line:
+            if event:
+                yield number, event, json.loads("\n".join(data)) if data else None
+            number, event, data = 0, "", []
+        elif line.startswith("id:"):
+            number = int(line[3:].strip())
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+
+
+def http_events(ws: Path) -> list[dict[str, Any]]:
+    """The details of the audit's ``http_request`` events."""
+    from olav.audit.db import connect
+
+    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+        rows = con.execute("SELECT detail FROM events WHERE kind = 'http_request'").fetchall()
+    return [json.loads(r[0]) for r in rows]
