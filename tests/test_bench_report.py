@@ -93,6 +93,14 @@ def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:
         "0",
         "--cli-runs",
         "0",
+        "--thread-turns",
+        "2",
+        "--export-runs",
+        "5",
+        "--serve-runs",
+        "1",
+        "--fault-rounds",
+        "1",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
