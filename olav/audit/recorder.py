@@ -20,7 +20,8 @@ from olav.core.redact import redact, redact_text
 
 MAX_TEXT = 20000
 # what a finished run achieved (runs.outcome); see olav.runtime.outcome for how it is decided
-OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled")
+# "interrupted": the run paused for a person's answer (an approval asked by olav serve)
+OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled", "interrupted")
 # the outcomes trace_learner turns into lessons
 LEARNABLE_OUTCOMES = ("narrated", "tool_error", "failed", "cancelled")
 _OUTCOME_OF_STATUS = {"completed": "completed", "error": "failed", "cancelled": "cancelled"}

@@ -68,6 +68,9 @@ class RunContext:
     on_warning: Callable[[str], None] | None = None
     rescue: RescueState = field(default_factory=RescueState)
     thinking: bool | None = None  # this turn's thinking switch (/think, /no_think); None: config
+    # the approver may pause the run with a LangGraph interrupt (olav serve): the runner then
+    # ends the run "interrupted" and the person's answer continues it (Session.answer)
+    interrupts: bool = False
     _warned: set[str | None] = field(default_factory=set, repr=False)
 
     def begin(self, run_id: str) -> None:

@@ -64,6 +64,21 @@ class TurnResult:
     outcome: str = "completed"  # see olav.runtime.outcome
     unshown: str = ""  # the end of the answer that streaming held back (print it after)
     rescue: dict[str, Any] = field(default_factory=dict)  # RescueState.summary() and timings
+    # what the run waits for when it paused (status "interrupted"): [{"id", "value"}], the
+    # person's answer continues it (Session.answer)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+
+_NO_RESUME: Any = object()  # ask(): a new request, not the answer to an interrupt
+INTERRUPT_EVENT = "interrupt"  # events.kind: a run paused for a person's answer
+
+
+def _resume_text(value: Any) -> str:
+    """The audit's request text of a run that answers an interrupt."""
+    import json
+
+    shown = value if isinstance(value, str) else json.dumps(value, default=str)
+    return f"(answer to the approval: {shown[:200]})"
 
 
 class Session:
@@ -174,7 +189,17 @@ class Session:
             self.thread_id = info.id
         return info
 
-    def ask(self, text: str) -> TurnResult:
+    def answer(self, value: Any) -> TurnResult:
+        """Continue a run that paused for a person's answer (an approval asked as an
+        interrupt: olav serve), with ``value``; a new run of the same thread."""
+        return self.ask(_resume_text(value), resume=value)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The interrupts this thread waits on ([] when none)."""
+        state = self.built.graph.get_state(self._config())
+        return [{"id": i.id, "value": i.value} for i in (state.interrupts or ())]
+
+    def ask(self, text: str, *, resume: Any = _NO_RESUME) -> TurnResult:
         built = self.built
         if self._last_patterns and CORRECTION.search(text):
             invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
@@ -183,11 +208,11 @@ class Session:
         owner = user_name(self.ws.config)
         self.threads.claim(self.thread_id, claim, self.agent_name, owner)  # one run per thread
         try:
-            return self._ask(built, text, claim)
+            return self._ask(built, text, claim, resume)
         finally:
             self.threads.release(self.thread_id, claim)
 
-    def _ask(self, built: BuiltAgent, text: str, claim: str) -> TurnResult:
+    def _ask(self, built: BuiltAgent, text: str, claim: str, resume: Any) -> TurnResult:
         run_id = self.audit.start_run(
             self.agent_name, self.session_id, text, built.model_name, thread_id=self.thread_id
         )
@@ -197,7 +222,8 @@ class Session:
         self.audit.message(run_id, "user", text)
         started = time.perf_counter()
         try:
-            final = self._stream(built, text, started)
+            final = self._stream(built, text, started, resume)
+            waiting = self._waiting(built)
         except KeyboardInterrupt:
             outcome = "cancelled"
             self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
@@ -208,8 +234,13 @@ class Session:
         except Exception as exc:
             raise self._model_failure(run_id, exc, built.model_name) from exc
         else:
-            answer = message_text(final) if final is not None else ""
-            outcome = self._finish(run_id, text, answer, first_recall)
+            if waiting:  # paused for a person's answer: nothing is final yet
+                answer, outcome = "", "interrupted"
+                self.audit.event(run_id, INTERRUPT_EVENT, {"interrupts": waiting})
+                self.audit.end_run(run_id, "completed", outcome="interrupted")
+            else:
+                answer = message_text(final) if final is not None else ""
+                outcome = self._finish(run_id, text, answer, first_recall)
         finally:
             self._record_thread(built, text, run_id)
             self._after_run(text, run_id, outcome)
@@ -218,11 +249,19 @@ class Session:
         return TurnResult(
             run_id=run_id,
             answer=answer,
-            status="completed",
+            status="interrupted" if waiting else "completed",
             outcome=outcome,
-            unshown=self._unshown(answer),
+            unshown=self._unshown(answer) if not waiting else "",
             rescue=rescue,
+            interrupts=waiting,
         )
+
+    def _waiting(self, built: BuiltAgent) -> list[dict[str, Any]]:
+        """The interrupts the run stopped at (only a graph that can pause has any)."""
+        if self.run.approver is None or not getattr(self.run, "interrupts", False):
+            return []
+        state = built.graph.get_state(self._config())
+        return [{"id": i.id, "value": i.value} for i in (state.interrupts or ())]
 
     def _config(self) -> dict[str, Any]:
         return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
@@ -248,20 +287,31 @@ class Session:
                 ),
                 None,
             )
+            if start is None:  # the answer to an interrupt: the run it continues, whole
+                humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
+                start = humans[-1] if humans else None
             if start is not None:
                 self.audit.steps(run_id, messages[start:])
         except Exception as exc:
             log.warning("thread %s not indexed after run %s: %s", self.thread_id, run_id, exc)
 
-    def _stream(self, built: BuiltAgent, text: str, started: float) -> AIMessage | None:
+    def _stream(
+        self, built: BuiltAgent, text: str, started: float, resume: Any = None
+    ) -> AIMessage | None:
         """Run the graph, streaming the top-level agent's tokens (without reasoning or a
         tool call written as text: olav.runtime.rescue.stream); the last AI message."""
         config = self._config()
         final: AIMessage | None = None
         self._guards: dict[str, StreamGuard] = {}
         modes = ["messages", "values", *(["updates"] if self.on_step else [])]
+        if resume is None or resume is _NO_RESUME:
+            graph_input: Any = {"messages": [HumanMessage(content=text)]}
+        else:
+            from langgraph.types import Command
+
+            graph_input = Command(resume=resume)
         for mode, payload in built.graph.stream(
-            {"messages": [HumanMessage(content=text)]},
+            graph_input,
             config=config,
             stream_mode=modes,
         ):

@@ -259,7 +259,12 @@ class Server:
             "interrupts": {},
         }
         if with_values:
-            out["values"] = self.state_values(operator or info.owner, info)
+            found = self.snapshots(operator or info.owner, info)
+            out["values"] = dump_values(found[0].values) if found else {}
+            waiting = list(found[0].interrupts or ()) if found else []
+            if waiting and out["status"] == "idle":
+                out["status"] = "interrupted"
+                out["interrupts"] = {i.id: [{"value": i.value, "id": i.id}] for i in waiting}
         return out
 
     def snapshots(self, operator: str, info: Any, limit: int | None = None) -> list[Any]:
@@ -294,10 +299,19 @@ class Server:
             }
         cfg = (snap.config or {}).get("configurable", {})
         parent = (snap.parent_config or {}).get("configurable") if snap.parent_config else None
+        waiting = [{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())]
+        tasks = [
+            {
+                "id": t.id,
+                "name": t.name,
+                "interrupts": [{"value": jsonsafe(i.value), "id": i.id} for i in t.interrupts],
+            }
+            for t in (snap.tasks or ())
+        ]
         return {
             "values": dump_values(snap.values),
             "next": list(snap.next or ()),
-            "tasks": [],
+            "tasks": tasks,
             "metadata": jsonsafe(dict(snap.metadata or {})),
             "created_at": snap.created_at,
             "checkpoint": {
@@ -314,7 +328,7 @@ class Server:
                 if parent
                 else None
             ),
-            "interrupts": [],
+            "interrupts": waiting,
         }
 
     def new_run(
@@ -328,9 +342,8 @@ class Server:
         """A run from an Agent Protocol body (its input's last human message is the
         request)."""
         agent = self.agent(body.get("assistant_id"))
-        if body.get("command") is not None:
-            raise HTTPError(422, "resuming with a command is not supported yet: nothing waits")
-        text = input_text(body.get("input"))
+        resume = _resume_of(body.get("command"))
+        text = "" if resume is not None else input_text(body.get("input"))
         modes = stream_modes(body.get("stream_mode"), default_modes)
         strategy = body.get("multitask_strategy") or "reject"
         if strategy not in ("reject", "enqueue"):
@@ -352,6 +365,10 @@ class Server:
                 if info is not None:  # another operator's: never run on it, never show it
                     raise HTTPError(409, f"thread {thread_id!r} exists")
                 self.threads.create(agent, thread_id, owner=operator)
+            elif resume is not None and not self.pending(operator, info):
+                raise HTTPError(
+                    409, f"thread {thread_id} waits for no answer: there is nothing to resume"
+                )
             elif self.runs.active(thread_id) is None and self.claimed(info):
                 # a run of another process (the terminal's): refused now, not accepted and
                 # failed a moment later
@@ -371,7 +388,13 @@ class Server:
             metadata=metadata,
             multitask_strategy=strategy,
             stateless=stateless,
+            resume=resume,
         )
+
+    def pending(self, operator: str, info: Any) -> list[Any]:
+        """The interrupts the thread waits on (an approval asked of a person)."""
+        found = self.snapshots(operator, info)
+        return list(found[0].interrupts or ()) if found else []
 
     def start(self, run: Run) -> Run:
         on_done = self._forget_thread if run.stateless else None
@@ -383,6 +406,19 @@ class Server:
     def _forget_thread(self, run: Run) -> None:
         """A stateless run's thread is deleted once the run ends (on_completion 'delete')."""
         self.threads.delete(run.thread_id)
+
+
+def _resume_of(command: Any) -> Any:
+    """The person's answer in a run's ``command`` (``{"resume": ...}``), or None."""
+    if command is None:
+        return None
+    if not isinstance(command, dict) or "resume" not in command:
+        raise HTTPError(422, "command must be an object with 'resume' (the answer to an approval)")
+    if command.get("goto") or command.get("update"):
+        raise HTTPError(422, "command supports only 'resume'")
+    if command["resume"] is None:
+        raise HTTPError(422, "command.resume is empty: answer the approval, e.g. 'yes' or 'no'")
+    return command["resume"]
 
 
 def _no_constant(name: str) -> Any:

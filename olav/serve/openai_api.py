@@ -139,6 +139,7 @@ def _start(server: Any, operator: str, agent: str, text: str, history: list[Any]
         history=history,
         stream_modes=("messages",),
         stateless=True,
+        interruptible=False,
     )
     return server.start(run)
 

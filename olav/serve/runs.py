@@ -99,6 +99,11 @@ class Run:
     metadata: dict[str, Any] = field(default_factory=dict)
     multitask_strategy: str = "reject"
     stateless: bool = False
+    # an approval may pause the run with an interrupt (the Agent Protocol); False for the
+    # OpenAI endpoint, which has no way to answer one: dangerous tools are refused there
+    interruptible: bool = True
+    resume: Any = None  # the person's answer to the interrupt this run continues (None: none)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)  # where it paused
     status: str = "pending"
     created_at: str = field(default_factory=now_iso)
     updated_at: str = field(default_factory=now_iso)
@@ -232,6 +237,48 @@ class Run:
                 self.emit("updates", update)
 
 
+def approval_request(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """What an interrupt asks, in the shape agent-chat-ui's inbox shows (a HumanInterrupt):
+    the action and its arguments, and which answers it takes (accept or ignore)."""
+    from olav.runtime.tools import NEEDS_CONSENT
+
+    if name in NEEDS_CONSENT:
+        subject = str(args.get("subject", ""))
+        text = f"{name} would store {subject} in memory:\n{args.get('preview', '')}"
+    else:
+        text = f"{name} needs your approval before it runs."
+    return {
+        "action_request": {"action": name, "args": args},
+        "config": {
+            "allow_accept": True,
+            "allow_ignore": True,
+            "allow_respond": False,
+            "allow_edit": False,
+        },
+        "description": text,
+    }
+
+
+_YES = {"y", "yes", "accept", "approve", "approved", "allow", "true", "ok"}
+
+
+def approved(answer: Any) -> bool:
+    """Whether a client's answer to an approval is a yes: ``"yes"``, ``true``,
+    ``{"type": "accept"}`` (agent-chat-ui), ``{"approve": true}``, or a list holding one of
+    them. Anything else is a no."""
+    if isinstance(answer, list) and answer:
+        answer = answer[0]
+    if isinstance(answer, bool):
+        return answer
+    if isinstance(answer, str):
+        return answer.strip().lower() in _YES
+    if isinstance(answer, dict):
+        if "approve" in answer:
+            return answer["approve"] is True
+        return str(answer.get("type", "")).lower() in ("accept", "approve")
+    return False
+
+
 def _jsonable_update(value: Any) -> bool:
     return value is None or isinstance(value, dict)
 
@@ -268,12 +315,22 @@ class SessionPool:
         self._lock = threading.Lock()
         self._store: Any = None
 
-    def _approve(self, name: str, args: dict[str, Any]) -> bool:
-        """As ``olav ask``: dangerous tools only with --auto-approve; a memory commit never
-        (it waits for the person's yes in `olav kb drafts confirm` or the console)."""
+    def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool:
+        """A dangerous tool runs with --auto-approve; otherwise, and always for a memory
+        commit, an Agent Protocol run pauses with an interrupt that says what would happen, and
+        the client's answer (a person's, with their token) decides. The OpenAI endpoint cannot
+        answer one: there a dangerous tool is refused, as in ``olav ask``, and a memory commit
+        waits for `olav kb drafts confirm`."""
         from olav.runtime.tools import NEEDS_CONSENT
 
-        return self.auto_approve and name not in NEEDS_CONSENT
+        if self.auto_approve and name not in NEEDS_CONSENT:
+            return True
+        run = sink.run
+        if run is None or not run.interruptible:
+            return False
+        from langgraph.types import interrupt
+
+        return approved(interrupt(approval_request(name, args)))
 
     def _build(self, operator: str, agent: str) -> _Pooled:
         from olav.compose import agent_session
@@ -286,8 +343,12 @@ class SessionPool:
             ows,
             agent=agent,
             model=self.model,
-            callbacks=Callbacks(approver=self._approve, on_token=sink.token),
+            callbacks=Callbacks(
+                approver=lambda name, args: self._approve(sink, name, args),
+                on_token=sink.token,
+            ),
         )
+        session.run.interrupts = True
         if self._store is None:
             self._store = open_memory(ows, session.run)
         session._store = self._store
@@ -430,7 +491,17 @@ class RunManager:
                 session.thread_id = run.thread_id
                 if run.history:
                     session.seed(run.history)
-                result = session.ask(run.text)
+                if run.resume is not None:
+                    result = session.answer(run.resume)
+                else:
+                    result = session.ask(run.text)
+                run.interrupts = list(result.interrupts)
+                if run.interrupts:
+                    run.values = {**run.values, "__interrupt__": run.interrupts}
+                    if "updates" in run.stream_modes:
+                        run.emit("updates", {"__interrupt__": run.interrupts})
+                    if "values" in run.stream_modes:
+                        run.emit("values", run.values)
                 run.answer, run.outcome = result.answer, result.outcome
                 run.unshown, run.usage = result.unshown, dict(result.rescue)
                 run.audit_run_id = result.run_id

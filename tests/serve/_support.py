@@ -196,11 +196,15 @@ def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dic
 
 @contextlib.contextmanager
 def serving(
-    root: Path, *args: str, prepare: Callable[[Path], None] | None = None
+    root: Path,
+    *args: str,
+    prepare: Callable[[Path], None] | None = None,
+    model: Model | None = None,
 ) -> Iterator[Served]:
     """A workspace on a fresh stub, served by `olav serve ARGS`; ``prepare(ws)`` runs before
-    the server starts (the stub is up: the embedder works)."""
-    model = Model()
+    the server starts (the stub is up: the embedder works); ``model`` replaces the stub's
+    replies."""
+    model = model or Model()
     state = StubState(chat_reply=model.reply)
     with ollama_stub(state) as (url, _):
         ws, alice, tokens, ids = make_workspace(root, url)
