@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 STEER_WS ?=
 
-.PHONY: install run test lint fmt bench bench-pytest template-vectors clean
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: install browser run test lint fmt bench bench-pytest template-vectors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,6 +18,18 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# the web console's browser tests (tests/serve/test_console.py) drive Debian's chromium through
+# playwright; as root (CI) it is installed here, anyone else is told how
+browser:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else \
+			echo "the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; \
+			exit 1; \
+		fi; }
 
 run: $(STAMP)
 	test -d $(DEMO)/.olav || $(BIN)/olav init $(DEMO)
@@ -34,7 +48,7 @@ fmt: $(STAMP)
 # one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
 # are built once (TEST_WORKERS=0 runs the suite in this process)
 TEST_WORKERS ?= auto
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md

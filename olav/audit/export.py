@@ -52,7 +52,9 @@ TOOL_PARAMETERS = {"type": "object", "properties": {}}
 @dataclass(frozen=True, slots=True)
 class RunFilter:
     """Which runs: ``salvaged``/``nudged`` True keeps only those runs, False drops them,
-    None keeps both. ``until`` is exclusive. ``turns`` counts the run's assistant messages."""
+    None keeps both. ``until`` is exclusive. ``turns`` counts the run's assistant messages.
+    ``threads``: only the runs of these threads (None: any run); ``but_threads``: not the runs
+    of these (a run without a thread stays). ``offset`` skips that many, after the order."""
 
     outcomes: tuple[str, ...] = ()
     agent: str | None = None
@@ -62,6 +64,9 @@ class RunFilter:
     salvaged: bool | None = None
     nudged: bool | None = None
     limit: int | None = None
+    threads: tuple[str, ...] | None = None
+    but_threads: tuple[str, ...] = ()
+    offset: int = 0
 
 
 @dataclass(slots=True)
@@ -118,6 +123,8 @@ class Run:
     reasoning: list[str] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    # every recall of the run, oldest first: {agent, query, injected, block, latency_ms, at}
+    recalls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def group(self) -> str:
@@ -223,6 +230,12 @@ def _where(flt: RunFilter) -> tuple[str, list[Any]]:
     for col, want in (("salvaged", flt.salvaged), ("nudged", flt.nudged)):
         if want is not None:
             clauses.append(f"{col} {'>' if want else '='} 0")
+    if flt.threads is not None:
+        clauses.append("thread_id IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(flt.threads))
+    if flt.but_threads:
+        clauses.append("(thread_id IS NULL OR thread_id NOT IN (SELECT unnest(?::VARCHAR[])))")
+        params.append(list(flt.but_threads))
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
@@ -230,16 +243,32 @@ def _run_of(row: tuple[Any, ...]) -> Run:
     return Run(*row)
 
 
-def list_runs(path: Path, flt: RunFilter = RunFilter(), *, newest_first: bool = True) -> list[Run]:
-    """The runs that pass ``flt``, without their details."""
+def list_runs(
+    path: Path, flt: RunFilter = RunFilter(), *, newest_first: bool = True, read_only: bool = True
+) -> list[Run]:
+    """The runs that pass ``flt``, without their details. ``read_only`` False in a process
+    that also writes the audit (olav serve): DuckDB refuses a second configuration of one
+    file in one process, and a read-only connection would fail the writer's meanwhile."""
     where, params = _where(flt)
     sql = f"SELECT * FROM ({_SUMMARY}) AS runs{where} ORDER BY started_at "
     sql += "DESC, id" if newest_first else "ASC, id"
     if flt.limit is not None:
         sql += " LIMIT ?"
         params.append(flt.limit)
-    with connect(path, read_only=True) as con:
+    if flt.offset:
+        sql += " OFFSET ?"
+        params.append(flt.offset)
+    with connect(path, read_only=read_only) as con:
         return [_run_of(r) for r in con.execute(sql, params).fetchall()]
+
+
+def count_runs(path: Path, flt: RunFilter = RunFilter(), *, read_only: bool = True) -> int:
+    """How many runs pass ``flt`` (its limit and offset aside); ``read_only`` as for
+    :func:`list_runs`."""
+    where, params = _where(flt)
+    with connect(path, read_only=read_only) as con:
+        row = con.execute(f"SELECT count(*) FROM ({_SUMMARY}) AS runs{where}", params).fetchone()
+    return int(row[0]) if row else 0
 
 
 def resolve_run(path: Path, ref: str) -> str:
@@ -265,9 +294,10 @@ def resolve_run(path: Path, ref: str) -> str:
     return str(ids[0])
 
 
-def load_run(path: Path, run_id: str) -> Run:
-    """One run with its details (messages, memories, events, tokens)."""
-    with connect(path, read_only=True) as con:
+def load_run(path: Path, run_id: str, *, read_only: bool = True) -> Run:
+    """One run with its details (messages, memories, events, tokens); ``read_only`` as for
+    :func:`list_runs`."""
+    with connect(path, read_only=read_only) as con:
         rows = con.execute(f"SELECT * FROM ({_SUMMARY}) AS runs WHERE id = ?", [run_id]).fetchall()
         if not rows:
             raise OlavError(f"no run {run_id!r}", hint="Pass a run id from `olav log list`")
@@ -307,16 +337,28 @@ def _fill(con: Any, runs: list[Run]) -> None:
     ).fetchall():
         if content:
             by_id[rid].reasoning.append(content)
-    for rid, agent, injected, block in con.execute(
-        f"SELECT run_id, agent, injected, block FROM recalls WHERE {within} ORDER BY created_at",
+    for rid, agent, query, injected, block, latency, created in con.execute(
+        "SELECT run_id, agent, query, injected, block, latency_ms, created_at FROM recalls "
+        f"WHERE {within} ORDER BY created_at",
         [ids],
     ).fetchall():
         run = by_id[rid]
-        for mid in _json(injected, []):
+        ids_in = [str(mid) for mid in _json(injected, [])]
+        for mid in ids_in:
             if mid not in run.injected:
-                run.injected.append(str(mid))
+                run.injected.append(mid)
         if block and run.memory_block is None and agent == run.agent:
             run.memory_block = block
+        run.recalls.append(
+            {
+                "agent": agent,
+                "query": query or "",
+                "injected": ids_in,
+                "block": block,
+                "latency_ms": latency,
+                "at": created.isoformat() if created else None,
+            }
+        )
     for rid, kind, detail, created in con.execute(
         f"SELECT run_id, kind, detail, created_at FROM events WHERE {within} ORDER BY created_at",
         [ids],
@@ -527,6 +569,12 @@ def _clean(text: str | None) -> str:
 
 def _redacted(value: Any) -> Any:
     return _swap(redact(_swap(value, REDACTED, _KEPT)), _KEPT, REDACTED)
+
+
+def redact_again(value: Any) -> Any:
+    """A value read from the audit (text, or JSON data) redacted again by today's rules, for
+    whoever shows it (the web console); what is masked already stays masked once."""
+    return _redacted(value)
 
 
 def _user_text(run: Run, step: Step, first: bool, memories: bool) -> str:

@@ -126,6 +126,18 @@ def runs_tool_calls(path: Path, run_ids: list[str]) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
+def run_threads(path: Path, run_ids: list[str]) -> dict[str, str | None]:
+    """The thread of each of the given runs (None: a run without one); unknown ids are left
+    out."""
+    if not run_ids:
+        return {}
+    with connect(path) as con:
+        rows = con.execute(
+            "SELECT id, thread_id FROM runs WHERE id IN (SELECT unnest(?::VARCHAR[]))", [run_ids]
+        ).fetchall()
+    return {str(rid): tid for rid, tid in rows}
+
+
 def run_start(path: Path, run_id: str | None) -> tuple[str, float] | None:
     """(id, start as epoch seconds) of ``run_id``, or of the newest run still marked running
     when ``run_id`` is None; None when there is no such run."""
@@ -166,18 +178,32 @@ def errors_since(path: Path, since: datetime) -> list[tuple[str, str, str]]:
 # -- memory and recall logs --------------------------------------------------------------------
 
 
-def memory_events(path: Path, memory_ids: list[str]) -> list[tuple[Any, ...]]:
+def memory_events(
+    path: Path, memory_ids: list[str], *, detail: bool = False
+) -> list[tuple[Any, ...]]:
     """The recorded changes of the given memories, oldest first:
-    (memory_id, action, actor, created_at)."""
+    (memory_id, action, actor, created_at), and with ``detail`` the event's detail (a dict)
+    last."""
     if not memory_ids:
         return []
     marks = ",".join("?" for _ in memory_ids)
+    columns = "memory_id, action, actor, created_at" + (", detail" if detail else "")
     with connect(path) as con:
-        return con.execute(
-            "SELECT memory_id, action, actor, created_at FROM memory_events WHERE memory_id IN "
-            f"({marks}) ORDER BY created_at",
+        rows = con.execute(
+            f"SELECT {columns} FROM memory_events WHERE memory_id IN ({marks}) ORDER BY created_at",
             memory_ids,
         ).fetchall()
+    if not detail:
+        return rows
+    return [(*row[:4], _detail(row[4])) for row in rows]
+
+
+def _detail(raw: Any) -> dict[str, Any]:
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def recent_recalls(path: Path, *, run_id: str | None, limit: int) -> list[tuple[Any, ...]]:

@@ -113,11 +113,15 @@ def show(ws: Any, item_id: str) -> tuple[PendingItem, str]:
     return item, text
 
 
-def confirm(ws: Any, item_id: str, *, store: Any = None) -> str:
-    """Commit a memory/guide draft, or mark a fix proposal accepted. Returns what was done."""
+def confirm(
+    ws: Any, item_id: str, *, store: Any = None, by: str = "cli", operator: str | None = None
+) -> str:
+    """Commit a memory/guide draft, or mark a fix proposal accepted. Returns what was done.
+    ``by`` is where the person said yes (a curator confirmer: cli, console); ``operator`` who,
+    when known; both are audited."""
     item = find(ws, item_id)
     if item.kind == "fix":
-        target = _move_fix(ws, item, "accepted")
+        target = _move_fix(ws, item, "accepted", by, operator)
         return f"Marked fix proposal {item.id} accepted ({target.name} in {target.parent}). " + (
             FIX_APPLIED_NOTE
         )
@@ -126,21 +130,26 @@ def confirm(ws: Any, item_id: str, *, store: Any = None) -> str:
 
         store = MemoryStore.for_workspace(ws)
     return commit_draft(
-        ws.root, store, intent=item.id, audit_path=ws.audit_path, confirmed_by="cli"
+        ws.root,
+        store,
+        intent=item.id,
+        audit_path=ws.audit_path,
+        confirmed_by=by,
+        operator=operator,
     )
 
 
-def reject(ws: Any, item_id: str) -> str:
+def reject(ws: Any, item_id: str, *, by: str = "cli", operator: str | None = None) -> str:
     """Archive the item unused: nothing reaches memory, no code changes."""
     item = find(ws, item_id)
     if item.kind == "fix":
-        target = _move_fix(ws, item, "rejected")
+        target = _move_fix(ws, item, "rejected", by, operator)
     else:
-        target = reject_draft(ws.root, item.id, audit_path=ws.audit_path)
+        target = reject_draft(ws.root, item.id, audit_path=ws.audit_path, by=by, operator=operator)
     return f"Rejected {item.kind} {item.id}; archived as {target}. Nothing was stored."
 
 
-def _move_fix(ws: Any, item: PendingItem, outcome: str) -> Path:
+def _move_fix(ws: Any, item: PendingItem, outcome: str, by: str, operator: str | None) -> Path:
     """Move a fix proposal to ``accepted/`` or ``rejected/`` (one rename) and audit it."""
     from olav.audit.recorder import AuditRecorder
 
@@ -148,7 +157,9 @@ def _move_fix(ws: Any, item: PendingItem, outcome: str) -> Path:
     folder.mkdir(exist_ok=True)
     target = folder / item.path.name
     os.replace(item.path, target)
-    detail = {"id": item.id, "archive": target.relative_to(ws.root).as_posix(), "by": "cli"}
+    detail = {"id": item.id, "archive": target.relative_to(ws.root).as_posix(), "by": by}
+    if operator:
+        detail["operator"] = operator
     AuditRecorder(ws.audit_path).event(None, f"fix_{outcome}", detail)
     return target.relative_to(ws.root)
 

@@ -302,6 +302,14 @@ class ThreadStore:
         params += [limit, offset]
         return [_info(r) for r in self._rows(sql, params)]
 
+    def owners(self) -> dict[str, str]:
+        """Every thread's owner by thread id ("" for a thread nobody owns: one from before
+        owners were recorded)."""
+        return {
+            str(tid): str(owner or "")
+            for tid, owner in self._rows("SELECT id, owner FROM olav_threads")
+        }
+
     def last(self, agent: str) -> ThreadInfo | None:
         """The agent's most recent thread that has turns."""
         row = self._one(

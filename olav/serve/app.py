@@ -36,6 +36,8 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.serve import openai_api, protocol
+from olav.serve.console import Console
+from olav.serve.console import handles as console_handles
 from olav.serve.http import (
     HTTPError,
     error_response,
@@ -433,7 +435,13 @@ Handler = Callable[[Server, Request, str], Any]
 
 
 def routes(server: Server) -> list[Route]:
-    table: list[tuple[str, str, Handler]] = [*protocol.ROUTES, *openai_api.ROUTES]
+    from olav.serve import store_api
+
+    table: list[tuple[str, str, Handler]] = [
+        *protocol.ROUTES,
+        *openai_api.ROUTES,
+        *store_api.ROUTES,
+    ]
     out = [Route("/ok", _ok, methods=["GET"])]
     for path, method, handler in table:
         out.append(Route(path, _wrap(server, handler), methods=[method]))
@@ -479,6 +487,7 @@ class _Auth:
     def __init__(self, app: Any, server: Server) -> None:
         self.app = app
         self.server = server
+        self.console = Console(server)  # the web console: a session of its own, never a token's
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -496,6 +505,9 @@ class _Auth:
             await send(message)
 
         try:
+            if console_handles(scope.get("method", ""), path):
+                await self.console(scope, receive, sending)
+                return
             if path not in OPEN_PATHS and scope.get("method") != "OPTIONS":
                 try:
                     operator = self.server.operator_of(request)
@@ -511,7 +523,7 @@ class _Auth:
             route = _route_name(scope)
             self.server.audit.record(
                 {
-                    "operator": operator,
+                    "operator": operator or scope.get("state", {}).get("operator", ""),
                     "method": scope.get("method", ""),
                     "route": route,
                     "status": status["code"],

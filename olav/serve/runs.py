@@ -314,6 +314,21 @@ class SessionPool:
         self._idle: dict[tuple[str, str], list[_Pooled]] = {}
         self._lock = threading.Lock()
         self._store: Any = None
+        self._memory_lock = threading.Lock()
+
+    def memory(self, opener: Callable[[], Any] | None = None) -> Any:
+        """The memory table every session shares, opened once per server on first use: by the
+        first session (``opener``) or by another reader such as the store API. An opener that
+        fails leaves it unopened for the next caller."""
+        with self._memory_lock:
+            if self._store is None:
+                if opener is None:
+                    from olav.memory.store import MemoryStore
+
+                    self._store = MemoryStore.for_workspace(self.ws)
+                else:
+                    self._store = opener()
+            return self._store
 
     def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool:
         """A dangerous tool runs with --auto-approve; otherwise, and always for a memory
@@ -349,9 +364,7 @@ class SessionPool:
             ),
         )
         session.run.interrupts = True
-        if self._store is None:
-            self._store = open_memory(ows, session.run)
-        session._store = self._store
+        session._store = self.memory(lambda: open_memory(ows, session.run))
         session.on_step = sink.step
         session.built  # noqa: B018 (build now: a failure is the run's, not the next one's)
         return _Pooled(session, sink)

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from olav.serve import openai_api, protocol
+from olav.serve import openai_api, protocol, store_api
 from tests.helpers import run_olav, wait_until
 from tests.serve._support import (
     Served,
@@ -27,8 +27,11 @@ from tests.serve._support import (
 
 pytestmark = pytest.mark.slow
 
-ROUTES = [(path, method) for path, method, _ in [*protocol.ROUTES, *openai_api.ROUTES]]
+ROUTES = [
+    (path, method) for path, method, _ in [*protocol.ROUTES, *openai_api.ROUTES, *store_api.ROUTES]
+]
 SECRET = "the quokka vault code is 7718 and it rotates on mondays"  # alice's private memory
+SECRET_ID: dict[str, str] = {}  # its row's id, once the server's workspace has it
 ALICE_SAYS = "alice confides the walrus migration plan"
 MAX_BODY = 20000
 
@@ -40,7 +43,7 @@ def _private_memory(ws: Path) -> None:
     from olav.memory.store import MemoryStore
 
     opened = Workspace.open(ws)
-    added, _ = add_reflection(
+    added, SECRET_ID["id"] = add_reflection(
         MemoryStore.for_workspace(opened),
         SECRET,
         dedup_distance=0.0,
@@ -68,12 +71,15 @@ def alice_run(served: Served) -> tuple[str, str]:
     return tid, run["run_id"]
 
 
-def fill(path: str, thread_id: str, run_id: str) -> str:
-    return (
+def fill(path: str, thread_id: str, run_id: str, method: str = "") -> str:
+    url = (
         path.replace("{thread_id}", thread_id)
         .replace("{run_id}", run_id)
         .replace("{assistant_id}", "core")
     )
+    if method == "GET" and path == "/store/items":  # the store's get names the item in its query
+        url += f"?namespace=memories.private.reflection&key={SECRET_ID['id']}"
+    return url
 
 
 def detail_of(response: httpx.Response) -> str:
@@ -153,17 +159,24 @@ def test_no_route_shows_one_operators_data_to_another(
         "stream_mode": ["values", "updates", "messages-tuple"],
         "model": "olav/core",
         "messages": [{"role": "user", "content": question}],
+        # the store's: her private row's id, a search for it, a put of bob's own
+        "namespace": ["memories", "private", "reflection"],
+        "key": SECRET_ID["id"],
+        "value": {"text": question},
+        "namespace_prefix": ["memories"],
+        "query": "the quokka vault code",
+        "prefix": ["memories"],
     }
     bodies: list[dict[str, Any]] = [full, {}, {"metadata": {"owner": served.alice}}]
     leaks = [tid, rid, ALICE_SAYS, "answer to " + ALICE_SAYS, SECRET, "code is 7718"]
     requests: set[tuple[str, str]] = set()
     for path, method in ROUTES:
         for thread, run in ((tid, rid), (tid[:6], rid), (bob_tid, rid)):
-            requests.add((method, fill(path, thread, run)))
+            requests.add((method, fill(path, thread, run, method)))
     tried = 0
     with served.http("bob") as http:
         for method, url in sorted(requests, key=lambda r: (r[0] == "DELETE", r)):
-            for body in bodies if method in ("POST", "PATCH") else [None]:
+            for body in bodies if method in ("POST", "PATCH", "PUT", "DELETE") else [None]:
                 got = http.request(method, url, json=body)
                 tried += 1
                 where = f"{method} {url} {body}: {got.status_code} {got.text[:300]}"
@@ -197,6 +210,10 @@ def test_no_route_shows_one_operators_data_to_another(
                 got = http.get(fill(path, tid, rid))
                 assert got.status_code == 200, (path, got.text[:300])
                 assert tid in got.text or ALICE_SAYS in got.text, (path, got.text[:300])
+        got = http.get(fill("/store/items", tid, rid, "GET"))
+        assert got.status_code == 200 and SECRET in got.text, got.text[:300]
+        found = http.post("/store/items/search", json=full)
+        assert found.status_code == 200 and SECRET in found.text, found.text[:300]
 
 
 def test_a_private_memory_is_recalled_for_its_operator_only(served: Served) -> None:

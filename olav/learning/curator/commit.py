@@ -228,6 +228,7 @@ def _audit_commit(audit_path: Path, mem_id: str, d: dict[str, Any], detail: dict
         "source": d.get("source"),
         "body": clip(d["body"], 2000),
         "proposed_run_id": d.get("run_id"),
+        "proposed_by": d.get("operator"),  # the remote operator who asked for it, if any
         "draft_created_at": d["created_at"],
         **detail,
     }
@@ -242,8 +243,10 @@ def commit_draft(
     audit_path: Path | None = None,
     run_id: str | None = None,
     confirmed_by: str | None = None,
+    operator: str | None = None,
 ) -> str:
-    """Turn 2: commit the latest (or named) draft a person confirmed. See the module doc."""
+    """Turn 2: commit the latest (or named) draft a person confirmed (``operator``: who, when
+    it is known: the web console's logged-in operator). See the module doc."""
     _require_confirmation(confirmed_by)
     draft = pick_draft(root, intent)
     if confirmed_by == "chat":  # the CLI is the person themselves: no turn to wait for
@@ -256,15 +259,24 @@ def commit_draft(
             "run_id": run_id,
             "confirmed_by": confirmed_by,
             "archive": archive.relative_to(root).as_posix(),
+            **({"operator": operator} if operator else {}),
         }
         _audit_commit(audit_path, mem_id, draft.data, detail)
     return done
 
 
-def reject_draft(root: Path, intent: str, *, audit_path: Path | None = None) -> Path:
-    """A person said no: archive the draft under ``rejected/``; nothing reaches memory."""
+def reject_draft(
+    root: Path,
+    intent: str,
+    *,
+    audit_path: Path | None = None,
+    by: str = "cli",
+    operator: str | None = None,
+) -> Path:
+    """A person said no (``by``: where, as ``confirmed_by`` says it; ``operator``: who, when
+    known): archive the draft under ``rejected/``; nothing reaches memory."""
     draft = pick_draft(root, intent)
-    archive = _archive(draft, "rejected", now(), {"rejected_by": "cli"})
+    archive = _archive(draft, "rejected", now(), {"rejected_by": by})
     if audit_path is not None:
         from olav.audit.recorder import AuditRecorder
 
@@ -272,6 +284,8 @@ def reject_draft(root: Path, intent: str, *, audit_path: Path | None = None) -> 
             "id": draft.intent,
             "category": draft.data["category"],
             "archive": archive.relative_to(root).as_posix(),
+            "by": by,
+            **({"operator": operator} if operator else {}),
         }
         AuditRecorder(audit_path).event(None, "draft_rejected", detail)
     return archive

@@ -17,9 +17,10 @@ DRAFTS = ".curator_drafts"
 DRAFT_VERSION = 1
 CONFIRM_PROMPT = "Confirm? (yes / ok / 可以 / 确认 / 入库)"
 NOT_CONFIRMED = "the user has not confirmed yet: show the preview and wait for their reply"
-# who may confirm a commit: the chat's approval prompt, `olav kb drafts confirm`, or the
-# person's yes in an MCP client's elicitation dialog (olav mcp)
-CONFIRMERS = ("chat", "cli", "mcp")
+# who may confirm a commit: the chat's approval prompt, `olav kb drafts confirm`, the
+# person's yes in an MCP client's elicitation dialog (olav mcp), or the Confirm button of the
+# web console (olav serve: a logged-in person's form, never an API token)
+CONFIRMERS = ("chat", "cli", "mcp", "console")
 ACTOR = "memory_curator"
 
 GUIDE_CATEGORIES = ("usage_guide", "format_guide")

@@ -140,6 +140,8 @@ def preview(draft: dict[str, Any], info: dict[str, Any]) -> str:
         "scope": draft["scope"],
         "keywords": draft["keywords"],
     }
+    if draft.get("operator"):
+        shown["operator"] = draft["operator"]
     if draft.get("source"):
         shown["source"] = draft["source"]
     if cat in GUIDE_CATEGORIES:
@@ -173,9 +175,15 @@ def _tidy(value: Any) -> Any:
 
 
 def _check_request(
-    category: str, body: str, chunks: Sequence[str] | None, scope: str | None, agent: str
+    category: str,
+    body: str,
+    chunks: Sequence[str] | None,
+    scope: str | None,
+    agent: str,
+    operator: str | None = None,
 ) -> str:
-    """Refuse a draft that could never be committed; returns its scope."""
+    """Refuse a draft that could never be committed; returns its scope. A ``user:`` scope is
+    only the draft's own operator's (``user:<operator>``)."""
     if category not in CATEGORIES:
         raise OlavError(
             f"unknown category {category!r} for a memory draft",
@@ -186,6 +194,8 @@ def _check_request(
     if chunks and category != "document":
         raise OlavError("chunks only apply to category document", hint="Leave chunks empty")
     resolved = (scope or "").strip() or ("global" if agent == "core" else agent)
+    if operator and resolved == f"user:{operator}":
+        return resolved
     if not _SCOPE.match(resolved):
         raise OlavError(
             f"scope {resolved!r} is not valid", hint="Use global, an agent name, or team:<id>"
@@ -211,7 +221,11 @@ def _body_and_source(root: Path, body: str, category: str) -> tuple[str, str | N
 @dataclass(frozen=True)
 class DraftRequest:
     """What a draft should store: its name, the words that recall it, its text, and where it
-    belongs. ``chunks`` (documents only) are the author's own splits of the body."""
+    belongs. ``chunks`` (documents only) are the author's own splits of the body.
+
+    ``operator``: the remote operator who asked for it (``olav serve``'s store API), recorded
+    in the draft; their private ``user:<operator>`` scope is then a valid scope, and the body
+    is always the text itself, never a file of the server's to read."""
 
     intent: str
     keywords: Sequence[str]
@@ -220,6 +234,7 @@ class DraftRequest:
     agent: str = "core"
     scope: str | None = None
     chunks: Sequence[str] | None = None
+    operator: str | None = None
 
 
 def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -> str:
@@ -227,9 +242,14 @@ def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -
     return the preview to quote. Stores nothing in memory."""
     name = sanitise_intent(req.intent)
     agent_name = sanitise_agent(req.agent)
-    resolved_scope = _check_request(req.category, req.body, req.chunks, req.scope, agent_name)
+    resolved_scope = _check_request(
+        req.category, req.body, req.chunks, req.scope, agent_name, req.operator
+    )
     _check_agent(root, agent_name)
-    text, source = _body_and_source(root, req.body, req.category)
+    if req.operator:  # a remote client's text: never a path to a file of the server's
+        text, source = req.body.strip(), None
+    else:
+        text, source = _body_and_source(root, req.body, req.category)
     draft: dict[str, Any] = {
         "version": DRAFT_VERSION,
         "intent": name,
@@ -243,6 +263,8 @@ def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -
         "run_id": run_id,
         "created_at": now().isoformat(),
     }
+    if req.operator:
+        draft["operator"] = req.operator
     info = prepare(root, draft)  # validates before anything is written
     if "format" in info:
         draft["format"] = info["format"]

@@ -1,0 +1,101 @@
+"""What every console view gets (:class:`Ctx`: the server, the logged-in operator and the
+request's parameters) and what it returns (a :class:`Page`, whose ``data`` is its JSON twin, or
+a :class:`Redirect`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from olav.core.errors import NotFoundError, OlavError
+from olav.serve.console.html import Markup
+from olav.serve.console.sessions import ConsoleSession
+
+MAX_LIMIT = 200
+MAX_OFFSET = 100_000
+
+
+class Missing(NotFoundError):
+    """What a page names does not exist, or is not this operator's (the same answer)."""
+
+
+class Refused(OlavError):
+    """The operator may see this, but not change it (403)."""
+
+
+@dataclass
+class Page:
+    title: str
+    body: Markup
+    data: Any  # the same content as JSON (?format=json)
+    active: str = ""
+    status: int = 200
+
+
+@dataclass
+class Redirect:
+    location: str
+    flash: str = ""
+
+
+@dataclass
+class Ctx:
+    server: Any  # olav.serve.app.Server (not imported: the app imports the console)
+    operator: str
+    session: ConsoleSession | None
+    params: Mapping[str, str] = field(default_factory=dict)
+    path_params: Mapping[str, str] = field(default_factory=dict)
+    wants_json: bool = False  # the page's JSON twin was asked for (?format=json)
+
+    @cached_property
+    def ws(self) -> Any:
+        """The workspace as this operator sees it (their ``memory.user``)."""
+        from olav.serve.runs import operator_workspace
+
+        return operator_workspace(self.server.ws, self.operator)
+
+    @property
+    def config(self) -> Any:
+        return self.ws.config
+
+    @property
+    def audit_path(self) -> Path:
+        return Path(self.server.ws.audit_path)
+
+    @cached_property
+    def owner(self) -> str:
+        """The workspace's own operator (``memory.user``, else the login name): the one whose
+        terminal this is."""
+        from olav.memory.scopes import user_name
+
+        return user_name(self.server.ws.config)
+
+    @property
+    def csrf(self) -> str:
+        return self.session.csrf if self.session is not None else ""
+
+    def store(self) -> Any:
+        """The memory table the server's sessions share."""
+        return self.server.pool.memory()
+
+    def text(self, name: str, limit: int = 500) -> str:
+        return str(self.params.get(name, "") or "").strip()[:limit]
+
+    def choice(self, name: str, allowed: tuple[str, ...] | list[str]) -> str:
+        value = self.text(name, 100)
+        return value if value in allowed else ""
+
+    def number(self, name: str, default: int, high: int) -> int:
+        try:
+            value = int(self.params.get(name, default))
+        except (TypeError, ValueError):
+            return default
+        return max(0, min(value, high))
+
+    def window(self, default: int = 50) -> tuple[int, int]:
+        """(offset, limit) of a paginated page."""
+        limit = self.number("limit", default, MAX_LIMIT) or default
+        return self.number("offset", 0, MAX_OFFSET), limit

@@ -1,0 +1,430 @@
+"""The memory pages: ``/memory`` (hybrid search, or the newest rows, with filters and pages) and
+``/memory/{id}`` (one row in full, with its history from the audit's ``memory_events``).
+
+Only rows the operator may read are ever read (:func:`olav.memory.scopes.readable_where` as a
+pre-filter, :func:`~olav.memory.scopes.read_by_id` by id): another operator's private row is
+"not found", as in ``olav memory show``. A page reads one page of rows: a search asks for
+offset + limit hits; the newest-first listing sorts the matching rows' ids and times (two
+columns, in Arrow) and then reads only the rows of the page.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from olav.serve.console.context import Ctx, Missing, Page, Redirect, Refused
+from olav.serve.console.html import (
+    Markup,
+    facts,
+    h,
+    join,
+    link,
+    memory_href,
+    pager,
+    post_button,
+    pre,
+    select,
+    snippet,
+    stamp,
+    table,
+    when,
+)
+
+MAX_HITS = 500  # the deepest a search pages
+SOURCE_CHARS = 20_000  # a guide's file is shown up to here
+LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated", "text")
+
+
+def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
+    """The scopes the filters allow (None: any the operator may read)."""
+    from olav.memory.scopes import personal_scopes
+
+    allowed = [agent, "global", *personal_scopes(ctx.config)] if agent else None
+    if scope:
+        return [scope] if allowed is None or scope in allowed else []
+    return allowed
+
+
+def memory_page(ctx: Ctx) -> Page:
+    from olav.memory.schema import CATEGORIES, ORIGINS
+
+    q = ctx.text("q")
+    category = ctx.choice("category", CATEGORIES)
+    origin = ctx.choice("origin", ORIGINS)
+    agent = ctx.choice("agent", sorted(ctx.server.agents))
+    scope = ctx.text("scope", 200)
+    retired = ctx.params.get("retired") == "1"
+    offset, limit = ctx.window()
+    scopes = _scopes(ctx, agent, scope)
+    if q:
+        rows, scores, total = _search(ctx, q, category, origin, scopes, retired, offset, limit)
+    else:
+        rows, total = _newest(ctx, category, origin, scopes, retired, offset, limit)
+        scores = {}
+    params = {
+        "q": q,
+        "category": category,
+        "origin": origin,
+        "agent": agent,
+        "scope": scope,
+        "retired": "1" if retired else "",
+    }
+    form = h(
+        '<form class="filters" method="get" action="/memory" role="search">'
+        '<label>search <input type="search" name="q" value="{}" '
+        'placeholder="what to look for, in any language" autofocus></label>'
+        "{}{}{}"
+        '<label>scope <input type="text" name="scope" value="{}" size="12"></label>'
+        '<label class="check"><input type="checkbox" name="retired" value="1"{}> '
+        "retired and expired too</label>"
+        '<button type="submit">Search</button> <a href="/memory">clear</a></form>',
+        q,
+        select("category", "category", CATEGORIES, category),
+        select("origin", "origin", ORIGINS, origin),
+        select("agent", "agent", sorted(ctx.server.agents), agent),
+        scope,
+        Markup(" checked" if retired else ""),
+    )
+    headers = list(LIST_COLUMNS) + (["score"] if q else [])
+    cells = [_row_cells(r, scores.get(r.id)) for r in rows]
+    how = (
+        h("Hybrid search (vector and full text, fused) for <q>{}</q>.", q)
+        if q
+        else Markup("The newest rows first. Type a request to search as recall does.")
+    )
+    body = join(
+        [
+            form,
+            h('<p class="lead">{}</p>', how),
+            table(headers, cells, empty="No memory matches."),
+            pager("/memory", params, offset, limit, len(rows), total),
+        ]
+    )
+    data = {
+        "query": q,
+        "filters": {k: v for k, v in params.items() if k != "q"},
+        "offset": offset,
+        "limit": limit,
+        "total": total,
+        "rows": [_row_json(r) | ({"score": scores[r.id]} if r.id in scores else {}) for r in rows],
+    }
+    return Page("Memory", body, data, active="/memory")
+
+
+def _row_cells(rec: Any, score: float | None) -> list[Any]:
+    cells: list[Any] = [
+        link(memory_href(rec.id), rec.id),
+        rec.category,
+        rec.scope,
+        rec.origin,
+        h('<span class="num">{}</span>', rec.access_count),
+        stamp(rec.updated_at or rec.created_at),
+        snippet(str(rec.metadata.get("body") or rec.text), 100),
+    ]
+    if score is not None:
+        cells.append(f"{score:.4f}")
+    return cells
+
+
+def _row_json(rec: Any) -> dict[str, Any]:
+    data = rec.to_json()
+    data.pop("vector", None)
+    data.pop("context_vector", None)
+    return dict(data)
+
+
+def _where(ctx: Ctx, category: str, origin: str, scopes: list[str] | None, retired: bool) -> str:
+    from olav.memory.scopes import readable_where
+    from olav.memory.sql import live_filter, sql_str
+
+    extra = readable_where(ctx.config)
+    if origin:
+        extra += f" AND origin = {sql_str(origin)}"
+    where = live_filter(
+        scopes=scopes,
+        categories=[category] if category else None,
+        include_invalid=retired,
+        extra=extra,
+    )
+    return where or extra
+
+
+def count_readable(ctx: Ctx) -> int:
+    """How many live rows the operator may read."""
+    return int(ctx.store().count(_where(ctx, "", "", None, False)))
+
+
+def _newest(
+    ctx: Ctx,
+    category: str,
+    origin: str,
+    scopes: list[str] | None,
+    retired: bool,
+    offset: int,
+    limit: int,
+) -> tuple[list[Any], int]:
+    """One page of the matching rows, newest first, and how many match."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from olav.memory.sql import sql_in
+
+    store = ctx.store()
+    where = _where(ctx, category, origin, scopes, retired)
+    times = store.column_values(["id", "created_at", "updated_at"], where)
+    if times.num_rows == 0:
+        return [], 0
+    order = pa.table(
+        {"id": times["id"], "at": pc.coalesce(times["updated_at"], times["created_at"])}
+    )
+    idx = pc.sort_indices(order, sort_keys=[("at", "descending"), ("id", "ascending")])
+    ids = order["id"].take(idx[offset : offset + limit]).to_pylist()
+    if not ids:
+        return [], times.num_rows
+    found = {r.id: r for r in store.list_rows(sql_in("id", ids), limit=len(ids) * 4 + 10)}
+    return [found[i] for i in ids if i in found], times.num_rows
+
+
+def _search(
+    ctx: Ctx,
+    q: str,
+    category: str,
+    origin: str,
+    scopes: list[str] | None,
+    retired: bool,
+    offset: int,
+    limit: int,
+) -> tuple[list[Any], dict[str, float], int | None]:
+    """One page of the hybrid search's hits (their fused scores by id); the total is unknown
+    below the deepest page (None), else the number of hits."""
+    from olav.memory.filters import SearchFilter
+    from olav.memory.scopes import Reader
+    from olav.memory.sql import sql_str
+
+    want = min(offset + limit, MAX_HITS)
+    if offset >= want:
+        return [], {}, None
+    hits = ctx.store().search(
+        q,
+        mode="hybrid",
+        k=want,
+        filter=SearchFilter(
+            scopes=scopes,
+            categories=[category] if category else None,
+            include_invalid=retired,
+            where=f"origin = {sql_str(origin)}" if origin else None,
+            reader=Reader.of(ctx.config),  # never another operator's private rows
+        ),
+    )
+    page = hits[offset : offset + limit]
+    total = len(hits) if len(hits) < want or want == MAX_HITS else None
+    return [hit.record for hit in page], {hit.record.id: hit.score for hit in page}, total
+
+
+# -- one row -----------------------------------------------------------------------------------
+
+
+def memory_row_page(ctx: Ctx) -> Page:
+    from olav.audit.queries import memory_events
+    from olav.memory.conflicts import history
+    from olav.memory.scopes import readable
+
+    memory_id = ctx.path_params["memory_id"]
+    store = ctx.store()
+    rec = _readable(ctx, memory_id)
+    chain = [r for r in history(store, memory_id) if readable(ctx.config, r.scope)]
+    events = memory_events(ctx.audit_path, [r.id for r in chain] or [rec.id], detail=True)
+    meta = {k: v for k, v in rec.metadata.items() if k != "body"}
+    body = join(
+        [
+            h('<p class="lead">{} · {} · {}</p>', rec.category, rec.scope, _state(rec)),
+            _buttons(ctx, rec),
+            Markup("<h2>Text</h2>"),
+            pre(rec.text),
+            _source_file(ctx, rec) or _guide_body(rec),  # the file holds the body too
+            _context(rec),
+            Markup("<h2>Details</h2>"),
+            facts(
+                [
+                    ("id", h("<code>{}</code>", rec.id)),
+                    ("category", rec.category),
+                    ("scope", rec.scope),
+                    ("origin", rec.origin),
+                    ("source file", h("<code>{}</code>", rec.metadata.get("source") or "")),
+                    ("confidence", f"{rec.confidence:.2f}"),
+                    ("read by recall", f"{rec.access_count} times"),
+                    ("pinned", "yes: it never decays" if rec.metadata.get("pinned") else ""),
+                    ("tags", ", ".join(rec.tags)),
+                    ("created", when(rec.created_at)),
+                    ("updated", when(rec.updated_at)),
+                    ("happened", when(rec.event_at)),
+                    ("expires", _expiry(rec)),
+                    ("retired", when(rec.invalidated_at)),
+                    ("superseded by", _superseder(rec)),
+                ]
+            ),
+            Markup("<h2>Metadata</h2>") + pre(meta) if meta else Markup(""),
+            Markup("<h2>History</h2>"),
+            _chain(chain, rec.id),
+            table(
+                ["when", "memory", "action", "by", "detail"],
+                [
+                    (stamp(at), mid, action, actor, _detail(detail))
+                    for mid, action, actor, at, detail in events
+                ],
+                empty="No recorded changes (memory_events has none for this row).",
+            ),
+        ]
+    )
+    data = {
+        "memory": _row_json(rec),
+        "chain": [r.id for r in chain],
+        "events": [
+            {
+                "memory_id": m,
+                "action": a,
+                "actor": b,
+                "at": t.isoformat() if t else None,
+                "detail": d,
+            }
+            for m, a, b, t, d in events
+        ],
+    }
+    return Page(rec.id, body, data, active="/memory")
+
+
+def _readable(ctx: Ctx, memory_id: str) -> Any:
+    """The row if this operator may read it; else "not found", as for a missing row."""
+    from olav.memory.scopes import read_by_id
+
+    rec = read_by_id(ctx.store(), ctx.config, memory_id)
+    if rec is None:
+        raise Missing(f"no memory with id {memory_id!r}", hint="Search for it on /memory")
+    return rec
+
+
+def changeable(ctx: Ctx, rec: Any) -> bool:
+    """Who may pin or retire a row: the workspace's own operator any row she may read (as
+    with `olav memory pin` and `delete` in her terminal), any other operator only the rows of
+    their own private scope (as the store API's delete)."""
+    from olav.memory.scopes import user_scope
+
+    return ctx.operator == ctx.owner or rec.scope == user_scope(ctx.config)
+
+
+def _buttons(ctx: Ctx, rec: Any) -> Markup:
+    if not changeable(ctx, rec) or rec.invalidated_at is not None:
+        return Markup("")
+    pin = Markup("")
+    if not rec.metadata.get("pinned"):
+        pin = post_button(memory_href(rec.id, "pin"), ctx.csrf, "Pin (never decays)")
+    retire = post_button(
+        memory_href(rec.id, "delete"), ctx.csrf, "Delete (kept for history)", cls="danger"
+    )
+    return h('<div class="actions">{} {}</div>', pin, retire)
+
+
+def _changing(ctx: Ctx) -> Any:
+    rec = _readable(ctx, ctx.path_params["memory_id"])
+    if not changeable(ctx, rec):
+        raise Refused(
+            f"memory {rec.id} is in scope {rec.scope}: only your own private memories can be "
+            "changed here",
+            hint=f"Ask the workspace's operator ({ctx.owner}) to change it",
+        )
+    return rec
+
+
+def pin_action(ctx: Ctx) -> Redirect:
+    """`olav memory pin`: it never decays and its confidence is 1.0 (audited, with who)."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle import pin
+
+    rec = _changing(ctx)
+    pin(ctx.store(), rec.id)
+    AuditRecorder(ctx.audit_path).memory_event(rec.id, "pin", ctx.operator, {"by": "console"})
+    return Redirect(memory_href(rec.id), flash=f"Pinned {rec.id}: it never decays.")
+
+
+def delete_action(ctx: Ctx) -> Redirect:
+    """`olav memory delete` (not --purge): retired, kept for history, never recalled again."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle import soft_delete
+
+    rec = _changing(ctx)
+    soft_delete(ctx.store(), rec.id, actor=ctx.operator, audit=AuditRecorder(ctx.audit_path))
+    return Redirect(memory_href(rec.id), flash=f"Deleted {rec.id}; it is kept for history.")
+
+
+def _state(rec: Any) -> str:
+    if rec.invalidated_at is not None:
+        return "retired"
+    if rec.expires_at is not None and rec.expires_at <= datetime.now(UTC):
+        return "expired"
+    return "live"
+
+
+def _expiry(rec: Any) -> str:
+    if rec.expires_at is None:
+        return "never (until retired or superseded)"
+    left = rec.expires_at - datetime.now(UTC)
+    if left.total_seconds() <= 0:
+        return f"{when(rec.expires_at)} (expired)"
+    return f"{when(rec.expires_at)} (in {left.days} days)"
+
+
+def _superseder(rec: Any) -> Markup | str:
+    return link(memory_href(rec.superseded_by), rec.superseded_by) if rec.superseded_by else ""
+
+
+def _guide_body(rec: Any) -> Markup:
+    body = rec.metadata.get("body")
+    if not body or body == rec.text:
+        return Markup("")
+    return Markup("<h2>Guide body (what recall injects)</h2>") + pre(body)
+
+
+def _source_file(ctx: Ctx, rec: Any) -> Markup:
+    """A guide's YAML file, as it is in the workspace (only a file inside the workspace)."""
+    source = rec.metadata.get("source")
+    if not source or not str(source).endswith((".yaml", ".yml")):
+        return Markup("")
+    root = Path(ctx.ws.root).resolve()
+    path = (root / str(source)).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return Markup("")
+    text = path.read_text(encoding="utf-8", errors="replace")[:SOURCE_CHARS]
+    return h("<h2>Its file: <code>{}</code></h2>", source) + pre(text)
+
+
+def _context(rec: Any) -> Markup:
+    if not rec.context:
+        return Markup("")
+    return Markup("<h2>Context (recalled with it)</h2>") + pre(rec.context)
+
+
+def _chain(chain: list[Any], current: str) -> Markup:
+    if len(chain) < 2:
+        return Markup("")
+    items = [
+        h("<li><strong>{}</strong></li>", r.id)
+        if r.id == current
+        else h("<li>{}</li>", link(memory_href(r.id), r.id))
+        for r in chain
+    ]
+    return h('<p>Supersede chain, oldest first:</p><ol class="chain">{}</ol>', join(items))
+
+
+def _detail(detail: dict[str, Any]) -> Markup:
+    if not detail:
+        return Markup("")
+    return h("<details><summary>{}</summary>{}</details>", _gist(detail), pre(detail))
+
+
+def _gist(detail: dict[str, Any]) -> str:
+    for key in ("confirmed_by", "reason", "by", "category"):
+        if detail.get(key):
+            return f"{key}: {detail[key]}"
+    return ", ".join(sorted(detail)[:4])

@@ -1,0 +1,262 @@
+"""The runs pages: ``/runs`` (the audit's runs, newest first, by outcome, agent and rescue mark)
+and ``/runs/{id}`` (its messages, tool calls with arguments and results, the memory block each
+recall injected, and its events). Read through :mod:`olav.audit.export`, as ``olav log`` does,
+and redacted again on the way out.
+
+**Whose runs.** The audit's ``runs`` table names no operator; a run belongs to the owner of its
+thread (the thread store's ``owner``). A run whose thread has no owner, or no thread at all (an
+``olav ask``, a cron job, a thread deleted since: a stateless or OpenAI-endpoint run), is shown
+only to the workspace's own operator (``memory.user``, else the login name), who can read the
+whole audit with ``olav log`` anyway. Another operator's run is "not found".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from olav.serve.console.context import Ctx, Missing, Page
+from olav.serve.console.html import (
+    Markup,
+    badge,
+    facts,
+    h,
+    join,
+    link,
+    memory_href,
+    pager,
+    pre,
+    select,
+    snippet,
+    stamp,
+    table,
+    when,
+)
+
+RESCUE = ("salvaged", "nudged")
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
+VISIBILITY_NOTE = (
+    "You see the runs of your own threads. A run without a thread (olav ask, cron, a "
+    "stateless or OpenAI-endpoint run once its thread is deleted) is shown to the workspace's "
+    "own operator only."
+)
+
+
+def visibility(ctx: Ctx) -> dict[str, Any]:
+    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs."""
+    owners = ctx.server.threads.owners()
+    if ctx.operator == ctx.owner:
+        return {"but_threads": tuple(t for t, o in owners.items() if o and o != ctx.operator)}
+    return {"threads": tuple(t for t, o in owners.items() if o == ctx.operator)}
+
+
+def may_see(ctx: Ctx, thread_id: str | None, owners: dict[str, str] | None = None) -> bool:
+    """Whether the operator may see a run (or a draft) of ``thread_id``."""
+    owner = (owners if owners is not None else ctx.server.threads.owners()).get(thread_id or "")
+    if owner:
+        return owner == ctx.operator
+    return ctx.operator == ctx.owner
+
+
+def count_visible(ctx: Ctx) -> int:
+    from olav.audit.export import RunFilter, count_runs
+
+    return count_runs(ctx.audit_path, RunFilter(**visibility(ctx)), read_only=False)
+
+
+def recent(ctx: Ctx, limit: int) -> list[Any]:
+    from olav.audit.export import RunFilter, list_runs
+
+    return list_runs(ctx.audit_path, RunFilter(limit=limit, **visibility(ctx)), read_only=False)
+
+
+def runs_page(ctx: Ctx) -> Page:
+    from olav.audit.export import RUN_OUTCOMES, RunFilter, count_runs, list_runs
+
+    outcome = ctx.choice("outcome", RUN_OUTCOMES)
+    agent = ctx.choice("agent", sorted(ctx.server.agents))
+    rescue = ctx.choice("rescue", RESCUE)
+    offset, limit = ctx.window()
+    flt = RunFilter(
+        outcomes=(outcome,) if outcome else (),
+        agent=agent or None,
+        salvaged=True if rescue == "salvaged" else None,
+        nudged=True if rescue == "nudged" else None,
+        limit=limit,
+        offset=offset,
+        **visibility(ctx),
+    )
+    runs = list_runs(ctx.audit_path, flt, read_only=False)  # this process writes the audit
+    total = count_runs(ctx.audit_path, flt, read_only=False)
+    params = {"outcome": outcome, "agent": agent, "rescue": rescue}
+    form = h(
+        '<form class="filters" method="get" action="/runs">{}{}{}'
+        '<button type="submit">Filter</button> <a href="/runs">clear</a></form>',
+        select("outcome", "outcome", RUN_OUTCOMES, outcome),
+        select("agent", "agent", sorted(ctx.server.agents), agent),
+        select("rescue", "rescue", RESCUE, rescue),
+    )
+    body = join(
+        [
+            form,
+            h('<p class="lead">{}</p>', VISIBILITY_NOTE),
+            runs_table(runs),
+            pager("/runs", params, offset, limit, len(runs), total),
+        ]
+    )
+    data = {
+        "filters": params,
+        "offset": offset,
+        "limit": limit,
+        "total": total,
+        "runs": [_summary_json(r) for r in runs],
+    }
+    return Page("Runs", body, data, active="/runs")
+
+
+def runs_table(runs: list[Any]) -> Markup:
+    return table(
+        ["started", "agent", "outcome", "turns", "tool calls", "rescue", "request"],
+        [
+            (
+                stamp(r.started_at),
+                r.agent,
+                badge(r.outcome),
+                r.turns,
+                r.n_tool_calls,
+                _marks(r),
+                link(f"/runs/{r.id}", snippet(_again(r.query), 90) or r.id[:12]),
+            )
+            for r in runs
+        ],
+        empty="No runs match.",
+    )
+
+
+def _marks(run: Any) -> Markup:
+    marks = [
+        badge(k) for k in ("salvaged", "nudged", "loop_guard", "context_full") if getattr(run, k)
+    ]
+    return join(marks, " ")
+
+
+def _again(value: Any) -> Any:
+    from olav.audit.export import redact_again
+
+    return redact_again(value)
+
+
+def _summary_json(run: Any) -> dict[str, Any]:
+    data: dict[str, Any] = _again(run.summary_json())
+    return data
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def run_page(ctx: Ctx) -> Page:
+    from olav.audit.export import load_run
+    from olav.core.errors import OlavError
+
+    run_id = ctx.path_params["run_id"]
+    try:
+        run = (
+            load_run(ctx.audit_path, run_id, read_only=False) if RUN_ID.fullmatch(run_id) else None
+        )
+    except OlavError:
+        run = None
+    if run is None or not may_see(ctx, run.thread_id):
+        raise Missing(f"no run {run_id!r}", hint="Pick one on /runs")
+    took = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
+    tokens = {k: run.stats.get(k) for k in ("model_calls", "tokens_in", "tokens_out")}
+    body = join(
+        [
+            h('<p class="lead">{} {}</p>', badge(run.outcome), _marks(run)),
+            facts(
+                [
+                    ("request", _again(run.query)),
+                    ("agent", run.agent),
+                    ("model", run.model),
+                    ("status", run.status),
+                    ("error", _again(run.error or "")),
+                    ("started", when(run.started_at)),
+                    ("ended", when(run.ended_at)),
+                    ("took", f"{took:.2f} s" if took is not None else ""),
+                    ("thread", run.thread_id),
+                    ("session", run.session_id),
+                    (
+                        "model calls, tokens",
+                        ", ".join(f"{k} {v}" for k, v in tokens.items() if v is not None),
+                    ),
+                    ("id", h("<code>{}</code>", run.id)),
+                ]
+            ),
+            Markup("<h2>What the model saw: the recalled memory</h2>"),
+            _recalls(run),
+            h('<h2>Messages and tool calls</h2><p class="hint">{}</p>', _source_note(run)),
+            join(_step(s) for s in run.steps) or Markup('<p class="empty">No messages.</p>'),
+            Markup("<h2>Events</h2>"),
+            table(
+                ["when", "kind", "detail"],
+                [(stamp(e["at"]), badge(e["kind"]), pre(_again(e["detail"]))) for e in run.events],
+                empty="No events (approvals, salvaged calls, nudges… would be here).",
+            ),
+        ]
+    )
+    data = _again(run.to_json()) | {"recalls": _again(run.recalls)}
+    return Page(f"Run {run.id[:12]}", body, data, active="/runs")
+
+
+def _source_note(run: Any) -> str:
+    if run.source == "messages":
+        return "Recorded before the audit kept every step: rebuilt from messages and tool calls."
+    return "In order, as the graph kept them (arguments and results redacted)."
+
+
+def _recalls(run: Any) -> Markup:
+    if not run.recalls:
+        return Markup('<p class="empty">No recall was recorded for this run.</p>')
+    parts = []
+    for r in run.recalls:
+        ids = join((link(memory_href(i), i) for i in r["injected"]), ", ") or Markup("none")
+        head = h(
+            "<p><strong>{}</strong> · {} ms · injected: {}<br>"
+            '<span class="hint">for: {}</span></p>',
+            r["agent"],
+            f"{r['latency_ms']:.0f}" if r["latency_ms"] is not None else "?",
+            ids,
+            snippet(_again(r["query"]), 160),
+        )
+        block = (
+            pre(_again(r["block"]), "block")
+            if r["block"]
+            else Markup('<p class="empty">No block: nothing was relevant, so none was sent.</p>')
+        )
+        parts.append(head + block)
+    return join(parts)
+
+
+def _step(step: Any) -> Markup:
+    parts = [h('<div class="role">{}</div>', _role(step))]
+    if step.reasoning:
+        parts.append(
+            h("<details><summary>reasoning</summary>{}</details>", pre(_again(step.reasoning)))
+        )
+    if step.content:
+        parts.append(pre(_again(step.content)))
+    for call in step.tool_calls:
+        parts.append(
+            h(
+                '<p>calls <code>{}</code> <span class="hint">{}</span></p>{}',
+                call.get("name", "?"),
+                call.get("id", ""),
+                pre(_again(call.get("args") or {})),
+            )
+        )
+    return h('<section class="step step-{}">{}</section>', step.role, join(parts))
+
+
+def _role(step: Any) -> str:
+    if step.role == "tool":
+        return f"tool result · {step.name or '?'} · {step.status or 'success'}"
+    return step.role

@@ -1,0 +1,443 @@
+"""The LangGraph Store API subset (``client.store`` of langgraph-sdk) over olav's memory.
+
+An item is a memory row the request's operator may read (:func:`olav.memory.scopes.readable`,
+the rule recall applies): its key is the row's id, its namespace
+``["memories", <where>, <category>]``, where ``<where>`` is ``private`` (the operator's own
+``user:`` scope), ``team`` (the team's ``team:`` scope) or the scope itself (``global``, an
+agent's name). Another operator's private row is "not found", never "forbidden".
+
+- **put** never writes memory: it becomes a curator draft (``olav kb drafts``) that waits for a
+  person's ``olav kb drafts confirm``, exactly like ``propose_memory_draft`` in the chat. The
+  draft goes to the operator's private scope (the team's when the namespace says ``team``), its
+  category is the namespace's last label when that is one the curator stores, else ``fact``,
+  and it records the operator.
+- **get** and **delete** take the row's id as the key, or the key of the put whose draft was
+  confirmed (its row is found by the draft's name). Only the operator's own private rows may be
+  deleted here, with ``olav memory delete``'s rule: retired, kept for history.
+- **search** is the hybrid search when a query is given, else the newest rows, and
+  **namespaces** the namespaces that hold rows the operator may read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from olav.serve.http import HTTPError, jsonsafe
+
+ROOT = "memories"
+PRIVATE = "private"
+TEAM = "team"
+MAX_LIMIT = 1000
+MAX_OFFSET = 10_000
+MAX_KEY = 256
+STORED = ("fact", "decision", "preference", "expert_knowledge", "document", "topology")
+FILTERABLE = ("category", "scope", "origin")
+
+
+# -- the operator, the memory table, and what a namespace means -----------------------------------
+
+
+class _Operator:
+    """The request's operator: their configuration (``memory.user`` is them) and scopes."""
+
+    def __init__(self, server: Any, operator: str) -> None:
+        from olav.memory.scopes import Reader, team_scope, user_name
+        from olav.serve.runs import operator_workspace
+
+        self.ws = operator_workspace(server.ws, operator)
+        self.config = self.ws.config
+        self.reader = Reader.of(self.config)
+        self.user = user_name(self.config)
+        self.team = team_scope(self.config)
+
+    def namespace(self, scope: str, category: str) -> list[str]:
+        from olav.memory.scopes import TEAM_PREFIX
+
+        if scope == self.reader.user:
+            where = PRIVATE
+        elif scope.startswith(TEAM_PREFIX):
+            where = TEAM
+        else:
+            where = scope
+        return [ROOT, where, category]
+
+    def target(self, namespace: list[str]) -> tuple[str, str]:
+        """(scope, category) a put to ``namespace`` drafts into."""
+        from olav.learning.curator import GUIDE_CATEGORIES
+
+        last = namespace[-1] if namespace else ""
+        if last in GUIDE_CATEGORIES:
+            raise HTTPError(
+                422,
+                f"namespace: {last} is a guide, written in the workspace (a guide file, or "
+                "the chat's propose_memory_draft); the store takes: " + ", ".join(STORED),
+            )
+        category = last if last in STORED else "fact"
+        if TEAM in namespace:
+            if self.team is None:
+                raise HTTPError(
+                    422,
+                    "namespace: it says team, but this workspace has no team (memory.team); "
+                    "leave 'team' out for a private memory",
+                )
+            return self.team, category
+        return self.reader.user, category
+
+    def draft_id(self, scope: str, category: str, key: str) -> str:
+        """The draft a put of ``key`` becomes: the operator's own (two operators never share
+        one), the same for the same item, so a second put before the confirm replaces it."""
+        digest = hashlib.sha256(f"{self.user}\0{scope}\0{category}\0{key}".encode()).hexdigest()
+        slug = re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")[:40].strip("_") or "item"
+        return f"{slug}_{digest[:8]}"
+
+
+class _Reading(_Operator):
+    """What a read (or a delete) works with: the operator and the server's memory table."""
+
+    def __init__(self, server: Any, operator: str) -> None:
+        super().__init__(server, operator)
+        self.store = _memory(server)
+
+    def item(self, rec: Any, score: float | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "namespace": self.namespace(rec.scope, rec.category),
+            "key": rec.id,
+            "value": {
+                "text": rec.text,
+                "category": rec.category,
+                "scope": rec.scope,
+                "origin": rec.origin,
+                "confidence": rec.confidence,
+                "tags": list(rec.tags),
+                "metadata": jsonsafe(rec.metadata),
+            },
+            "created_at": _iso(rec.created_at),
+            "updated_at": _iso(rec.updated_at or rec.created_at),
+        }
+        if score is not None:
+            out["score"] = score
+        return out
+
+    def live(self, *parts: str) -> str:
+        from olav.memory.scopes import readable_where
+        from olav.memory.sql import live_filter
+
+        return str(live_filter(extra=" AND ".join([readable_where(self.config), *parts])))
+
+    def find(self, namespace: list[str], key: str) -> Any:
+        """The live row the operator may read whose id is ``key`` or, for the key of a put
+        whose draft was confirmed, the row that draft became (its newest); else 404."""
+        from olav.memory.schema import now
+        from olav.memory.scopes import read_by_id
+        from olav.memory.sql import sql_str
+
+        rec = read_by_id(self.store, self.config, key)
+        if rec is not None:
+            if rec.invalidated_at is not None:
+                raise HTTPError(404, f"item {key!r} was deleted or replaced")
+            if rec.expires_at is not None and rec.expires_at <= now():
+                raise HTTPError(404, f"item {key!r} has expired")
+            return rec
+        try:
+            scope, category = self.target(namespace)
+        except HTTPError:
+            raise HTTPError(404, f"no item {key!r}") from None
+        intent = self.draft_id(scope, category, key)
+        needle = sql_str(f'%"intent": "{intent}"%')
+        rows = [
+            r
+            for r in self.store.list_rows(self.live(f"metadata LIKE {needle}"))
+            if r.metadata.get("intent") == intent
+        ]
+        if not rows:
+            raise HTTPError(404, f"no item {key!r}")
+        rows.sort(key=lambda r: (r.category == category, _stamp(r)), reverse=True)
+        return rows[0]
+
+
+def _memory(server: Any) -> Any:
+    """The server's one memory table (shared with its sessions), or 503."""
+    from olav.runtime.builder import MemoryOff
+
+    try:
+        store = server.pool.memory()
+    except Exception as exc:  # the next request tries again
+        raise HTTPError(503, f"the memory table cannot be opened: {exc}") from None
+    if isinstance(store, MemoryOff):
+        raise HTTPError(503, f"the memory table cannot be opened: {store.reason}")
+    return store
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None
+
+
+def _stamp(rec: Any) -> str:
+    return _iso(rec.updated_at or rec.created_at) or ""
+
+
+# -- reading the request ----------------------------------------------------------------------
+
+
+def _labels(value: Any, field: str, *, required: bool = False) -> list[str]:
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise HTTPError(422, f"{field} must be a list of non-empty strings")
+    if required and not value:
+        raise HTTPError(422, f"{field} must name at least one label")
+    return list(value)
+
+
+def _key(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise HTTPError(422, "key must be a non-empty string")
+    if len(value) > MAX_KEY:
+        raise HTTPError(422, f"key is longer than {MAX_KEY} characters")
+    return value
+
+
+def _window(body: dict[str, Any], default: int) -> tuple[int, int]:
+    limit, offset = body.get("limit", default), body.get("offset", 0)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
+        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise HTTPError(422, f"offset must be an integer from 0 to {MAX_OFFSET}")
+    return limit, offset
+
+
+def _text_of(value: Any) -> tuple[str, list[str]]:
+    """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``."""
+    if not isinstance(value, dict):
+        raise HTTPError(422, 'value must be an object, e.g. {"text": "what to remember"}')
+    if not value:
+        raise HTTPError(422, "value is empty: give it a 'text' to remember")
+    text = value.get("text")
+    if text is not None and not isinstance(text, str):
+        raise HTTPError(422, "value.text must be a string")
+    tags = value.get("tags", value.get("keywords"))
+    if tags is not None and (
+        not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
+    ):
+        raise HTTPError(422, "value.tags must be a list of strings")
+    if text is None:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if not text.strip():
+        raise HTTPError(422, "value.text is empty: say what should be remembered")
+    return text, list(tags or [])
+
+
+def _prefix_where(prefix: list[str], reading: _Reading) -> list[str] | None:
+    """SQL conditions for the rows whose namespace starts with ``prefix``; None when no row's
+    can."""
+    from olav.memory.scopes import TEAM_PREFIX, USER_PREFIX
+    from olav.memory.sql import sql_str
+
+    if not prefix:
+        return []
+    if prefix[0] != ROOT or len(prefix) > 3:
+        return None
+    parts = []
+    if len(prefix) > 1:
+        where = prefix[1]
+        if where == PRIVATE:
+            parts.append(f"scope = {sql_str(reading.reader.user)}")
+        elif where == TEAM:
+            parts.append(f"scope LIKE '{TEAM_PREFIX}%'")
+        elif where.startswith((USER_PREFIX, TEAM_PREFIX)):
+            return None  # those scopes are named private and team
+        else:
+            parts.append(f"scope = {sql_str(where)}")
+    if len(prefix) > 2:
+        parts.append(f"category = {sql_str(prefix[2])}")
+    return parts
+
+
+def _filter_where(value: Any) -> list[str]:
+    from olav.memory.sql import sql_str
+
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise HTTPError(422, "filter must be an object")
+    parts = []
+    for field, wanted in value.items():
+        if field not in FILTERABLE:
+            raise HTTPError(
+                422, f"filter on {field!r} is not supported; use: " + ", ".join(FILTERABLE)
+            )
+        if not isinstance(wanted, str):
+            raise HTTPError(422, f"filter.{field} must be a string")
+        parts.append(f"{field} = {sql_str(wanted)}")
+    return parts
+
+
+# -- the routes -------------------------------------------------------------------------------
+
+
+async def put_item(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    namespace = _labels(body.get("namespace"), "namespace", required=True)
+    key = _key(body.get("key"))
+    text, tags = _text_of(body.get("value"))
+    draft = await anyio.to_thread.run_sync(_draft, server, operator, namespace, key, text, tags)
+    return JSONResponse(
+        {"draft": draft, "status": "pending", "confirm": f"olav kb drafts confirm {draft}"},
+        status_code=202,
+    )
+
+
+def _draft(
+    server: Any, operator: str, namespace: list[str], key: str, text: str, tags: list[str]
+) -> str:
+    from olav.learning.curator import DraftRequest, propose_draft
+
+    who = _Operator(server, operator)
+    scope, category = who.target(namespace)
+    draft = who.draft_id(scope, category, key)
+    words = " ".join(re.sub(r"[^\w]+", " ", key).split())
+    propose_draft(
+        server.ws.root,
+        DraftRequest(
+            intent=draft,
+            keywords=tags or [words or key],
+            body=text,
+            category=category,
+            scope=scope,
+            operator=who.user,
+        ),
+    )
+    return draft
+
+
+def get_item(server: Any, request: Request, operator: str) -> Any:
+    params = request.query_params
+    raw = params.get("namespace", "")
+    namespace = [label for label in raw.split(".") if label] if raw else []
+    key = _key(params.get("key"))
+    reading = _Reading(server, operator)
+    return reading.item(reading.find(namespace, key))
+
+
+async def delete_item(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    namespace = _labels(body.get("namespace"), "namespace")
+    key = _key(body.get("key"))
+    await anyio.to_thread.run_sync(_delete, server, operator, namespace, key)
+    return Response(status_code=204)
+
+
+def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
+    from olav.audit.recorder import AuditRecorder
+    from olav.learning.curator import GUIDE_CATEGORIES
+    from olav.memory.lifecycle import soft_delete
+
+    reading = _Reading(server, operator)
+    rec = reading.find(namespace, key)
+    guide = rec.category in GUIDE_CATEGORIES and not rec.metadata.get("doc_id")
+    if rec.scope != reading.reader.user or guide:
+        what = "a guide" if guide else f"shared (scope {rec.scope})"
+        raise HTTPError(
+            403,
+            f"item {rec.id} is {what}: only your own private memories are deleted here; "
+            f"delete it in the workspace with `olav memory delete {rec.id}`",
+        )
+    soft_delete(reading.store, rec.id, actor=operator, audit=AuditRecorder(reading.ws.audit_path))
+
+
+async def search_items(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    prefix = _labels(body.get("namespace_prefix"), "namespace_prefix")
+    conditions = _filter_where(body.get("filter"))
+    limit, offset = _window(body, 10)
+    query = body.get("query")
+    if query is not None and not isinstance(query, str):
+        raise HTTPError(422, "query must be a string")
+    return await anyio.to_thread.run_sync(
+        _search, server, operator, prefix, conditions, (query or "").strip(), limit, offset
+    )
+
+
+def _search(
+    server: Any,
+    operator: str,
+    prefix: list[str],
+    conditions: list[str],
+    query: str,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    from olav.memory.filters import SearchFilter
+
+    reading = _Reading(server, operator)
+    under = _prefix_where(prefix, reading)
+    if under is None:
+        return {"items": []}
+    parts = [*under, *conditions]
+    if query:
+        where = " AND ".join(f"({p})" for p in parts) or None
+        hits = reading.store.search(
+            query,
+            k=offset + limit,
+            filter=SearchFilter(where=where, reader=reading.reader),
+        )
+        chosen = hits[offset : offset + limit]
+        return {"items": [reading.item(h.record, round(float(h.score), 6)) for h in chosen]}
+    rows = reading.store.list_rows(reading.live(*parts))
+    rows.sort(key=lambda r: (_stamp(r), r.id), reverse=True)
+    return {"items": [reading.item(r) for r in rows[offset : offset + limit]]}
+
+
+async def list_namespaces(server: Any, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    prefix = _labels(body.get("prefix"), "prefix")
+    suffix = _labels(body.get("suffix"), "suffix")
+    depth = body.get("max_depth")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise HTTPError(422, "max_depth must be a positive integer")
+    limit, offset = _window(body, 100)
+    return await anyio.to_thread.run_sync(
+        _namespaces, server, operator, prefix, suffix, depth, limit, offset
+    )
+
+
+def _namespaces(
+    server: Any,
+    operator: str,
+    prefix: list[str],
+    suffix: list[str],
+    depth: int | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    reading = _Reading(server, operator)
+    if reading.store.count() == 0:
+        return {"namespaces": []}
+    rows = reading.store.column_values(["scope", "category"], reading.live()).to_pylist()
+    found = sorted({tuple(reading.namespace(r["scope"], r["category"])) for r in rows})
+    out: list[list[str]] = []
+    for names in found:
+        ns = list(names)
+        if ns[: len(prefix)] != prefix or (suffix and ns[-len(suffix) :] != suffix):
+            continue
+        ns = ns[:depth] if depth else ns
+        if ns not in out:
+            out.append(ns)
+    return {"namespaces": out[offset : offset + limit]}
+
+
+ROUTES: list[tuple[str, str, Any]] = [
+    ("/store/items", "PUT", put_item),
+    ("/store/items", "GET", get_item),
+    ("/store/items", "DELETE", delete_item),
+    ("/store/items/search", "POST", search_items),
+    ("/store/namespaces", "POST", list_namespaces),
+]
