@@ -160,6 +160,19 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             "machine that made this file. Run `olav bench steer --runs 5` in a workspace whose "
             "model is served (see [steer.md](steer.md)), or `make bench STEER_WS=path`._\n"
         )
+    lines += markdown_runtime(report)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def markdown_runtime(report: dict[str, Any]) -> list[str]:
+    """Sections 5 on (the turn, threads, datasets, the server): what runs on every request."""
+    lines: list[str] = []
     if report.get("toolcalls"):
         from olav.bench.toolcalls import markdown_toolcalls
 
@@ -177,8 +190,9 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
             "olav/bench/data/toolcalls/heldout.jsonl`)",
             "",
             "Written after the parser, from other public sources, by someone who had not read "
-            "the parser; its first run is the out-of-sample figure (see "
-            f"[{NOTES}]({NOTES}#tool-calls-held-out)).",
+            "the parser. Its first run was the out-of-sample figure: 62 of 69 calls exact, 2 "
+            "executions on 29 negatives. The numbers below come after the fixes that run led "
+            f"to, so they are in sample now (see [{NOTES}]({NOTES}#tool-calls-held-out)).",
             "",
             markdown_toolcalls(report["toolcalls_heldout"]),
         ]
@@ -206,10 +220,4 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
         from olav.bench.serve import markdown_serve
 
         lines += ["## 8. `olav serve`: what the server adds", "", markdown_serve(report["serve"])]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    return lines
