@@ -240,3 +240,42 @@ def test_ollama_reports_the_trained_window_and_num_ctx_caps_it(tmp_path: Path) -
     write_config(tmp_path / "down")  # llm.base_url is a port nobody listens on
     down = Workspace.open(tmp_path / "down").config
     assert model_window(down).tokens == 16384 and model_window(down).reported is None
+
+
+@pytest.mark.slow
+def test_olav_ask_stops_a_model_that_repeats_one_call(tmp_path: Path) -> None:
+    """The same call with the same arguments, again and again: after runtime.loop_limit the
+    model is told; when it repeats anyway the run ends tool_error, and the tool ran only
+    loop_limit times."""
+    state = StubState()
+    query = {"name": "db_query", "args": {"sql": "SELECT count(*) FROM devices"}}
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [{"tool_calls": [query]}] * 8
+        out = ask(ws)
+        # the agent's calls (the run that went wrong is then learned from, without tools)
+        chats = [body for path, body in state.requests if path == "/api/chat" and body.get("tools")]
+    assert out["outcome"] == "tool_error"
+    assert out["rescue"]["loop_stopped"] == "db_query"
+    told = [m for m in chats[-1]["messages"] if m["role"] == "user"][-1]["content"]
+    assert told.startswith("[olav] You have called db_query 3 times")
+    db = ws / ".olav" / "databases" / "audit.duckdb"
+    with duckdb.connect(str(db), read_only=True) as con:
+        (runs,) = con.execute("SELECT count(*) FROM tool_calls WHERE tool = 'db_query'").fetchone()
+    assert runs == 3 and [e.get("stopped") for e in events(ws, "loop_guard")] == [None, True]
+
+
+@pytest.mark.slow
+def test_olav_ask_caps_the_model_calls_of_a_run(tmp_path: Path) -> None:
+    state = StubState()
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url, "runtime:\n  max_model_calls: 3\n")
+        state.chat_script[:] = [
+            {"tool_calls": [{"name": "db_query", "args": {"sql": f"SELECT {i}"}}]}
+            for i in range(10)
+        ]
+        out = ask(ws)
+        calls = [body for path, body in state.requests if path == "/api/chat" and body.get("tools")]
+    assert len(calls) == 3
+    assert out["answer"] == "Stopped: this run reached runtime.max_model_calls (3)."
+    assert [e["reason"] for e in events(ws, "loop_guard")] == ["max_model_calls"]
