@@ -52,7 +52,7 @@ Category = Literal[
 RememberCategory = Literal[
     "fact", "preference", "decision", "expert_knowledge", "usage_guide", "format_guide"
 ]
-Outcome = Literal["completed", "narrated", "tool_error", "failed", "cancelled"]
+Outcome = Literal["completed", "narrated", "tool_error", "failed", "cancelled", "interrupted"]
 WRITING_TOOLS = ("remember", "confirm", "record_outcome")
 
 INSTRUCTIONS = """olav's memory of this workspace: team directives, precedents of past actions and \
