@@ -18,7 +18,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import quote, urlencode
 
-NAV = (("/", "Dashboard"), ("/memory", "Memory"), ("/runs", "Runs"), ("/drafts", "Drafts"))
+NAV = (
+    ("/", "Dashboard"),
+    ("/memory", "Memory"),
+    ("/runs", "Runs"),
+    ("/drafts", "Drafts"),
+    ("/why", "Why"),
+)
 
 
 class Markup(str):
