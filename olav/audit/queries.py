@@ -220,6 +220,17 @@ def recent_recalls(path: Path, *, run_id: str | None, limit: int) -> list[tuple[
         return con.execute(sql, params).fetchall()
 
 
+def recall_rows(path: Path, *, limit: int) -> list[tuple[str | None, str, str, str]]:
+    """The newest recalls' (run id, query, candidates JSON, injected ids JSON), newest
+    first: for a reader who may see only some runs' requests (the console)."""
+    with connect(path) as con:
+        return con.execute(
+            "SELECT run_id, query, candidates, injected FROM recalls "
+            "ORDER BY created_at DESC LIMIT ?",
+            [limit],
+        ).fetchall()
+
+
 def recall_candidates(path: Path, *, limit: int) -> list[tuple[str, str, str]]:
     """The newest recalls' (query, candidates JSON, injected ids JSON), newest first."""
     with connect(path) as con:

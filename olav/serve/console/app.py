@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.log import get_logger
-from olav.serve.console import drafts, memory, runs, why
+from olav.serve.console import drafts, lessons, memory, runs, why
 from olav.serve.console.context import Ctx, Page, Redirect, Refused
 from olav.serve.console.html import Markup, cards, h, join, page, url
 from olav.serve.console.sessions import COOKIE, Sessions, cookie, csrf_ok, same_origin
@@ -33,7 +33,7 @@ from olav.serve.http import HTTPError, jsonsafe
 
 log = get_logger("serve.console")
 
-PAGES = ("/", "/login", "/memory", "/runs", "/drafts", "/why")
+PAGES = ("/", "/login", "/memory", "/runs", "/drafts", "/why", "/lessons")
 POSTS = ("/login", "/logout")
 BELOW = ("/static/", "/memory/", "/drafts/")
 ONE_BELOW = re.compile(r"/runs/[^/]+")
@@ -102,6 +102,7 @@ class Console:
             Route("/runs/{run_id}", self._page(runs.run_page), methods=["GET"]),
             Route("/drafts", self._page(drafts.drafts_page), methods=["GET"]),
             Route("/why", self._page(why.why_page), methods=["GET"]),
+            Route("/lessons", self._page(lessons.lessons_page), methods=["GET"]),
             Route(
                 "/drafts/{draft_id}/confirm", self._action(drafts.confirm_action), methods=["POST"]
             ),

@@ -24,6 +24,7 @@ NAV = (
     ("/runs", "Runs"),
     ("/drafts", "Drafts"),
     ("/why", "Why"),
+    ("/lessons", "Lessons"),
 )
 
 

@@ -1,0 +1,138 @@
+"""The Lessons and gaps page, ``/lessons``: the live lessons the operator may read, and the
+requests of the recall log that got no directive though a guide came close.
+
+The lessons are the live ``reflection`` rows (not retired, not expired) of the operator's
+readable scopes, newest first, with when each expires (:data:`olav.memory.schema.CATEGORY_TTL`).
+The gaps are what `olav memory gaps` shows (:func:`olav.learning.gaps.near_misses`) over the
+newest recalls of the runs the operator may see (another operator's requests are theirs), less
+any guide of a scope they may not read. The page only shows them: nothing here edits a guide
+(add the request's words to the guide's ``keywords:``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from olav.serve.console.context import Ctx, Page
+from olav.serve.console.html import Markup, h, join, link, memory_href, pager, stamp, table
+from olav.serve.console.memory import _newest, _row_json
+
+LESSON_COLUMNS = ("id", "lesson", "scope", "origin", "reads", "created", "expires")
+GAP_COLUMNS = ("request (no directive reached the model)", "times", "came nearest")
+RECALLS = 500  # as `olav memory gaps --limit`
+
+
+def lessons_page(ctx: Ctx) -> Page:
+    from olav.learning.gaps import WITHIN
+
+    offset, limit = ctx.window()
+    rows, total = _newest(ctx, "reflection", "", None, False, offset, limit)
+    now = datetime.now(UTC)
+    misses = gaps(ctx)
+    body = join(
+        [
+            Markup(
+                '<p class="lead">Lessons are what the reflector learned from failed tool '
+                "calls; each lives until it expires or is retired.</p>"
+            ),
+            h("<h2>Live lessons ({})</h2>", total),
+            table(
+                LESSON_COLUMNS,
+                [_lesson_cells(r, now) for r in rows],
+                empty="No live lessons.",
+            ),
+            pager("/lessons", {}, offset, limit, len(rows), total),
+            h("<h2>Gaps ({})</h2>", len(misses)),
+            h(
+                '<p class="lead">Requests of the last {} recalls that got no directive, '
+                "though a guide or precedent came within {} of its floor (as "
+                "<code>olav memory gaps</code>). Where a guide should have answered, add the "
+                "words the request uses to its <code>keywords:</code>, then "
+                "<code>olav kb import-guides</code>.</p>",
+                RECALLS,
+                f"{WITHIN:g}",
+            ),
+            table(
+                GAP_COLUMNS,
+                [_gap_cells(m) for m in misses],
+                empty="No near misses: every request without a directive was far from every floor.",
+            ),
+        ]
+    )
+    data = {
+        "offset": offset,
+        "limit": limit,
+        "total": total,
+        "lessons": [_row_json(r) for r in rows],
+        "gaps": [m.to_json() for m in misses],
+    }
+    return Page("Lessons and gaps", body, data, active="/lessons")
+
+
+def gaps(ctx: Ctx) -> list[Any]:
+    """`olav memory gaps`'s near misses over the requests of the runs this operator may see
+    (another operator's requests are theirs), keeping only the guides they may read."""
+    from olav.audit.queries import recall_rows, run_threads
+    from olav.learning.gaps import near_misses
+    from olav.memory.scopes import read_by_id
+    from olav.serve.console.runs import may_see
+
+    rows = recall_rows(ctx.audit_path, limit=RECALLS)
+    threads = run_threads(ctx.audit_path, sorted({str(r[0]) for r in rows if r[0]}))
+    owners = ctx.server.threads.owners()
+    mine = [
+        (query, candidates, injected)
+        for run_id, query, candidates, injected in rows
+        if may_see(ctx, threads.get(str(run_id)) if run_id else None, owners)
+    ]
+    store = ctx.store()
+    readable: dict[str, bool] = {}
+    kept = []
+    for miss in near_misses(mine):
+        for n in miss.near:
+            if n.memory_id not in readable:
+                readable[n.memory_id] = read_by_id(store, ctx.config, n.memory_id) is not None
+        miss.near = [n for n in miss.near if readable[n.memory_id]]
+        if miss.near:
+            kept.append(miss)
+    return kept
+
+
+def _expires(rec: Any, now: datetime) -> Markup:
+    at = rec.expires_at
+    if at is None:
+        return Markup("never")
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    days = (at - now).total_seconds() / 86400
+    left = f"in {days:.0f} days" if days >= 1 else f"in {days * 24:.0f} hours"
+    return h('{} <span class="ttl">({})</span>', stamp(at), left)
+
+
+def _lesson_cells(rec: Any, now: datetime) -> list[Any]:
+    return [
+        link(memory_href(rec.id), rec.id),
+        rec.text,
+        rec.scope,
+        rec.origin,
+        h('<span class="num">{}</span>', rec.access_count),
+        stamp(rec.created_at),
+        _expires(rec, now),
+    ]
+
+
+def _gap_cells(miss: Any) -> list[Any]:
+    near = join(
+        (
+            h(
+                '{} <span class="num">{} &lt; {}</span>',
+                link(memory_href(n.memory_id), n.memory_id),
+                f"{n.margin:.3f}",
+                f"{n.floor:g}",
+            )
+            for n in miss.near
+        ),
+        "<br>",
+    )
+    return [miss.request, h('<span class="num">{}</span>', miss.times), near]
