@@ -69,6 +69,24 @@ def write_config(root: Path, text: str = HASH_CONFIG) -> None:
 OPENAI_MODEL = "qwen3-8b-instruct"
 
 
+def spawn_olav(cwd: Path, *args: str) -> Any:
+    """``olav ARGS`` under a pty (pexpect), 120 columns by 40 lines, a dumb terminal: what a
+    person at a terminal would see."""
+    import pexpect
+
+    env = clean_env()
+    env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
+    return pexpect.spawn(
+        sys.executable,
+        ["-c", "from olav.cli.app import main; main()", *args],
+        cwd=str(cwd),
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 120),
+    )
+
+
 def ollama_workspace(root: Path, url: str, extra: str = "") -> Path:
     """A workspace at ``root`` whose chat model and embedder are the Ollama server at ``url``
     (tests.stubs.ollama_stub); ``extra`` is appended to its olav.yaml."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
 from olav.memory.store import MemoryStore
 from olav.runtime.hooks import Callbacks
-from tests.helpers import OlavCli, clean_env, scripted_ws
+from tests.helpers import OlavCli, scripted_ws, spawn_olav
 
 PROPOSE = {
     "content": "Here is the draft. Store it?",
@@ -55,20 +54,6 @@ def audit_events(root: Path) -> list[tuple[str, dict[str, Any]]]:
     return [(kind, json.loads(detail)) for kind, detail in rows]
 
 
-def spawn_chat(root: Path) -> pexpect.spawn:
-    env = clean_env()
-    env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
-    return pexpect.spawn(
-        sys.executable,
-        ["-c", "from olav.cli.app import main; main()"],
-        cwd=str(root),
-        env=env,
-        encoding="utf-8",
-        timeout=120,
-        dimensions=(40, 120),
-    )
-
-
 def chat_until_the_prompt(child: pexpect.spawn) -> None:
     """Turn 1 proposes; turn 2 ("no") meets the model's commit with the y/N prompt."""
     child.expect("/help for commands")
@@ -97,7 +82,7 @@ def answer_and_leave(child: pexpect.spawn, answer: str) -> None:
 
 def run_chat(root: Path, answer: str) -> None:
     scripted_ws(root, SCRIPT)
-    child = spawn_chat(root)
+    child = spawn_olav(root)
     try:
         chat_until_the_prompt(child)
         answer_and_leave(child, answer)

@@ -26,35 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from olav.bench.threads import echo_workspace
+from olav.bench.timing import ms
+
 RUNS = 30
 CONCURRENT = 20
-
-
-def _pct(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {
-        "p50_ms": round(statistics.median(ordered) * 1000, 2),
-        "p95_ms": round(p95 * 1000, 2),
-    }
-
-
-def _workspace(root: Path, turns: int) -> Any:
-    import yaml
-
-    from olav.admin.setup import init_workspace
-    from olav.core.config import Workspace
-
-    (root / ".olav").mkdir(parents=True)
-    script = [{"content": "echo: ", "echo": True}] * turns
-    (root / "script.yaml").write_text(yaml.safe_dump(script))
-    (root / ".olav" / "olav.yaml").write_text(
-        "embedder:\n  provider: hash\n  model: hash-64\n"
-        "llm:\n  provider: scripted\n  script: script.yaml\n"
-        "runtime:\n  nudge: false\n"
-    )
-    init_workspace(root)
-    return Workspace.open(root)
 
 
 def _start(root: Path) -> tuple[subprocess.Popen[str], str]:
@@ -82,7 +58,7 @@ def run_serve_bench(runs: int = RUNS, concurrent: int = CONCURRENT) -> dict[str,
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
-        ws = _workspace(root, turns=4 * runs + 4 * concurrent + 40)
+        ws = echo_workspace(root, turns=4 * runs + 4 * concurrent + 40)
         session = agent_session(ws, learn_from_failures=False)
         session.ask("warm up")
         in_process = []
@@ -138,11 +114,11 @@ def run_serve_bench(runs: int = RUNS, concurrent: int = CONCURRENT) -> dict[str,
     added = statistics.median(served) - statistics.median(in_process)
     return {
         "runs": runs,
-        "in_process": _pct(in_process),
-        "served": _pct(served),
+        "in_process": ms(in_process),
+        "served": ms(served),
         "added_p50_ms": round(added * 1000, 2),
-        "first_event": _pct(first_event),
-        "first_values": _pct(first_values),
+        "first_event": ms(first_event),
+        "first_values": ms(first_values),
         "concurrent": together,
         "targets": {"added_p50_ms": 15, "first_event_ms": 50, "errors": 0},
         "met": {
@@ -195,7 +171,7 @@ def _concurrent(url: str, headers: dict[str, str], n: int) -> dict[str, Any]:
     wall = time.perf_counter() - started
     return {
         "streams": n,
-        **_pct([r[0] for r in results]),
+        **ms([r[0] for r in results]),
         "wall_s": round(wall, 2),
         "errors": sum(1 for r in results if not r[1]),
         "cross_talk": sum(1 for r in results if not r[2]),

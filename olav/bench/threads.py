@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from olav.bench.timing import ms
+
 TURNS = 200
 REPEAT = 15
 
@@ -34,12 +36,6 @@ def _messages(turns: int) -> list[Any]:
         out.append(ToolMessage(content="hostname,site\n" * 20, tool_call_id=f"call_{i}"))
         out.append(AIMessage(content=f"Done: exports/backups/sh1-border{i:02d}.cfg " * 4))
     return out
-
-
-def _ms(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"p50_ms": round(statistics.median(ordered) * 1000, 2), "p95_ms": round(p95 * 1000, 2)}
 
 
 def run_threads_bench(turns: int = TURNS, repeat: int = REPEAT) -> dict[str, Any]:
@@ -107,8 +103,8 @@ def run_threads_bench(turns: int = TURNS, repeat: int = REPEAT) -> dict[str, Any
         "turns": turns,
         "messages": 4 * turns,
         "file_bytes": size,
-        "to_prompt": {"new": _ms(new_prompt), "resumed": _ms(resumed_prompt)},
-        "first_turn_state": {"new": _ms(new_first), "resumed": _ms(resumed_first)},
+        "to_prompt": {"new": ms(new_prompt), "resumed": ms(resumed_prompt)},
+        "first_turn_state": {"new": ms(new_first), "resumed": ms(resumed_first)},
         "extra_to_prompt_ms": round(extra * 1000, 2),
         "extra_first_turn_ms": round(load * 1000, 2),
         "target_ms": 300,
@@ -174,7 +170,7 @@ def run_fault_bench(rounds: int = 3, turns: int = 6) -> dict[str, Any]:
     for r in range(rounds):
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "ws"
-            _scripted_workspace(root, turns=8 * turns)
+            echo_workspace(root, turns=8 * turns)
             names = [f"round{r}-a", f"round{r}-b", f"round{r}-victim"]
             procs = [
                 subprocess.Popen(
@@ -250,18 +246,22 @@ def _wait_claimed(db: Path, thread_id: str, timeout: float = 120.0) -> bool:
     return False
 
 
-def _scripted_workspace(root: Path, turns: int) -> None:
+def echo_workspace(root: Path, turns: int) -> Any:
+    """A workspace at ``root`` on the hash embedder and the scripted model, whose ``turns``
+    answers each echo their request (so an answer that reached the wrong thread shows)."""
     import yaml
 
     from olav.admin.setup import init_workspace
+    from olav.core.config import Workspace
 
     (root / ".olav").mkdir(parents=True)
-    (root / "script.yaml").write_text(yaml.safe_dump([{"content": "ok: ", "echo": True}] * turns))
+    (root / "script.yaml").write_text(yaml.safe_dump([{"content": "echo: ", "echo": True}] * turns))
     (root / ".olav" / "olav.yaml").write_text(
         "embedder:\n  provider: hash\n  model: hash-64\n"
         "llm:\n  provider: scripted\n  script: script.yaml\nruntime:\n  nudge: false\n"
     )
     init_workspace(root)
+    return Workspace.open(root)
 
 
 def markdown_faults(r: dict[str, Any]) -> str:

@@ -26,6 +26,11 @@ def summary(xs: Sequence[float]) -> dict[str, Any]:
     return {"p50": round(p50(xs), 3), "p95": round(p95(xs), 3), "n": len(xs)}
 
 
+def ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of durations in seconds, as milliseconds (two decimals)."""
+    return {"p50_ms": round(p50(seconds) * 1000, 2), "p95_ms": round(p95(seconds) * 1000, 2)}
+
+
 def latencies_ms(
     fn: Callable[[int], Any], n: int, after: Callable[[], Any] | None = None
 ) -> list[float]:

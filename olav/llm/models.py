@@ -34,7 +34,8 @@ class ScriptedChatModel(BaseChatModel):
     human message lacks the substring, ``otherwise`` is replayed in its place. This scripts how
     a model reacts with and without, say, the ``<relevant-memories>`` block. ``echo: true``
     appends the last human message (without that block) to the content, so a benchmark can
-    tell which request an answer belongs to.
+    tell which request an answer belongs to. ``usage: {"input_tokens", "output_tokens"}`` is
+    the token count a server would report for the call (its ``usage_metadata``).
 
     Every call records the messages it received in ``calls``, so tests can assert exactly
     what the model saw. **For tests and demos only.**
@@ -90,7 +91,9 @@ class ScriptedChatModel(BaseChatModel):
             }
             for i, c in enumerate(turn.get("tool_calls") or [])
         ]
-        return AIMessage(content=content, tool_calls=calls)
+        usage = turn.get("usage")
+        meta = {**usage, "total_tokens": sum(usage.values())} if usage else None
+        return AIMessage(content=content, tool_calls=calls, usage_metadata=meta)
 
     def _generate(
         self,
@@ -127,6 +130,7 @@ class ScriptedChatModel(BaseChatModel):
                 ]
                 if last
                 else [],
+                usage_metadata=msg.usage_metadata if last else None,
             )
             if run_manager:
                 run_manager.on_llm_new_token(word, chunk=ChatGenerationChunk(message=chunk))

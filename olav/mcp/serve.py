@@ -6,8 +6,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from olav.core import net
 from olav.core.config import Workspace
-from olav.core.errors import OlavError
 from olav.mcp.server import build_server
 from olav.mcp.service import MemoryService
 
@@ -46,18 +46,7 @@ def serve(
 
 def listen(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1:``port`` (0 picks a free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((HOST, port))
-    except OSError as exc:
-        sock.close()
-        raise OlavError(
-            f"cannot listen on {HOST}:{port} ({exc.strerror})",
-            hint="Pick another port with --port, or --port 0 for a free one",
-        ) from None
-    sock.listen(64)
-    return sock
+    return net.listen(HOST, port, backlog=64)
 
 
 async def _serve_http(server: Any, sock: socket.socket) -> None:

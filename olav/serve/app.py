@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import queue
-import socket
 import threading
 import time
 import uuid
@@ -35,6 +34,7 @@ from starlette.routing import Route
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
+from olav.core.net import listen
 from olav.serve import openai_api, protocol
 from olav.serve.console import Console
 from olav.serve.console import handles as console_handles
@@ -566,25 +566,6 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
 
     app.add_exception_handler(Exception, crashed)
     return app
-
-
-def listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit it: without it a small response waits ~40 ms for the
-    # client's delayed ACK (Nagle), on every request
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OlavError(
-            f"cannot listen on {host}:{port} ({exc.strerror})",
-            hint="Pick another port with --port, or --port 0 for a free one",
-        ) from None
-    sock.listen(128)
-    return sock
 
 
 def run_server(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import duckdb
 import pexpect
 import pytest
 
-from tests.helpers import clean_env, ollama_workspace, run_olav
+from tests.helpers import ollama_workspace, run_olav, spawn_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -101,17 +100,7 @@ def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
     with ollama_stub(state) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "There are 4 border routers."}]
-        env = clean_env()
-        env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
-        child = pexpect.spawn(
-            sys.executable,
-            ["-c", "from olav.cli.app import main; main()"],
-            cwd=str(ws),
-            env=env,
-            encoding="utf-8",
-            timeout=120,
-            dimensions=(40, 120),
-        )
+        child = spawn_olav(ws)
         try:
             child.expect("/help for commands")
             child.expect("core> ")

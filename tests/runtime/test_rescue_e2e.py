@@ -5,7 +5,6 @@ reasoning reaches neither the answer nor memory. And the shipped corpus meets it
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import duckdb
@@ -15,7 +14,13 @@ import pytest
 from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
 from olav.core.config import Workspace
 from olav.llm.window import model_window
-from tests.helpers import clean_env, ollama_workspace, openai_workspace, run_olav, write_config
+from tests.helpers import (
+    ollama_workspace,
+    openai_workspace,
+    run_olav,
+    spawn_olav,
+    write_config,
+)
 from tests.stubs.ollama_stub import StubState, ollama_stub
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
@@ -180,17 +185,7 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
             {"content": "<tool_call>" + json.dumps(call) + "</tool_call>"},
             {"content": "Done with the snapshot."},
         ]
-        env = clean_env()
-        env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
-        child = pexpect.spawn(
-            sys.executable,
-            ["-c", "from olav.cli.app import main; main()", "chat", "--agent", "netops"],
-            cwd=str(ws),
-            env=env,
-            encoding="utf-8",
-            timeout=120,
-            dimensions=(40, 120),
-        )
+        child = spawn_olav(ws, "chat", "--agent", "netops")
         try:
             child.expect("netops> ")
             child.sendline("take a snapshot of sh1-border01")

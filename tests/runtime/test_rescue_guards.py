@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from olav.compose import agent_session
 from olav.llm.models import ScriptedChatModel
@@ -25,66 +23,22 @@ NUDGE_NOTE = "[olav] You described"
 DESCRIBE = {"name": "describe_table", "args": {"name": "devices"}}
 
 
-class UsageChatModel(ScriptedChatModel):
-    """ScriptedChatModel whose turns may carry ``usage`` (the usage_metadata a server
-    reports); ScriptedChatModel itself never sets usage_metadata."""
-
-    def _next_turn(self, messages: list[BaseMessage]) -> AIMessage:
-        index = self.position
-        msg = super()._next_turn(messages)
-        turn = self.turns[index] if index < len(self.turns) else {}
-        usage = turn.get("usage")
-        if usage:
-            msg.usage_metadata = {**usage, "total_tokens": sum(usage.values())}
-        return msg
-
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
-        msg = self._next_turn(messages)
-        chunk = AIMessageChunk(
-            content=str(msg.content),
-            usage_metadata=msg.usage_metadata,
-            tool_call_chunks=[
-                {
-                    "name": c["name"],
-                    "args": json.dumps(c["args"]),
-                    "id": c["id"],
-                    "index": j,
-                    "type": "tool_call_chunk",
-                }
-                for j, c in enumerate(msg.tool_calls)
-            ],
-        )
-        if run_manager:
-            run_manager.on_llm_new_token(str(msg.content), chunk=ChatGenerationChunk(message=chunk))
-        yield ChatGenerationChunk(message=chunk)
-
-
 Make = Callable[..., "tuple[Session, ScriptedChatModel]"]
 
 
 @pytest.fixture
 def rescue_session(hash_ws: Path) -> Make:
-    """rescue_session(turns, model_cls=ScriptedChatModel, **settings): a core Session over
-    the hash workspace with ``settings`` ({"runtime.nudge": True, ...}) in its config."""
+    """rescue_session(turns, **settings): a core Session over the hash workspace with
+    ``settings`` ({"runtime.nudge": True, ...}) in its config; a turn may carry ``usage``."""
 
-    def make(
-        turns: list[dict[str, Any]],
-        model_cls: type[ScriptedChatModel] = ScriptedChatModel,
-        **settings: Any,
-    ) -> tuple[Session, ScriptedChatModel]:
+    def make(turns: list[dict[str, Any]], **settings: Any) -> tuple[Session, ScriptedChatModel]:
         cfg = hash_ws / ".olav" / "olav.yaml"
         data = yaml.safe_load(cfg.read_text()) or {}
         for key, value in settings.items():
             section, name = key.split(".")
             data.setdefault(section, {})[name] = value
         cfg.write_text(yaml.safe_dump(data))
-        model = model_cls(turns=turns)
+        model = ScriptedChatModel(turns=turns)
         ws = scripted_ws(hash_ws, turns)
         for key, value in settings.items():
             assert ws.config[key] == value  # the setting reached the workspace
@@ -195,7 +149,6 @@ def test_a_full_context_is_audited_and_warned_once(rescue_session: Make, hash_ws
             {"tool_calls": [DESCRIBE], "usage": {"input_tokens": full, "output_tokens": 7}},
             {"content": "done", "usage": {"input_tokens": full + 100, "output_tokens": 3}},
         ],
-        model_cls=UsageChatModel,
         **{"llm.num_ctx": NUM_CTX},
     )
     warnings: list[str] = []
@@ -213,7 +166,6 @@ def test_a_prompt_below_the_share_is_not_full(rescue_session: Make, hash_ws: Pat
     below = math.ceil(0.98 * NUM_CTX) - 1
     session, _ = rescue_session(
         [{"content": "done", "usage": {"input_tokens": below, "output_tokens": 1}}],
-        model_cls=UsageChatModel,
         **{"llm.num_ctx": NUM_CTX},
     )
     warnings: list[str] = []

@@ -19,7 +19,7 @@ import pytest
 from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.runtime.threads import ThreadBusyError, ThreadStore
-from tests.helpers import OlavCli, clean_env, ollama_workspace, run_olav, scripted_ws
+from tests.helpers import OlavCli, clean_env, ollama_workspace, run_olav, scripted_ws, spawn_olav
 
 DOC = "# Devices\n\n- sh1-border01\n"
 EXPORT = {"name": "format_and_export", "args": {"data": DOC, "format": "md", "filename": "d.md"}}
@@ -27,20 +27,6 @@ EXPORT = {"name": "format_and_export", "args": {"data": DOC, "format": "md", "fi
 
 def chat_bodies(state: Any) -> list[dict[str, Any]]:
     return [body for path, body in state.requests if path == "/api/chat"]
-
-
-def spawn(ws: Path, *args: str) -> pexpect.spawn:
-    env = clean_env()
-    env.update({"TERM": "dumb", "COLUMNS": "120", "LINES": "40"})
-    return pexpect.spawn(
-        sys.executable,
-        ["-c", "from olav.cli.app import main; main()", *args],
-        cwd=str(ws),
-        env=env,
-        encoding="utf-8",
-        timeout=120,
-        dimensions=(40, 120),
-    )
 
 
 def last_user(body: dict[str, Any]) -> str:
@@ -60,7 +46,7 @@ def test_chat_quit_and_continue_sends_the_earlier_turns(tmp_path: Path) -> None:
             {"content": "We use OSPF area 0."},
             {"content": "After the change it is still area 0."},
         ]
-        first = spawn(ws, "chat")
+        first = spawn_olav(ws, "chat")
         try:
             first.expect("core> ")
             first.sendline("which OSPF area do we use?")
@@ -70,7 +56,7 @@ def test_chat_quit_and_continue_sends_the_earlier_turns(tmp_path: Path) -> None:
             first.expect(pexpect.EOF)
         finally:
             first.close(force=True)
-        again = spawn(ws, "chat", "--continue")
+        again = spawn_olav(ws, "chat", "--continue")
         try:
             again.expect("continuing ")
             again.expect("which OSPF area do we use")  # where the person left off

@@ -245,3 +245,66 @@ def http_events(ws: Path) -> list[dict[str, Any]]:
     with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
         rows = con.execute("SELECT detail FROM events WHERE kind = 'http_request'").fetchall()
     return [json.loads(r[0]) for r in rows]
+
+
+# -- the console in a browser: Debian's chromium driven by playwright --------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's chromium under playwright, headless, with a fresh temporary profile; a
+    missing chromium fails the test with how to install it (never a skip)."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"the console's browser tests need Debian's chromium at {CHROMIUM}: "
+            "`apt-get install chromium` (as root: `make browser`)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextlib.contextmanager
+def logged_in_page(served: Served, operator: str = "") -> Iterator[Any]:
+    """A browser tab logged in to the console as ``operator`` (alice by default)."""
+    with chromium() as launched:
+        tab = launched.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        tab.set_default_timeout(20_000)
+        log_in(tab, served, operator)
+        yield tab
+
+
+def log_in(page: Any, served: Served, operator: str = "") -> None:
+    page.goto(served.url + "/login")
+    page.get_by_label("Token").fill(served.tokens[operator or served.alice])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(served.url + "/")
+
+
+@contextlib.contextmanager
+def session(served: Served, operator: str = "") -> Iterator[httpx.Client]:
+    """An httpx client logged in to the console as ``operator`` (no API token)."""
+    with httpx.Client(base_url=served.url, timeout=60) as client:
+        got = client.post(
+            "/login",
+            data={"token": served.tokens[operator or served.alice]},
+            headers={"Origin": served.url},
+        )
+        assert got.status_code == 303 and got.headers["location"] == "/", got.text
+        yield client

@@ -9,7 +9,6 @@ route."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -20,20 +19,20 @@ import httpx
 import pytest
 
 from tests.helpers import run_olav, wait_until
-from tests.serve._support import Model, Served, http_events, human, last_user, serving
+from tests.serve._support import (
+    Model,
+    Served,
+    chromium,
+    http_events,
+    human,
+    last_user,
+    log_in,
+    serving,
+    session,
+)
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SECRET = "the quokka vault code is 7718 and it rotates on mondays"  # alice's private memory
 FACT = "the walrus change window opens on tuesdays at 02:00 utc"  # a draft of alice's
 REJECTED = "the narwhal vlan is 4021"  # a draft alice rejects
@@ -89,19 +88,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"the console's browser tests need Debian's chromium at {CHROMIUM}: "
-            "`apt-get install chromium` (as root: `make browser`)"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:  # a fresh temporary profile, removed when it closes
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture()
@@ -113,26 +101,6 @@ def page(browser: Any) -> Iterator[Any]:
         yield tab
     finally:
         context.close()
-
-
-def log_in(page: Any, served: Served, operator: str = "") -> None:
-    page.goto(served.url + "/login")
-    page.get_by_label("Token").fill(served.tokens[operator or served.alice])
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(served.url + "/")
-
-
-@contextlib.contextmanager
-def session(served: Served, operator: str = "") -> Iterator[httpx.Client]:
-    """An httpx client logged in to the console as ``operator`` (no API token)."""
-    with httpx.Client(base_url=served.url, timeout=60) as client:
-        got = client.post(
-            "/login",
-            data={"token": served.tokens[operator or served.alice]},
-            headers={"Origin": served.url},
-        )
-        assert got.status_code == 303 and got.headers["location"] == "/", got.text
-        yield client
 
 
 def csrf_of(html: str) -> str:

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve._support import Served, serving
-from tests.serve.test_console import ARGS, CHROMIUM, log_in, session
+from tests.serve._support import Served, logged_in_page, serving, session
 
 pytestmark = pytest.mark.slow
 
@@ -58,19 +57,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def page(served: Served) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"the console's browser tests need Debian's chromium at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            tab = chromium.new_context(viewport={"width": 1280, "height": 800}).new_page()
-            tab.set_default_timeout(20_000)
-            log_in(tab, served)
-            yield tab
-        finally:
-            chromium.close()
+    with logged_in_page(served) as tab:
+        yield tab
 
 
 def test_a_lesson_is_listed_with_its_expiry_and_the_gaps_render(served: Served, page: Any) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import run_olav
-from tests.serve._support import Served, serving
-from tests.serve.test_console import ARGS, CHROMIUM, log_in
+from tests.serve._support import Served, logged_in_page, serving
 
 pytestmark = pytest.mark.slow
 
@@ -30,19 +29,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def page(served: Served) -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"the console's browser tests need Debian's chromium at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        try:
-            tab = chromium.new_context(viewport={"width": 1280, "height": 800}).new_page()
-            tab.set_default_timeout(20_000)
-            log_in(tab, served)
-            yield tab
-        finally:
-            chromium.close()
+    with logged_in_page(served) as tab:
+        yield tab
 
 
 def cli_why(ws: Path, query: str) -> dict[str, Any]:
