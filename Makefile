@@ -9,7 +9,7 @@ STEER_WS ?=
 
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install browser run test lint fmt bench bench-pytest template-vectors clean
+.PHONY: install browser postgres run test lint fmt bench bench-pytest template-vectors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,18 @@ browser:
 			exit 1; \
 		fi; }
 
+# threads in PostgreSQL (tests/runtime/test_threads_postgres.py start their own server on
+# 127.0.0.1 from Debian's packages); as root (CI) they are installed here
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+		else \
+			echo "the PostgreSQL thread tests need its server: sudo apt-get install postgresql" >&2; \
+			exit 1; \
+		fi; }
+
 run: $(STAMP)
 	test -d $(DEMO)/.olav || $(BIN)/olav init $(DEMO)
 	cd $(DEMO) && ../$(BIN)/olav
@@ -48,7 +60,7 @@ fmt: $(STAMP)
 # one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
 # are built once (TEST_WORKERS=0 runs the suite in this process)
 TEST_WORKERS ?= auto
-test: lint browser
+test: lint browser postgres
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md

@@ -175,6 +175,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Identical tool calls (same name and arguments) in one run before the loop guard acts.",
     ),
     Setting("runtime.max_model_calls", int, 24, "Model calls one run may make before it stops."),
+    Setting(
+        "threads.uri",
+        str,
+        "",
+        "Where threads live: empty for the workspace's threads.sqlite, or postgresql://USER@HOST"
+        ":PORT/DBNAME for a database a team's processes share (pip install 'olav[postgres]').",
+    ),
     Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),
     Setting("paths.logs", str, ".olav/logs", "Log folder."),
     Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),

@@ -1,7 +1,8 @@
 """Conversations that last: every conversation is a thread, kept in one SQLite file under
-``.olav/databases/threads.sqlite``.
+``.olav/databases/threads.sqlite``, or, for a team whose servers share their threads, in a
+PostgreSQL database (``threads.uri: postgresql://…``).
 
-Two things share that file:
+Two things share that file (or database):
 
 - **LangGraph's checkpoints** (``langgraph-checkpoint-sqlite``): the agent graph's state after
   every step, which is what the model sees when a thread continues. A ``kill -9`` mid-run leaves
@@ -16,9 +17,13 @@ in an immediate transaction, so a second process that tries to run it at the sam
 that process is gone.
 
 The file is opened in WAL mode with a busy timeout, so processes that write at once wait for each
-other instead of failing. The schema carries a version (``olav_meta``): a file from an older
-olav, or one that holds only checkpoints, is migrated in place, and its threads are indexed from
-the checkpoints; nothing is dropped.
+other instead of failing. In PostgreSQL the claim is also a session advisory lock held by the
+claiming process's connection: the server drops it the moment that process dies, on whatever
+machine it ran, so a crashed host's claim is taken over at once instead of holding forever.
+
+The schema carries a version (``olav_meta``): a file from an older olav, or one that holds only
+checkpoints, is migrated in place, and its threads are indexed from the checkpoints; nothing is
+dropped. Processes that set up a new PostgreSQL database at once take turns (an advisory lock).
 """
 
 from __future__ import annotations
@@ -104,15 +109,15 @@ CREATE TABLE IF NOT EXISTS olav_threads (
     agent TEXT NOT NULL,
     owner TEXT NOT NULL DEFAULT '',
     name TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL,
     turns INTEGER NOT NULL DEFAULT 0,
     preview TEXT NOT NULL DEFAULT '',
     metadata TEXT NOT NULL DEFAULT '{}',
     run_id TEXT,
     run_pid INTEGER,
     run_host TEXT,
-    run_since REAL
+    run_since {real}
 );
 CREATE INDEX IF NOT EXISTS olav_threads_agent ON olav_threads (agent, updated_at);
 CREATE TABLE IF NOT EXISTS olav_turns (
@@ -121,7 +126,7 @@ CREATE TABLE IF NOT EXISTS olav_turns (
     role TEXT NOT NULL,
     name TEXT NOT NULL DEFAULT '',
     content TEXT NOT NULL,
-    created_at REAL NOT NULL,
+    created_at {real} NOT NULL,
     PRIMARY KEY (thread_id, seq)
 );
 """
@@ -141,8 +146,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class ThreadStore:
-    """The workspace's threads. One instance per process is enough; it is thread-safe."""
+# -- the two databases -------------------------------------------------------------------------
+
+
+class _Sqlite:
+    """The workspace's own file. SQL is written for it (``?`` placeholders)."""
+
+    real = "REAL"
+    for_update = ""  # BEGIN IMMEDIATE has already taken the file's write lock
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -153,6 +164,232 @@ class ThreadStore:
         self.conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql, list(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def has_checkpoints(self) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+        ).fetchone()
+        return row is not None
+
+    def checkpointer(self) -> Any:
+        """LangGraph's SqliteSaver on this file (its own connection: it commits per call)."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(
+            str(self.path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return SqliteSaver(conn)
+
+    # a claim's holder: a live process of this machine; another machine's cannot be checked
+    def take(self, thread_id: str) -> bool:
+        return True
+
+    def give(self, thread_id: str) -> None:
+        return None
+
+    def holder_alive(self, thread_id: str, pid: int | None, host: str | None) -> bool:
+        if pid is None:
+            return False
+        if host and host != socket.gethostname():
+            return True  # another machine's process: it cannot be checked, so it holds
+        return _pid_alive(int(pid))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# the advisory locks' first key ("olav"); the second is the thread id's hash
+_LOCK_SPACE = 0x6F6C6176
+_SETUP_LOCK = 0  # the schema's set-up, so that two processes do not create it at once
+
+
+class _Postgres:
+    """A PostgreSQL database shared by a team's processes and machines (psycopg 3)."""
+
+    real = "DOUBLE PRECISION"
+    for_update = " FOR UPDATE"
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.where = postgres_where(uri)
+        self.conn = self._connect()
+        self._locks: set[str] = set()  # the threads this process's connection has locked
+
+    def _connect(self) -> Any:
+        psycopg = _psycopg()
+        try:
+            return psycopg.connect(self.uri, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            raise OlavError(
+                f"threads.uri: cannot connect to PostgreSQL at {self.where}: "
+                + (str(exc).strip().splitlines() or ["no answer"])[0],
+                hint="Start the server or fix threads.uri in .olav/olav.yaml "
+                "(a password belongs in PGPASSWORD or ~/.pgpass, not in the file)",
+            ) from None
+
+    def _reconnect(self) -> None:
+        """A new connection when the server dropped this one (a restart): the locks it held
+        are gone with it, so this process's claims no longer hold."""
+        if self.conn.closed or self.conn.broken:
+            self._locks.clear()
+            self.conn = self._connect()
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return sql.replace("?", "%s").replace("instr(", "strpos(")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(self._sql(sql), list(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(self._sql(sql), rows)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._reconnect()
+        with self.conn.transaction():
+            yield
+
+    @contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        self.conn.execute("SELECT pg_advisory_lock(%s, %s)", [_LOCK_SPACE, _SETUP_LOCK])
+        try:
+            yield
+        finally:
+            self.conn.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_SPACE, _SETUP_LOCK])
+
+    def has_checkpoints(self) -> bool:
+        row = self.conn.execute("SELECT to_regclass('checkpoints') IS NOT NULL").fetchone()
+        return bool(row and row[0])
+
+    def checkpointer(self) -> Any:
+        """LangGraph's PostgresSaver on its own connection, its tables set up once."""
+        try:
+            from langgraph.checkpoint.postgres import PostgresSaver
+        except ImportError:
+            raise _needs_extra() from None
+        from psycopg.rows import dict_row
+
+        psycopg = _psycopg()
+        conn = psycopg.connect(self.uri, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+        with self.setup_lock():
+            saver.setup()
+        return saver
+
+    def take(self, thread_id: str) -> bool:
+        """The thread's advisory lock for this process's connection (False: another holds it).
+        Taken once per thread: a second claim from this process is refused before this."""
+        if thread_id in self._locks:
+            return True
+        row = self.conn.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
+        ).fetchone()
+        if row and row[0]:
+            self._locks.add(thread_id)
+            return True
+        return False
+
+    def give(self, thread_id: str) -> None:
+        if thread_id in self._locks:
+            self._locks.discard(thread_id)
+            self.conn.execute(
+                "SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
+            )
+
+    def holder_alive(self, thread_id: str, pid: int | None, host: str | None) -> bool:
+        """Whether the process named by a claim still holds it: this process, or any whose
+        connection keeps the thread's lock (the server drops it when that process dies)."""
+        if pid is None:
+            return False
+        if thread_id in self._locks:
+            return True  # this process's run: it took the lock with the claim
+        self._reconnect()
+        row = self.conn.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
+        ).fetchone()
+        if not (row and row[0]):
+            return True
+        self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id])
+        return False
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def postgres_where(uri: str) -> str:
+    """``host:port/dbname`` of a PostgreSQL URI, for messages (never its user or password)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        host = parts.hostname or "localhost"
+        port = parts.port or 5432
+    except ValueError:
+        return "an unreadable threads.uri"
+    return f"{host}:{port}{parts.path or '/'}"
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise _needs_extra() from None
+    return psycopg
+
+
+def _needs_extra() -> OlavError:
+    return OlavError(
+        "threads.uri names a PostgreSQL database, but PostgreSQL support is not installed",
+        hint="Install it with: pip install 'olav[postgres]'",
+    )
+
+
+def check_uri(uri: str) -> str:
+    """``threads.uri`` as given, or a one-line error naming what is wrong with it."""
+    from olav.core.errors import ConfigError
+
+    if not uri.startswith(("postgresql://", "postgres://")):
+        shown = uri.split("@")[-1] if "@" in uri else uri
+        raise ConfigError(
+            f"threads.uri: {shown!r} is not a PostgreSQL URI",
+            hint="Use postgresql://USER@HOST:PORT/DBNAME, or leave it empty for the "
+            "workspace's own file",
+        )
+    return uri
+
+
+class ThreadStore:
+    """The workspace's threads. One instance per process is enough; it is thread-safe."""
+
+    def __init__(self, path: Path | None = None, *, uri: str = "") -> None:
+        if uri:
+            self.db: _Sqlite | _Postgres = _Postgres(check_uri(uri))
+            self.path: Path | None = None
+        elif path is not None:
+            self.db = _Sqlite(path)
+            self.path = path
+        else:
+            raise ValueError("a ThreadStore needs a file or a PostgreSQL URI")
         self._saver: Any = None
         self._lock = threading.RLock()
         self.migrated: list[str] = []
@@ -160,36 +397,54 @@ class ThreadStore:
 
     @classmethod
     def for_workspace(cls, ws: Any) -> ThreadStore:
+        uri = str(ws.config["threads.uri"] or "").strip()
+        if uri:
+            return cls(uri=uri)
         return cls(ws.databases / "threads.sqlite")
+
+    @property
+    def conn(self) -> Any:
+        """The index's connection (sqlite3, or psycopg for PostgreSQL)."""
+        return self.db.conn
+
+    @property
+    def where(self) -> str:
+        """Where the threads are, for messages: the file, or the database's host and name."""
+        if isinstance(self.db, _Postgres):
+            return f"postgresql://{self.db.where}"
+        return str(self.path)
 
     # -- schema -------------------------------------------------------------------------------
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """An immediate transaction: the write lock is taken at the start, so two claims of
-        one thread are ordered, never interleaved (between processes by SQLite, between the
-        threads of one process by the store's lock: the connection holds one transaction at
-        a time)."""
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+    def _tx(self) -> Iterator[Any]:
+        """One transaction. In SQLite it takes the write lock at the start (BEGIN IMMEDIATE);
+        in PostgreSQL a claim locks its row (SELECT … FOR UPDATE). Either way two claims of one
+        thread are ordered, never interleaved; between the threads of one process the store's
+        lock orders them too (the connection holds one transaction at a time)."""
+        with self._lock, self.db.transaction():
+            yield self.db
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:
-            return list(self.conn.execute(sql, list(params)))
+            if isinstance(self.db, _Postgres):
+                self.db._reconnect()
+            return list(self.db.execute(sql, params).fetchall())
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = self._rows(sql, params)
         return rows[0] if rows else None
 
     def _migrate(self) -> None:
+        if isinstance(self.db, _Postgres):
+            with self._lock, self.db.setup_lock():
+                self._migrate_schema()
+        else:
+            self._migrate_schema()
+
+    def _migrate_schema(self) -> None:
         with self._tx() as con:
-            for stmt in _OLAV_SCHEMA.split(";"):
+            for stmt in _OLAV_SCHEMA.replace("{real}", self.db.real).split(";"):
                 if stmt.strip():
                     con.execute(stmt)
             row = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
@@ -199,46 +454,38 @@ class ThreadStore:
                 self._index_checkpoints(con)
             if version != SCHEMA_VERSION:
                 con.execute(
-                    "INSERT OR REPLACE INTO olav_meta (key, value) VALUES ('schema', ?)",
+                    "INSERT INTO olav_meta (key, value) VALUES ('schema', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     [str(SCHEMA_VERSION)],
                 )
         # LangGraph's own tables (and its own migrations) are set up on the checkpointer's
         # first use: listing and showing threads need no langgraph import
 
-    def _index_checkpoints(self, con: sqlite3.Connection) -> None:
+    def _index_checkpoints(self, con: Any) -> None:
         """Register the threads a file holds only as checkpoints (a file from before the
         index): their turns are read back from the checkpoints on the first sync."""
-        has = con.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
-        ).fetchone()
-        if not has:
+        if not self.db.has_checkpoints():
             return
         now = time.time()
         for (thread_id,) in con.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall():
             con.execute(
-                "INSERT OR IGNORE INTO olav_threads (id, agent, created_at, updated_at) "
-                "VALUES (?, '', ?, ?)",
+                "INSERT INTO olav_threads (id, agent, created_at, updated_at) "
+                "VALUES (?, '', ?, ?) ON CONFLICT DO NOTHING",
                 [thread_id, now, now],
             )
 
     @property
     def checkpointer(self) -> Any:
-        """LangGraph's SqliteSaver on this file (its own connection: it commits per call)."""
+        """LangGraph's saver on the same file or database (its own connection)."""
         if self._saver is None:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            conn = sqlite3.connect(
-                str(self.path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-            )
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._saver = SqliteSaver(conn)
+            self._saver = self.db.checkpointer()
         return self._saver
 
     def close(self) -> None:
         if self._saver is not None:
             self._saver.conn.close()
             self._saver = None
-        self.conn.close()
+        self.db.close()
 
     # -- threads ------------------------------------------------------------------------------
 
@@ -249,8 +496,8 @@ class ThreadStore:
         now = time.time()
         with self._tx() as con:
             con.execute(
-                "INSERT OR IGNORE INTO olav_threads (id, agent, owner, name, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [tid, agent, owner, name, now, now],
             )
         return self.get(tid)
@@ -353,36 +600,44 @@ class ThreadStore:
         raise :class:`ThreadBusyError` when a live run holds it."""
         now = time.time()
         with self._tx() as con:
+            con.execute(
+                "INSERT INTO olav_threads (id, agent, owner, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [thread_id, agent, owner, now, now],
+            )
             row = con.execute(
-                "SELECT run_id, run_pid, run_host, run_since, agent FROM olav_threads WHERE id = ?",
+                "SELECT run_id, run_pid, run_host, run_since, agent FROM olav_threads "
+                "WHERE id = ?" + self.db.for_update,
                 [thread_id],
             ).fetchone()
-            if row is None:
-                con.execute(
-                    "INSERT INTO olav_threads (id, agent, owner, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [thread_id, agent, owner, now, now],
-                )
-            elif row[0] and self._holder_alive(row[1], row[2]):
+            if row[0] and self.db.holder_alive(thread_id, row[1], row[2]):
                 raise _busy(thread_id, row[1], row[3])
-            elif not row[4]:  # indexed from bare checkpoints: the first run names its agent
+            if not self.db.take(thread_id):  # a claim whose row is not yet visible here
+                raise _busy(thread_id, None, None)
+            try:
+                if not row[4]:  # indexed from bare checkpoints: the first run names its agent
+                    con.execute(
+                        "UPDATE olav_threads SET agent = ?, owner = ? WHERE id = ?",
+                        [agent, owner, thread_id],
+                    )
                 con.execute(
-                    "UPDATE olav_threads SET agent = ?, owner = ? WHERE id = ?",
-                    [agent, owner, thread_id],
+                    "UPDATE olav_threads SET run_id = ?, run_pid = ?, run_host = ?, "
+                    "run_since = ? WHERE id = ?",
+                    [run_id, os.getpid(), socket.gethostname(), now, thread_id],
                 )
-            con.execute(
-                "UPDATE olav_threads SET run_id = ?, run_pid = ?, run_host = ?, run_since = ? "
-                "WHERE id = ?",
-                [run_id, os.getpid(), socket.gethostname(), now, thread_id],
-            )
+            except BaseException:
+                self.db.give(thread_id)
+                raise
 
     def release(self, thread_id: str, run_id: str) -> None:
         with self._tx() as con:
-            con.execute(
+            done = con.execute(
                 "UPDATE olav_threads SET run_id = NULL, run_pid = NULL, run_host = NULL, "
                 "run_since = NULL WHERE id = ? AND run_id = ?",
                 [thread_id, run_id],
             )
+            if done.rowcount:
+                self.db.give(thread_id)
 
     def held(self, thread_id: str) -> bool:
         """Whether a live run holds the thread (a dead process's claim holds nothing)."""
@@ -393,20 +648,13 @@ class ThreadStore:
         return False
 
     def _check_free(self, thread_id: str) -> None:
-        row = self._one(
-            "SELECT run_id, run_pid, run_host, run_since FROM olav_threads WHERE id = ?",
-            [thread_id],
-        )
-        if row and row[0] and self._holder_alive(row[1], row[2]):
-            raise _busy(thread_id, row[1], row[3])
-
-    @staticmethod
-    def _holder_alive(pid: int | None, host: str | None) -> bool:
-        if pid is None:
-            return False
-        if host and host != socket.gethostname():
-            return True  # another machine's process: it cannot be checked, so it holds
-        return _pid_alive(int(pid))
+        with self._lock:
+            row = self._one(
+                "SELECT run_id, run_pid, run_host, run_since FROM olav_threads WHERE id = ?",
+                [thread_id],
+            )
+            if row and row[0] and self.db.holder_alive(thread_id, row[1], row[2]):
+                raise _busy(thread_id, row[1], row[3])
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -422,8 +670,10 @@ class ThreadStore:
             fresh = [t for t in rows if t.seq >= known]
             now = time.time()
             con.executemany(
-                "INSERT OR REPLACE INTO olav_turns (thread_id, seq, role, name, content, "
-                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO olav_turns (thread_id, seq, role, name, content, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id, seq) DO UPDATE SET "
+                "role = excluded.role, name = excluded.name, content = excluded.content, "
+                "created_at = excluded.created_at",
                 [(thread_id, t.seq, t.role, t.name, t.content, now) for t in fresh],
             )
             (turns,) = con.execute(
@@ -512,8 +762,9 @@ def _like_prefix(text: str) -> str:
 
 def _busy(thread_id: str, pid: int | None, since: float | None) -> ThreadBusyError:
     when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
+    who = f"pid {pid}, since {when}" if pid is not None else "just claimed"
     return ThreadBusyError(
-        f"thread {thread_id} is running in another process (pid {pid}, since {when})",
+        f"thread {thread_id} is running in another process ({who})",
         hint="One run per thread: wait for it to finish, or start a new thread (/new)",
     )
 
