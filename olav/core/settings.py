@@ -120,6 +120,20 @@ SETTINGS: tuple[Setting, ...] = (
         "words, spread).",
     ),
     Setting(
+        "memory.judge",
+        str,
+        "off",
+        "Close calls (a margin near its floor) asked of the chat model in one short call per "
+        "request: off, or model. On any failure the floors decide.",
+        ("off", "model"),
+    ),
+    Setting(
+        "memory.judge_timeout_ms",
+        int,
+        2000,
+        "Longest wait for the judge's verdict; slower, and the floors decide.",
+    ),
+    Setting(
         "memory.second_opinion",
         str,
         "auto",
@@ -223,6 +237,7 @@ _MINIMUMS = {
     "llm.temperature": 0,
     "embedder.cache_size": 0,
     "reranker.timeout_ms": 1,
+    "memory.judge_timeout_ms": 1,
     "memory.token_budget": 100,
     "memory.rrf_k": 1,
     "memory.half_life_days": 0,
