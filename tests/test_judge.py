@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from olav.core.config import Config
-from olav.llm.judge import Judge, parse_verdict, prompt
-from olav.llm.models import ScriptedChatModel
+from olav.llm.models import ScriptedChatModel, verdict_model
+from olav.memory.judge import Judge, parse_verdict, prompt
 
 NOTES = [
     "Rotate nginx logs daily with logrotate and keep 14 of them.",
@@ -81,6 +81,10 @@ def _ollama_config(tmp_path: Path, url: str, timeout_ms: int = 5000) -> Config:
     return Config.load(cfg)
 
 
+def _judge(cfg: Config) -> Judge | None:
+    return Judge.from_config(cfg, verdict_model(cfg))
+
+
 def test_through_the_real_ollama_client_thinking_off_and_a_deadline(tmp_path: Path) -> None:
     from tests.stubs.ollama_stub import StubState, ollama_stub
 
@@ -94,14 +98,14 @@ def test_through_the_real_ollama_client_thinking_off_and_a_deadline(tmp_path: Pa
     state = StubState(chat_reply=reply)
     try:
         with ollama_stub(state) as (url, _):
-            judge = Judge.from_config(_ollama_config(tmp_path, url))
+            judge = _judge(_ollama_config(tmp_path, url))
             assert judge is not None
             verdict = judge.decide(REQUEST, NOTES)
             assert verdict.applies == [True, False], verdict
             body = next(b for p, b in state.requests if p == "/api/chat")
             assert body.get("think") is False  # a verdict needs no reasoning
             assert body["options"]["num_predict"] == 64
-            slow = Judge.from_config(_ollama_config(tmp_path, url, timeout_ms=200))
+            slow = _judge(_ollama_config(tmp_path, url, timeout_ms=200))
             assert slow is not None
             late = slow.decide("slow " + REQUEST, NOTES)
             assert late.applies is None and late.failure == "slow: no verdict within 200 ms"
@@ -110,8 +114,8 @@ def test_through_the_real_ollama_client_thinking_off_and_a_deadline(tmp_path: Pa
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    gone = Judge.from_config(_ollama_config(tmp_path, f"http://127.0.0.1:{port}"))
+    gone = _judge(_ollama_config(tmp_path, f"http://127.0.0.1:{port}"))
     assert gone is not None
     down = gone.decide(REQUEST, NOTES)
     assert down.applies is None and down.failure.startswith("down:")
-    assert Judge.from_config(Config.load(None)) is None  # off by default
+    assert _judge(Config.load(None)) is None  # off by default

@@ -103,6 +103,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Environment variable holding the reranker's API key; empty: none is sent.",
     ),
     Setting(
+        "reranker.floors",
+        str,
+        "auto",
+        "When its score decides: auto = calibrated by `olav memory calibrate` (until then only "
+        "0.9 and above injects, below 0.02 leaves out); off = scores shown only; or two "
+        "numbers, ACCEPT REJECT.",
+    ),
+    Setting(
         "reranker.timeout_ms",
         int,
         800,
@@ -126,6 +134,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Close calls (a margin near its floor) asked of the chat model in one short call per "
         "request: off, or model. On any failure the floors decide.",
         ("off", "model"),
+    ),
+    Setting(
+        "memory.judge_band",
+        float,
+        0.01,
+        "How near its floor a margin must be for the judge to decide it (margin units; "
+        "e5's margins span about 0.06).",
     ),
     Setting(
         "memory.judge_timeout_ms",
@@ -238,6 +253,7 @@ _MINIMUMS = {
     "embedder.cache_size": 0,
     "reranker.timeout_ms": 1,
     "memory.judge_timeout_ms": 1,
+    "memory.judge_band": 0,
     "memory.token_budget": 100,
     "memory.rrf_k": 1,
     "memory.half_life_days": 0,

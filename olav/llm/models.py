@@ -199,6 +199,20 @@ def make_chat_model(
     raise ModelError(f"unknown llm.provider {provider!r}")
 
 
+def verdict_model(config: Any, *, root: Path | None = None) -> BaseChatModel | None:
+    """The chat model as recall's judge of close calls (``memory.judge: model``): its thinking
+    off and a short answer, since a verdict is a few tokens. None when the judge is off."""
+    if str(config["memory.judge"]) == "off":
+        return None
+    model = make_chat_model(config, root=root)
+    tuned = {
+        k: v
+        for k, v in {"reasoning": False, "num_predict": 64, "temperature": 0.0}.items()
+        if k in type(model).model_fields
+    }
+    return model.model_copy(update=tuned) if tuned else model
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """Ollama down raises builtin ConnectionError or httpx.ConnectError (unrelated classes)."""
     import httpx

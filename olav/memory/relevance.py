@@ -92,6 +92,11 @@ class Signals:
     relevant: bool = False
     reason: str = ""
     floor: float | None = None  # the floor its evidence earned (None: decided by words alone)
+    # a second look (olav.memory.second_look): the reranker's score in [0, 1], and the chat
+    # model's verdict on a close call; None when not asked
+    rerank: float | None = None
+    judged: bool | None = None
+    vouched: bool = False  # relevant on the reranker's or the judge's word, not the margin
 
     @property
     def own_margin(self) -> float | None:
@@ -116,6 +121,9 @@ class Signals:
             "relevant": self.relevant,
             "reason": self.reason,
             "floor": self.floor,
+            # only when asked: without a reranker or judge the JSON stays as it was
+            **({} if self.rerank is None else {"rerank": round(self.rerank, 4)}),
+            **({} if self.judged is None else {"judged": self.judged}),
         }
 
 

@@ -93,21 +93,12 @@ class Judge:
         self.timeout_s = max(1, timeout_ms) / 1000
 
     @classmethod
-    def from_config(cls, config: Any, root: Any = None) -> Judge | None:
-        """The workspace's judge, or None when ``memory.judge`` is ``off``. It is the chat
-        model with its thinking off and a short answer: a verdict needs a few tokens."""
-        if str(config["memory.judge"]) == "off":
+    def from_config(cls, config: Any, model: Any) -> Judge | None:
+        """The workspace's judge, or None when ``memory.judge`` is ``off`` or no model is
+        given (``model``: a chat model tuned for verdicts, from
+        :func:`olav.llm.models.verdict_model`, built by the layer above memory)."""
+        if str(config["memory.judge"]) == "off" or model is None:
             return None
-        from olav.llm.models import make_chat_model
-
-        model = make_chat_model(config, root=root)
-        tuned = {
-            k: v
-            for k, v in {"reasoning": False, "num_predict": 64, "temperature": 0.0}.items()
-            if k in type(model).model_fields
-        }
-        if tuned:
-            model = model.model_copy(update=tuned)
         return cls(model, timeout_ms=int(config["memory.judge_timeout_ms"]))
 
     def decide(self, request: str, notes: Sequence[str]) -> Verdict:
