@@ -121,6 +121,16 @@ def test_bad_settings_are_one_line_errors(tmp_path: Path) -> None:
         Config.load(cfg)
 
 
+def test_logits_are_mapped_whatever_their_values_when_the_server_says_so() -> None:
+    answer = {"results": [{"index": 0, "relevance_score": 0.2}, {"index": 1, "score": 0.9}]}
+    assert parse_scores(answer, 2, "probability") == [0.2, 0.9]
+    assert parse_scores(answer, 2, "auto") == [0.2, 0.9]  # in 0..1: taken as probabilities
+    mapped = parse_scores(answer, 2, "logit")
+    assert isinstance(mapped, list) and mapped == pytest.approx([0.5498, 0.7109], abs=1e-4)
+    with pytest.raises(ConfigError, match="reranker"):
+        Reranker("http://127.0.0.1:8080", scores="percent")
+
+
 def test_parse_scores_accepts_both_field_names_and_refuses_gaps() -> None:
     assert parse_scores(
         {"results": [{"index": 1, "score": 0.2}, {"index": 0, "score": 0.9}]}, 2

@@ -31,6 +31,7 @@ from olav.memory.second_look import RerankFloors, overrule
 
 ACCEPT = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, math.inf)
 REJECT = (-math.inf, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
+HARM = 0.015  # a measure this much worse than the bundled decision's is harm
 QUALITIES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)  # d' of the simulated rerankers
 SEEDS = (1, 2, 3)
 Scores = dict[tuple[int, str], float]  # (row index, memory id) -> score
@@ -82,9 +83,12 @@ def calibrate_rerank(
     rows: Sequence[Recalled], floors: Floors, scores: Scores, budget: int, split: str = "cal"
 ) -> tuple[RerankFloors, dict[str, Any]]:
     """The (accept, reject) of the grid that best meets the targets on ``split``, and its
-    measures there; a tie with "never" keeps "never" (the bundled decision)."""
+    measures there. Only floors that leave every measure at least as good as the bundled
+    decision gives, within :data:`HARM` (two or three requests of the half), are considered:
+    a reranker may improve the block, never trade one measure for another. A tie with "never"
+    keeps "never" (the bundled decision), so a reranker that helps nothing changes nothing."""
     best_floors = RerankFloors.off()
-    best_metrics = measure(rows, floors, best_floors, scores, budget, split)
+    bundled = best_metrics = measure(rows, floors, best_floors, scores, budget, split)
     best = _score(best_metrics)
     for accept in ACCEPT:
         for reject in REJECT:
@@ -93,9 +97,21 @@ def calibrate_rerank(
             trial = RerankFloors(accept, reject)
             got_metrics = measure(rows, floors, trial, scores, budget, split)
             got = _score(got_metrics)
+            if not _harmless(got_metrics, bundled):
+                continue
             if _better(got, best):
                 best_floors, best_metrics, best = trial, got_metrics, got
     return best_floors, best_metrics
+
+
+def _harmless(metrics: dict[str, Any], bundled: dict[str, Any]) -> bool:
+    for key, (_target, higher) in TARGETS.items():
+        got, was = metrics.get(key), bundled.get(key)
+        if got is None or was is None:
+            continue
+        if (was - got if higher else got - was) > HARM:
+            return False
+    return True
 
 
 def simulated_scores(rows: Sequence[Recalled], quality: float, seed: int) -> Scores:
@@ -162,15 +178,19 @@ def simulate(
                 "auc": _mean([a for a, _, _ in runs]),
                 "floors": [c.to_json() for _, c, _ in runs],
                 "test": mean,
-                "targets_met": sum(
-                    1
-                    for k, (target, higher) in TARGETS.items()
-                    if mean.get(k) is not None
-                    and (mean[k] >= target if higher else mean[k] <= target)
-                ),
+                "targets_met": _met(mean),
             }
         )
     return out
+
+
+def _met(metrics: dict[str, Any]) -> int:
+    met = 0
+    for key, (target, higher) in TARGETS.items():
+        value = metrics.get(key)
+        if value is not None and (value >= target if higher else value <= target):
+            met += 1
+    return met
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

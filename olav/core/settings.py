@@ -103,6 +103,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Environment variable holding the reranker's API key; empty: none is sent.",
     ),
     Setting(
+        "reranker.scores",
+        str,
+        "auto",
+        "What its scores are: probability (TEI, vLLM, Infinity), logit (llama.cpp's raw "
+        "output), or auto (an answer with a score outside 0..1 is logits).",
+        ("auto", "probability", "logit"),
+    ),
+    Setting(
         "reranker.floors",
         str,
         "auto",

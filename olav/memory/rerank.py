@@ -15,7 +15,8 @@ dialects, chosen with ``reranker.api``:
 
 Whatever the dialect, the answer is read leniently: results under ``results``, ``data`` or at
 the top level, each score under ``relevance_score`` or ``score``. Scores are mapped into [0, 1]
-(a logistic for raw logits outside it) so that one floor means the same across servers.
+(``reranker.scores``: llama.cpp answers raw logits, which the logistic maps; TEI, vLLM and
+Infinity answer probabilities) so that one floor means the same across servers.
 
 The reranker never fails a recall. A server that is down, slower than ``reranker.timeout_ms``,
 or that answers something that is not a score for every candidate gives ``None``, and the caller
@@ -34,6 +35,7 @@ from typing import Any
 from olav.core.errors import ConfigError
 
 APIS = ("rerank", "tei", "score")
+SCALES = ("auto", "probability", "logit")
 DEFAULT_PATHS = {"rerank": "/v1/rerank", "tei": "/rerank", "score": "/score"}
 MAX_CHARS = 2000  # a candidate's text sent to the reranker (the block shows no more either)
 
@@ -68,6 +70,7 @@ class Reranker:
         path: str = "",
         api_key: str | None = None,
         timeout_ms: int = 800,
+        scores: str = "auto",
     ) -> None:
         if api not in APIS:
             raise ConfigError(f"reranker.api is {api!r}", hint="Use one of: " + ", ".join(APIS))
@@ -76,6 +79,11 @@ class Reranker:
                 f"reranker.base_url {base_url!r} is not an http(s) URL",
                 hint="Give the server's address, e.g. http://127.0.0.1:8080",
             )
+        if scores not in SCALES:
+            raise ConfigError(
+                f"reranker.scores is {scores!r}", hint="Use one of: " + ", ".join(SCALES)
+            )
+        self.scale = scores
         self.url = base_url.rstrip("/") + (path or DEFAULT_PATHS[api])
         self.model = model
         self.api = api
@@ -102,6 +110,7 @@ class Reranker:
             path=str(cfg["reranker.path"]),
             api_key=key,
             timeout_ms=int(cfg["reranker.timeout_ms"]),
+            scores=str(cfg["reranker.scores"]),
         )
 
     @property
@@ -155,7 +164,7 @@ class Reranker:
             data = resp.json()
         except ValueError:
             return failed("malformed", "the answer is not JSON")
-        scores = parse_scores(data, len(documents))
+        scores = parse_scores(data, len(documents), self.scale)
         if isinstance(scores, str):
             return failed("malformed", scores)
         return RerankResult(scores, (time.perf_counter() - started) * 1000)
@@ -172,9 +181,11 @@ class Reranker:
         self.close()
 
 
-def parse_scores(data: Any, n: int) -> list[float] | str:
-    """The scores of ``n`` documents from a rerank answer, in document order, or what is wrong
-    with it (a string)."""
+def parse_scores(data: Any, n: int, scale: str = "auto") -> list[float] | str:
+    """The scores of ``n`` documents from a rerank answer, in document order, in [0, 1], or
+    what is wrong with it (a string). ``scale``: ``logit`` (llama.cpp answers the model's raw
+    output) maps every score through the logistic; ``probability`` takes them as they are;
+    ``auto`` maps an answer with any score outside [0, 1]."""
     items = data
     if isinstance(data, dict):
         items = next((data[k] for k in ("results", "data") if isinstance(data.get(k), list)), None)
@@ -196,8 +207,8 @@ def parse_scores(data: Any, n: int) -> list[float] | str:
     if len(raw) != n:
         return f"scores for {len(raw)} of {n} documents"
     values = [raw[i] for i in range(n)]
-    if all(0.0 <= v <= 1.0 for v in values):
-        return values
+    if scale == "probability" or (scale == "auto" and all(0.0 <= v <= 1.0 for v in values)):
+        return [min(1.0, max(0.0, v)) for v in values]
     return [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, v)))) for v in values]  # logits
 
 
