@@ -9,7 +9,7 @@ STEER_WS ?=
 
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: install browser postgres run test lint fmt bench bench-pytest template-vectors clean
+.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -68,6 +68,11 @@ test: lint browser postgres
 bench: $(STAMP)
 	$(BIN)/olav bench report --locomo $(LOCOMO) --out docs/benchmarks.md --remote \
 		$(if $(STEER_WS),--steer-workspace $(STEER_WS))
+
+# every page of the web console at 1280x800 on a demo workspace, as docs/img/console-*.png
+# (docs/console.md shows them); the same test without OLAV_SCREENSHOTS only checks the layout
+screenshots: $(STAMP) browser
+	OLAV_SCREENSHOTS=docs/img $(BIN)/python -m pytest -q -p no:randomly tests/serve/test_console_screens.py
 
 # the older store-level benchmarks (ANN threshold, LoCoMo ANN recall), printed as tables
 bench-pytest: $(STAMP)

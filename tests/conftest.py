@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 if TYPE_CHECKING:  # nothing from olav is imported before pytest_configure cleans the env
     from tests.helpers import OlavCli, OlavMain, SessionFor
 
-BENCH_VARS = ("OLAV_BENCH_", "OLAV_LOCOMO")  # benchmark knobs, not olav configuration
+# benchmark knobs and where the console screenshots go (test_console_screens.py): not olav
+# configuration
+BENCH_VARS = ("OLAV_BENCH_", "OLAV_LOCOMO", "OLAV_SCREENSHOTS")
 
 
 def pytest_configure(config: pytest.Config) -> None:

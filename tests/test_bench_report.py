@@ -35,6 +35,8 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "2",
         "--fault-rounds",
         "1",
+        "--console-rows",
+        "200",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -52,6 +54,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         "### Three processes, one killed",
         "## 7. Runs as datasets",
         "## 8. `olav serve`: what the server adds",
+        "## 9. The web console on a large memory table",
     ):
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
@@ -61,7 +64,7 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
     assert command == (
         f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 "
-        "--export-runs 40 --serve-runs 2 --fault-rounds 1"
+        "--export-runs 40 --serve-runs 2 --fault-rounds 1 --console-rows 200"
     )
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))
@@ -70,6 +73,9 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     assert report["threads"]["turns"] == 5 and report["threads"]["ok"] is True
     assert report["log_export"]["runs"] == 40
     assert report["serve"]["concurrent"]["errors"] == 0
+    console = report["console"]
+    assert console["rows"] == 200 and console["memory_newest"]["p50_ms"] > 0
+    assert console["why_page"]["p50_ms"] > 0 and set(console["met"]) == {"memory", "why"}
     faults = report["thread_faults"]
     assert faults["threads_lost"] == 0 and faults["corrupted"] == 0 and faults["resumed"]
 
@@ -101,6 +107,8 @@ def test_report_without_the_dataset_says_it_was_skipped(tmp_path: Path) -> None:
         "1",
         "--fault-rounds",
         "1",
+        "--console-rows",
+        "200",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr

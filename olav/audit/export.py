@@ -271,6 +271,13 @@ def count_runs(path: Path, flt: RunFilter = RunFilter(), *, read_only: bool = Tr
     return int(row[0]) if row else 0
 
 
+def runs_sql(flt: RunFilter, columns: str = "id") -> tuple[str, list[Any]]:
+    """A ``SELECT columns`` of the runs that pass ``flt`` (its order, limit and offset aside)
+    and its parameters, for a query built on top of it (the console's health charts)."""
+    where, params = _where(flt)
+    return f"SELECT {columns} FROM ({_SUMMARY}) AS runs{where}", params
+
+
 def resolve_run(path: Path, ref: str) -> str:
     """The id of the run ``ref`` names: a whole id or a prefix of exactly one."""
     ref = ref.strip()
@@ -306,12 +313,15 @@ def load_run(path: Path, run_id: str, *, read_only: bool = True) -> Run:
     return run
 
 
-def iter_runs(path: Path, runs: list[Run], *, batch: int = BATCH) -> Iterator[Run]:
+def iter_runs(
+    path: Path, runs: list[Run], *, batch: int = BATCH, read_only: bool = True
+) -> Iterator[Run]:
     """``runs`` (from :func:`list_runs`) with their details, ``batch`` runs per short
-    connection, so that a long export never keeps the chat from writing its audit."""
+    connection, so that a long export never keeps the chat from writing its audit;
+    ``read_only`` as for :func:`list_runs`."""
     for start in range(0, len(runs), batch):
         part = runs[start : start + batch]
-        with connect(path, read_only=True) as con:
+        with connect(path, read_only=read_only) as con:
             _fill(con, part)
         yield from part
 

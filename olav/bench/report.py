@@ -40,6 +40,7 @@ class ReportOptions:
     thread_turns: int = 200  # the resumed thread (section 6)
     export_runs: int = 10000  # the audited runs exported (section 7)
     serve_runs: int = 30  # runs per row of the server benchmark (section 8)
+    console_rows: int = 100_000  # memory rows under the web console (section 9)
     fault_rounds: int = 3  # kill -9 rounds of the thread store (section 6)
 
 
@@ -90,6 +91,10 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.serve import run_serve_bench
 
     out["serve"] = run_serve_bench(runs=opts.serve_runs)
+    say("the web console on a large memory table")
+    from olav.bench.console import run_console_bench
+
+    out["console"] = run_console_bench(rows=opts.console_rows)
     say("speed and footprint")
     out["perf"] = perf.run_perf(opts.perf, say)
     out["steer"] = None
@@ -136,6 +141,7 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
         "olav bench golden --markdown",
         "olav bench perf --sizes 1000,10000,100000",
         "olav bench steer --runs 5       # inside a workspace, with a model server",
+        "python -m olav.bench.console    # the web console at 100 000 rows (section 9)",
         "```",
         "",
         "## 1. Recall quality on LoCoMo",
@@ -220,4 +226,12 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
         from olav.bench.serve import markdown_serve
 
         lines += ["## 8. `olav serve`: what the server adds", "", markdown_serve(report["serve"])]
+    if report.get("console"):
+        from olav.bench.console import markdown_console
+
+        lines += [
+            "## 9. The web console on a large memory table",
+            "",
+            markdown_console(report["console"]),
+        ]
     return lines

@@ -169,6 +169,9 @@ def report_cmd(
     fault_rounds: int = typer.Option(
         3, "--fault-rounds", min=1, help="kill -9 rounds of the thread-store benchmark."
     ),
+    console_rows: int = typer.Option(
+        100_000, "--console-rows", min=1, help="Memory rows under the web console benchmark."
+    ),
     remote: bool = typer.Option(
         False,
         "--remote",
@@ -201,6 +204,7 @@ def report_cmd(
             export_runs=export_runs,
             serve_runs=serve_runs,
             fault_rounds=fault_rounds,
+            console_rows=console_rows,
         )
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]
@@ -237,9 +241,9 @@ def _given_options(ctx: typer.Context) -> list[str]:
 
 
 def _register_more() -> None:
-    from olav.cli import bench_golden, bench_perf, bench_steer, bench_toolcalls
+    from olav.cli import bench_golden, bench_perf, bench_rerank, bench_steer, bench_toolcalls
 
-    for module in (bench_golden, bench_perf, bench_steer, bench_toolcalls):
+    for module in (bench_golden, bench_perf, bench_rerank, bench_steer, bench_toolcalls):
         module.register(app)
 
 

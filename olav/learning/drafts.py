@@ -64,6 +64,10 @@ def _draft_item(draft: Draft) -> PendingItem:
     category = str(draft.data["category"])
     kind = "guide" if category in GUIDE_CATEGORIES else "memory"
     summary = f"{category}: {_one_line(str(draft.data['body']))}"
+    amends = draft.data.get("amends")
+    if amends:  # keywords for a guide that exists (olav.learning.curator.amend)
+        words = ", ".join(amends.get("add_keywords") or [])
+        summary = f"{category}: add keyword(s) {_one_line(words, 40)} to {amends.get('guide')}"
     return PendingItem(draft.intent, kind, summary, draft.created_at, draft.seen, draft.path)
 
 

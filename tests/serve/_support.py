@@ -308,3 +308,22 @@ def session(served: Served, operator: str = "") -> Iterator[httpx.Client]:
         )
         assert got.status_code == 303 and got.headers["location"] == "/", got.text
         yield client
+
+
+def log_near_miss(ws: Path, request: str, guide_id: str, margin: float, floor: float) -> None:
+    """A recall of ``request`` in the audit's recall log that injected nothing, although
+    ``guide_id`` came within ``floor - margin`` of its floor (a gap of `olav memory gaps`)."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from olav.audit.db import connect
+    from olav.core.config import Workspace
+
+    cands = [{"id": guide_id, "category": "usage_guide", "decision": "irrelevant"}]
+    cands[0] |= {"margin": margin, "floor": floor}
+    with connect(Path(Workspace.open(ws).audit_path)) as con:
+        con.execute(
+            "INSERT INTO recalls (id, run_id, agent, query, candidates, injected, latency_ms, "
+            "created_at) VALUES (?, NULL, 'core', ?, ?, '[]', 1.0, ?)",
+            [uuid.uuid4().hex, request, json.dumps(cands), datetime.now(UTC)],
+        )

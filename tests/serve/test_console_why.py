@@ -1,7 +1,9 @@
 """The console's Why page (`/why`) in a real browser, against `olav memory why` on the same
 workspace: a netops request shows a netops guide injected and its block; an unrelated one
 shows "nothing is injected"; the page's JSON twin decides as the CLI does (same injected ids,
-same block, same decision for every candidate)."""
+same block, same decision for every candidate). On a workspace whose floors are set
+(``memory.relevance``, so relevance is on with the stub's embedder) the unrelated request gets
+"nothing is injected" for certain, and the CLI agrees."""
 
 from __future__ import annotations
 
@@ -13,17 +15,32 @@ from typing import Any
 import pytest
 
 from tests.helpers import run_olav
-from tests.serve._support import Served, logged_in_page, serving
+from tests.serve._support import Served, log_in, logged_in_page, serving
 
 pytestmark = pytest.mark.slow
 
 NETOPS = "back up the device configs of the lab routers"
 UNRELATED = "what is a good recipe for banana bread"
+# floors for the stub's hash embedder: nothing on its margin alone (every margin is negative
+# there), a guide the request names in its keywords well below zero
+FLOORS = "memory:\n  relevance: '0.0,-0.25,-0.25,0.04,0.03,0.3'\n"
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with serving(tmp_path_factory.mktemp("serve-why") / "ws") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A second server whose workspace has relevance floors."""
+
+    def floors(ws: Path) -> None:
+        config = ws / ".olav" / "olav.yaml"
+        config.write_text(config.read_text() + FLOORS)
+
+    with serving(tmp_path_factory.mktemp("serve-why-gated") / "ws", prepare=floors) as s:
         yield s
 
 
@@ -103,3 +120,24 @@ def test_margin_and_floor_bars_share_one_scale() -> None:
     assert 'bar-margin w100"' in _bars(0.2, 0.1, 0.2) and "relevance off" in _bars(
         None, None, 0.0, relevance_on=False
     )
+
+
+def test_an_unrelated_request_gets_nothing_and_the_cli_agrees(gated: Served, page: Any) -> None:
+    context = page.context.browser.new_context(viewport={"width": 1280, "height": 800})
+    try:  # the module's browser, a context of its own for the second server
+        tab = context.new_page()
+        log_in(tab, gated)
+        web = page_why(tab, gated, UNRELATED)
+        cli = cli_why(gated.ws, UNRELATED)
+        same_decisions(web, cli)
+        assert cli["injected"] == [] and cli["block"] == "" and web["block"] == ""
+        assert web["candidates"] and all(c["decision"] != "injected" for c in web["candidates"])
+        assert tab.locator(".nothing").inner_text() == "nothing is injected"
+        assert tab.locator("pre.block").count() == 0
+        assert "relevance off" not in tab.locator("main .lead").first.inner_text()
+        # the same floors let a request in that names a guide's keywords: the gate opens
+        named = page_why(tab, gated, NETOPS)
+        assert "guide_netops_backup_device_configs" in named["injected"]
+        same_decisions(named, cli_why(gated.ws, NETOPS))
+    finally:
+        context.close()

@@ -92,7 +92,9 @@ def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
 
     cat = draft["category"]
     info: dict[str, Any] = {}
-    if cat in GUIDE_CATEGORIES:
+    if draft.get("amends"):  # new keywords for a guide that exists (curator.amend)
+        info["file"] = info["replaces"] = draft["amends"]["file"]
+    elif cat in GUIDE_CATEGORIES:
         gpath = Path(draft["agent"]) / "guides" / f"{draft['intent']}.guide.yaml"
         info["file"] = gpath.as_posix()
         if (root / gpath).exists():
@@ -133,6 +135,10 @@ def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
 
 def preview(draft: dict[str, Any], info: dict[str, Any]) -> str:
     cat = draft["category"]
+    if draft.get("amends"):
+        from olav.learning.curator.amend import amendment_preview
+
+        return _dump(amendment_preview(draft))
     shown: dict[str, Any] = {
         "intent": draft["intent"],
         "category": cat,
@@ -158,6 +164,10 @@ def preview(draft: dict[str, Any], info: dict[str, Any]) -> str:
         shown["body"] = clip(draft["body"])
     else:
         shown["body"] = clip(draft["body"])
+    return _dump(shown)
+
+
+def _dump(shown: dict[str, Any]) -> str:
     return yaml.dump(
         {k: _tidy(v) for k, v in shown.items()},
         Dumper=_PreviewDumper,

@@ -25,19 +25,24 @@ from starlette.routing import Route
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.log import get_logger
-from olav.serve.console import drafts, lessons, memory, runs, why
-from olav.serve.console.context import Ctx, Page, Redirect, Refused
+from olav.serve.console import chat, drafts, health, lessons, memory, runs, why
+from olav.serve.console.context import BadRequest, Ctx, Page, Redirect, Refused
 from olav.serve.console.html import Markup, cards, h, join, page, url
 from olav.serve.console.sessions import COOKIE, Sessions, cookie, csrf_ok, same_origin
 from olav.serve.http import HTTPError, jsonsafe
 
 log = get_logger("serve.console")
 
-PAGES = ("/", "/login", "/memory", "/runs", "/drafts", "/why", "/lessons")
+PAGES = ("/", "/login", "/memory", "/runs", "/drafts", "/why", "/lessons", "/health", "/chat")
 POSTS = ("/login", "/logout")
 BELOW = ("/static/", "/memory/", "/drafts/")
 ONE_BELOW = re.compile(r"/runs/[^/]+")
-STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+STATIC = {
+    "console.css": "text/css; charset=utf-8",
+    "console.js": "text/javascript; charset=utf-8",
+    "chart.js": "text/javascript; charset=utf-8",
+    "chat.js": "text/javascript; charset=utf-8",
+}
 CSP = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
@@ -53,13 +58,13 @@ View = Callable[[Ctx], Any]
 
 def handles(method: str, path: str) -> bool:
     """Whether a request is the console's (else it is the API's, and needs a token). The
-    console's pages are GETs; its POSTs are the login, the logout and the buttons under
-    ``/drafts/`` (and ``/memory/``). ``POST /runs/stream`` and every other API route stay
-    the API's."""
+    console's pages are GETs; its POSTs are the login, the logout, the buttons under
+    ``/drafts/`` (and ``/memory/``) and the chat's ``/chat/send`` and ``/chat/answer``.
+    ``POST /runs/stream`` and every other API route stay the API's."""
     if method in ("GET", "HEAD"):
         return path in PAGES or path.startswith(BELOW) or bool(ONE_BELOW.fullmatch(path))
     if method == "POST":
-        return path in POSTS or path.startswith(("/drafts/", "/memory/"))
+        return path in POSTS or path.startswith(("/drafts/", "/memory/", "/chat/"))
     return False
 
 
@@ -98,11 +103,25 @@ class Console:
             Route(
                 "/memory/{memory_id}/delete", self._action(memory.delete_action), methods=["POST"]
             ),
+            Route("/memory/{memory_id}/edit", self._action(memory.edit_action), methods=["POST"]),
+            Route(
+                "/memory/{memory_id}/quarantine",
+                self._action(memory.quarantine_action),
+                methods=["POST"],
+            ),
+            Route(
+                "/memory/{memory_id}/release", self._action(memory.release_action), methods=["POST"]
+            ),
             Route("/runs", self._page(runs.runs_page), methods=["GET"]),
             Route("/runs/{run_id}", self._page(runs.run_page), methods=["GET"]),
             Route("/drafts", self._page(drafts.drafts_page), methods=["GET"]),
             Route("/why", self._page(why.why_page), methods=["GET"]),
             Route("/lessons", self._page(lessons.lessons_page), methods=["GET"]),
+            Route("/health", self._page(health.health_page), methods=["GET"]),
+            Route("/chat", self._page(chat.chat_page), methods=["GET"]),
+            Route("/chat/send", self._action(chat.send_action), methods=["POST"]),
+            Route("/chat/answer", self._action(chat.answer_action), methods=["POST"]),
+            Route("/drafts/keyword", self._action(lessons.keyword_action), methods=["POST"]),
             Route(
                 "/drafts/{draft_id}/confirm", self._action(drafts.confirm_action), methods=["POST"]
             ),
@@ -160,7 +179,14 @@ class Console:
             form = await self._form(request)
             if not csrf_ok(session, form.get("csrf")):
                 return self._refused("the form's CSRF token is missing or wrong; reload the page")
-            ctx = Ctx(self.server, session.operator, session, form, dict(request.path_params))
+            ctx = Ctx(
+                self.server,
+                session.operator,
+                session,
+                form,
+                dict(request.path_params),
+                wants_json=form.get("format") == "json",  # errors as JSON, for a script's fetch
+            )
             return await self._render(view, ctx)
 
         return endpoint
@@ -186,8 +212,14 @@ class Console:
             return self._error(ctx, 404, "Not found", exc.one_line())
         except Refused as exc:
             return self._error(ctx, 403, "Refused", exc.one_line())
+        except BadRequest as exc:
+            return self._error(ctx, 400, "Bad request", exc.one_line())
         except OlavError as exc:
             return self._error(ctx, 422, "That did not work", exc.one_line())
+        except HTTPError as exc:  # the run machinery's refusals (a busy thread: 409)
+            return self._error(ctx, exc.status, "That did not work", exc.detail)
+        if isinstance(result, Response):  # a view's own answer (the chat's stream)
+            return result
         if isinstance(result, Redirect):
             if result.flash and ctx.session is not None:
                 ctx.session.flash.append(result.flash)

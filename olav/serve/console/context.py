@@ -26,6 +26,10 @@ class Refused(OlavError):
     """The operator may see this, but not change it (403)."""
 
 
+class BadRequest(OlavError):
+    """A parameter or form field the page cannot use (400); the message says which."""
+
+
 @dataclass
 class Page:
     title: str

@@ -83,6 +83,7 @@ def drafts_page(ctx: Ctx) -> Page:
                 "created_at": item.created_at.isoformat(),
                 "seen": item.seen,
                 "preview": text,
+                "amends": draft.data.get("amends") if draft is not None else None,
             }
         )
     lead = Markup(

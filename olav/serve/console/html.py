@@ -25,6 +25,8 @@ NAV = (
     ("/drafts", "Drafts"),
     ("/why", "Why"),
     ("/lessons", "Lessons"),
+    ("/health", "Health"),
+    ("/chat", "Chat"),
 )
 
 
@@ -96,14 +98,32 @@ def pretty(value: Any) -> str:
 
 
 def table(
-    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, empty: str = "Nothing here."
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    empty: str = "Nothing here.",
+    cls: str = "",
 ) -> Markup:
-    body = [h("<tr>{}</tr>", join(h("<td>{}</td>", c) for c in row)) for row in rows]
+    """A table; each cell names its column (``data-col``), so a narrow window can show a row
+    as a card of labelled fields (console.css). ``cls``: the table's own class."""
+    names = list(headers)
+    body = [
+        h(
+            "<tr>{}</tr>",
+            join(
+                h('<td data-col="{}">{}</td>', names[i] if i < len(names) else "", c)
+                for i, c in enumerate(row)
+            ),
+        )
+        for row in rows
+    ]
     if not body:
         return h('<p class="empty">{}</p>', empty)
     head = join(h('<th scope="col">{}</th>', t) for t in headers)
     return h(
-        '<div class="table-wrap"><table><thead><tr>{}</tr></thead><tbody>{}</tbody></table></div>',
+        '<div class="table-wrap"><table class="{}"><thead><tr>{}</tr></thead><tbody>{}</tbody>'
+        "</table></div>",
+        cls,
         head,
         join(body),
     )

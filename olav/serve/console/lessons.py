@@ -5,8 +5,9 @@ The lessons are the live ``reflection`` rows (not retired, not expired) of the o
 readable scopes, newest first, with when each expires (:data:`olav.memory.schema.CATEGORY_TTL`).
 The gaps are what `olav memory gaps` shows (:func:`olav.learning.gaps.near_misses`) over the
 newest recalls of the runs the operator may see (another operator's requests are theirs), less
-any guide of a scope they may not read. The page only shows them: nothing here edits a guide
-(add the request's words to the guide's ``keywords:``).
+any guide of a scope they may not read. Nothing here edits a guide: a gap's **Propose
+keyword** button writes a guide draft (:func:`olav.learning.curator.amend.propose_keywords`)
+that adds the words to the guide's ``keywords:`` only once a person confirms it on /drafts.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from olav.serve.console.context import Ctx, Page
+from olav.serve.console.context import BadRequest, Ctx, Page, Redirect
 from olav.serve.console.html import Markup, h, join, link, memory_href, pager, stamp, table
-from olav.serve.console.memory import _newest, _row_json
+from olav.serve.console.memory import GUIDES, _newest, _readable, _row_json
 
 LESSON_COLUMNS = ("id", "lesson", "scope", "origin", "reads", "created", "expires")
-GAP_COLUMNS = ("request (no directive reached the model)", "times", "came nearest")
+GAP_COLUMNS = (
+    "request (no directive reached the model)",
+    "times",
+    "came nearest",
+    "propose a keyword",
+)
 RECALLS = 500  # as `olav memory gaps --limit`
 
 
@@ -47,15 +53,15 @@ def lessons_page(ctx: Ctx) -> Page:
             h(
                 '<p class="lead">Requests of the last {} recalls that got no directive, '
                 "though a guide or precedent came within {} of its floor (as "
-                "<code>olav memory gaps</code>). Where a guide should have answered, add the "
-                "words the request uses to its <code>keywords:</code>, then "
-                "<code>olav kb import-guides</code>.</p>",
+                "<code>olav memory gaps</code>). Where a guide should have answered, propose "
+                "the words the request uses as its keyword: that is a draft, and the guide "
+                "changes only when a person confirms it on the drafts page.</p>",
                 RECALLS,
                 f"{WITHIN:g}",
             ),
             table(
                 GAP_COLUMNS,
-                [_gap_cells(m) for m in misses],
+                [[*_gap_cells(m), _keyword_form(ctx, m)] for m in misses],
                 empty="No near misses: every request without a directive was far from every floor.",
             ),
         ]
@@ -136,3 +142,50 @@ def _gap_cells(miss: Any) -> list[Any]:
         "<br>",
     )
     return [miss.request, h('<span class="num">{}</span>', miss.times), near]
+
+
+def _keyword_form(ctx: Ctx, miss: Any) -> Markup:
+    """Propose a keyword for one of the guides that came nearest (a draft, never an edit)."""
+    guides = [n.memory_id for n in miss.near if n.category in GUIDES]
+    if not guides:
+        return h('<span class="hint">{}</span>', "no guide came close: nothing to propose")
+    options = join(h('<option value="{}">{}</option>', g, g) for g in guides)
+    return h(
+        '<form method="post" action="/drafts/keyword" class="keyword">'
+        '<input type="hidden" name="csrf" value="{}">'
+        '<input type="hidden" name="request" value="{}">'
+        '<label>guide <select name="guide">{}</select></label>'
+        '<label>keyword <input type="text" name="keyword" value="{}" maxlength="80" required>'
+        "</label>"
+        '<button type="submit">Propose keyword</button></form>',
+        ctx.csrf,
+        miss.request,
+        options,
+        miss.request,
+    )
+
+
+def keyword_action(ctx: Ctx) -> Redirect:
+    """A gap's keyword for a guide, as a guide draft that waits on /drafts for a person's
+    Confirm (the workspace's operator's: it changes a workspace file)."""
+    from olav.core.errors import OlavError
+    from olav.learning.curator.amend import clean_keyword, propose_keywords
+
+    rec = _readable(ctx, ctx.text("guide", 300))
+    try:
+        word = clean_keyword(str(ctx.params.get("keyword", "")))
+        draft = propose_keywords(
+            ctx.ws.root,
+            rec,
+            [word],
+            request=ctx.text("request", 500),
+            proposed_by=ctx.operator,
+        )
+    except OlavError as exc:
+        raise BadRequest(exc.message, hint=exc.hint) from None
+    who = "confirm it below" if ctx.operator == ctx.owner else f"{ctx.owner} decides on it"
+    return Redirect(
+        "/drafts",
+        flash=f"Proposed keyword {word!r} for {rec.id} as draft {draft}; the guide changes "
+        f"only when a person confirms it: {who}.",
+    )

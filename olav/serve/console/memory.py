@@ -10,13 +10,14 @@ columns, in Arrow) and then reads only the rows of the page.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from olav.serve.console.context import Ctx, Missing, Page, Redirect, Refused
+from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, Refused
 from olav.serve.console.html import (
     Markup,
+    esc,
     facts,
     h,
     join,
@@ -34,7 +35,10 @@ from olav.serve.console.html import (
 
 MAX_HITS = 500  # the deepest a search pages
 SOURCE_CHARS = 20_000  # a guide's file is shown up to here
-LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated", "text")
+LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated")
+GUIDES = ("usage_guide", "format_guide")  # edited through their YAML file, never here
+HELD = "console"  # the reason a row quarantined from the console carries
+EDIT_CHARS = 20_000  # the longest text the edit form takes
 
 
 def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
@@ -56,12 +60,18 @@ def memory_page(ctx: Ctx) -> Page:
     agent = ctx.choice("agent", sorted(ctx.server.agents))
     scope = ctx.text("scope", 200)
     retired = ctx.params.get("retired") == "1"
+    start, end = created_range(ctx)
+    created = _created_where(start, end)
     offset, limit = ctx.window()
     scopes = _scopes(ctx, agent, scope)
     if q:
-        rows, scores, total = _search(ctx, q, category, origin, scopes, retired, offset, limit)
+        rows, scores, total = _search(
+            ctx, q, category, origin, scopes, retired, offset, limit, created=created
+        )
     else:
-        rows, total = _newest(ctx, category, origin, scopes, retired, offset, limit)
+        rows, total = _newest(
+            ctx, category, origin, scopes, retired, offset, limit, created=created
+        )
         scores = {}
     params = {
         "q": q,
@@ -69,6 +79,8 @@ def memory_page(ctx: Ctx) -> Page:
         "origin": origin,
         "agent": agent,
         "scope": scope,
+        "created_from": start.isoformat() if start else "",
+        "created_to": end.isoformat() if end else "",
         "retired": "1" if retired else "",
     }
     form = h(
@@ -77,6 +89,8 @@ def memory_page(ctx: Ctx) -> Page:
         'placeholder="what to look for, in any language" autofocus></label>'
         "{}{}{}"
         '<label>scope <input type="text" name="scope" value="{}" size="12"></label>'
+        '<label>created from <input type="date" name="created_from" value="{}"></label>'
+        '<label>created to <input type="date" name="created_to" value="{}"></label>'
         '<label class="check"><input type="checkbox" name="retired" value="1"{}> '
         "retired and expired too</label>"
         '<button type="submit">Search</button> <a href="/memory">clear</a></form>',
@@ -85,9 +99,12 @@ def memory_page(ctx: Ctx) -> Page:
         select("origin", "origin", ORIGINS, origin),
         select("agent", "agent", sorted(ctx.server.agents), agent),
         scope,
+        params["created_from"],
+        params["created_to"],
         Markup(" checked" if retired else ""),
     )
-    headers = list(LIST_COLUMNS) + (["score"] if q else [])
+    # the text last: it takes the width the others leave, so no column is pushed off
+    headers = [*LIST_COLUMNS, *(["score"] if q else []), "text"]
     cells = [_row_cells(r, scores.get(r.id)) for r in rows]
     how = (
         h("Hybrid search (vector and full text, fused) for <q>{}</q>.", q)
@@ -98,7 +115,7 @@ def memory_page(ctx: Ctx) -> Page:
         [
             form,
             h('<p class="lead">{}</p>', how),
-            table(headers, cells, empty="No memory matches."),
+            table(headers, cells, empty="No memory matches.", cls="memory"),
             pager("/memory", params, offset, limit, len(rows), total),
         ]
     )
@@ -115,17 +132,57 @@ def memory_page(ctx: Ctx) -> Page:
 
 def _row_cells(rec: Any, score: float | None) -> list[Any]:
     cells: list[Any] = [
-        link(memory_href(rec.id), rec.id),
+        link(memory_href(rec.id), _breakable(rec.id)),
         rec.category,
         rec.scope,
         rec.origin,
         h('<span class="num">{}</span>', rec.access_count),
         stamp(rec.updated_at or rec.created_at),
-        snippet(str(rec.metadata.get("body") or rec.text), 100),
     ]
     if score is not None:
-        cells.append(f"{score:.4f}")
+        cells.append(h('<span class="num">{}</span>', f"{score:.4f}"))
+    cells.append(snippet(str(rec.metadata.get("body") or rec.text), 100))
     return cells
+
+
+def _breakable(memory_id: str) -> Markup:
+    """An id that a narrow column wraps after its underscores, never inside a word."""
+    return join((esc(part) for part in memory_id.split("_")), "_<wbr>")
+
+
+def created_range(ctx: Ctx) -> tuple[date | None, date | None]:
+    """The ``created_from`` / ``created_to`` filters (days, UTC, both included); a value that
+    is not a date, or a range that ends before it starts, is a 400 that says which."""
+    found: dict[str, date | None] = {}
+    for name in ("created_from", "created_to"):
+        raw = ctx.text(name, 40)
+        try:
+            found[name] = date.fromisoformat(raw) if raw else None
+        except ValueError:
+            raise BadRequest(
+                f"{name} must be a date written YYYY-MM-DD, got {raw!r}",
+                hint="Pick it in the form's date field, or leave it empty",
+            ) from None
+    start, end = found["created_from"], found["created_to"]
+    if start and end and start > end:
+        raise BadRequest(f"created_from ({start}) is after created_to ({end})")
+    return start, end
+
+
+def _created_where(start: date | None, end: date | None) -> str:
+    """The rows created on the days ``start`` to ``end`` (UTC), as a SQL predicate."""
+    from olav.memory.sql import sql_ts
+
+    def midnight(day: date) -> str:  # no row is older than 1970: a far earlier day is that
+        day = max(day, date(1970, 1, 1))
+        return sql_ts(datetime(day.year, day.month, day.day, tzinfo=UTC))
+
+    parts = []
+    if start is not None:
+        parts.append(f"created_at >= {midnight(start)}")
+    if end is not None and end < date.max:
+        parts.append(f"created_at < {midnight(end + timedelta(days=1))}")
+    return " AND ".join(parts)
 
 
 def _row_json(rec: Any) -> dict[str, Any]:
@@ -135,13 +192,22 @@ def _row_json(rec: Any) -> dict[str, Any]:
     return dict(data)
 
 
-def _where(ctx: Ctx, category: str, origin: str, scopes: list[str] | None, retired: bool) -> str:
+def _where(
+    ctx: Ctx,
+    category: str,
+    origin: str,
+    scopes: list[str] | None,
+    retired: bool,
+    created: str = "",
+) -> str:
     from olav.memory.scopes import readable_where
     from olav.memory.sql import live_filter, sql_str
 
     extra = readable_where(ctx.config)
     if origin:
         extra += f" AND origin = {sql_str(origin)}"
+    if created:
+        extra += f" AND {created}"
     where = live_filter(
         scopes=scopes,
         categories=[category] if category else None,
@@ -164,15 +230,18 @@ def _newest(
     retired: bool,
     offset: int,
     limit: int,
+    *,
+    created: str = "",
 ) -> tuple[list[Any], int]:
-    """One page of the matching rows, newest first, and how many match."""
+    """One page of the matching rows, newest first, and how many match (``created``: a SQL
+    predicate on the creation time)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from olav.memory.sql import sql_in
 
     store = ctx.store()
-    where = _where(ctx, category, origin, scopes, retired)
+    where = _where(ctx, category, origin, scopes, retired, created)
     times = store.column_values(["id", "created_at", "updated_at"], where)
     if times.num_rows == 0:
         return [], 0
@@ -196,6 +265,8 @@ def _search(
     retired: bool,
     offset: int,
     limit: int,
+    *,
+    created: str = "",
 ) -> tuple[list[Any], dict[str, float], int | None]:
     """One page of the hybrid search's hits (their fused scores by id); the total is unknown
     below the deepest page (None), else the number of hits."""
@@ -206,6 +277,8 @@ def _search(
     want = min(offset + limit, MAX_HITS)
     if offset >= want:
         return [], {}, None
+    where = [f"origin = {sql_str(origin)}"] if origin else []
+    where += [created] if created else []
     hits = ctx.store().search(
         q,
         mode="hybrid",
@@ -214,7 +287,7 @@ def _search(
             scopes=scopes,
             categories=[category] if category else None,
             include_invalid=retired,
-            where=f"origin = {sql_str(origin)}" if origin else None,
+            where=" AND ".join(where) or None,
             reader=Reader.of(ctx.config),  # never another operator's private rows
         ),
     )
@@ -252,7 +325,7 @@ def memory_row_page(ctx: Ctx) -> Page:
                     ("category", rec.category),
                     ("scope", rec.scope),
                     ("origin", rec.origin),
-                    ("source file", h("<code>{}</code>", rec.metadata.get("source") or "")),
+                    ("source file", _code(rec.metadata.get("source"))),
                     ("confidence", f"{rec.confidence:.2f}"),
                     ("read by recall", f"{rec.access_count} times"),
                     ("pinned", "yes: it never decays" if rec.metadata.get("pinned") else ""),
@@ -262,6 +335,7 @@ def memory_row_page(ctx: Ctx) -> Page:
                     ("happened", when(rec.event_at)),
                     ("expires", _expiry(rec)),
                     ("retired", when(rec.invalidated_at)),
+                    ("quarantined", rec.superseded_by if quarantined(rec) else ""),
                     ("superseded by", _superseder(rec)),
                 ]
             ),
@@ -315,15 +389,65 @@ def changeable(ctx: Ctx, rec: Any) -> bool:
 
 
 def _buttons(ctx: Ctx, rec: Any) -> Markup:
-    if not changeable(ctx, rec) or rec.invalidated_at is not None:
+    if not changeable(ctx, rec):
+        return Markup("")
+    if quarantined(rec):
+        release = post_button(
+            memory_href(rec.id, "release"), ctx.csrf, "Release from quarantine", cls="primary"
+        )
+        return h('<div class="actions">{}</div>', release)
+    if rec.invalidated_at is not None:
         return Markup("")
     pin = Markup("")
     if not rec.metadata.get("pinned"):
         pin = post_button(memory_href(rec.id, "pin"), ctx.csrf, "Pin (never decays)")
+    hold = post_button(
+        memory_href(rec.id, "quarantine"), ctx.csrf, "Quarantine (never recalled)", cls="danger"
+    )
     retire = post_button(
         memory_href(rec.id, "delete"), ctx.csrf, "Delete (kept for history)", cls="danger"
     )
-    return h('<div class="actions">{} {}</div>', pin, retire)
+    return h('<div class="actions">{} {} {}</div>', pin, hold, retire) + _edit_form(ctx, rec)
+
+
+def _edit_form(ctx: Ctx, rec: Any) -> Markup:
+    """The text as `olav memory edit` opens it (a curator row's body, else its text); a guide
+    says where it is edited instead."""
+    if rec.category in GUIDES:
+        return h('<p class="hint">{}</p>', _guide_note(rec))
+    return h(
+        '<details class="edit"><summary>Edit the text</summary>'
+        '<form method="post" action="{}"><input type="hidden" name="csrf" value="{}">'
+        '<label for="edit-text">New text (re-embedded; the old text stays in the history)'
+        '</label><textarea id="edit-text" name="text" rows="6" maxlength="{}" required>{}'
+        '</textarea><button type="submit" class="primary">Save the text</button></form>'
+        "</details>",
+        memory_href(rec.id, "edit"),
+        ctx.csrf,
+        EDIT_CHARS,
+        _editable_text(rec),
+    )
+
+
+def _editable_text(rec: Any) -> str:
+    return str(rec.metadata.get("body") or rec.text)
+
+
+def _guide_note(rec: Any) -> str:
+    source = rec.metadata.get("source")
+    where = f"its file {source}" if source else "the file or draft it came from"
+    return (
+        f"{rec.id} is a guide: it is edited in {where}, not here. Change the YAML, then run "
+        "`olav kb import-guides`"
+    )
+
+
+def quarantined(rec: Any) -> bool:
+    """Held back from recall as `olav memory quarantine` lists it (retired, with a
+    ``quarantine:`` reason)."""
+    from olav.memory.injection import QUARANTINE
+
+    return str(rec.superseded_by or "").startswith(QUARANTINE)
 
 
 def _changing(ctx: Ctx) -> Any:
@@ -348,6 +472,59 @@ def pin_action(ctx: Ctx) -> Redirect:
     return Redirect(memory_href(rec.id), flash=f"Pinned {rec.id}: it never decays.")
 
 
+def edit_action(ctx: Ctx) -> Redirect:
+    """`olav memory edit --text`: the new text, re-embedded, the old one in the audit (with
+    who). A guide is refused: it is edited through its YAML file."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle import edit_text
+
+    rec = _changing(ctx)
+    if rec.category in GUIDES:
+        raise Refused(_guide_note(rec))
+    if rec.invalidated_at is not None:
+        raise Refused(f"memory {rec.id} is retired: it can no longer be edited")
+    text = str(ctx.params.get("text", "")).replace("\r\n", "\n").strip()
+    if not text:
+        raise BadRequest("the new text is empty", hint="Delete the memory instead")
+    if len(text) > EDIT_CHARS:
+        raise BadRequest(f"the new text has {len(text)} characters; at most {EDIT_CHARS}")
+    if text == _editable_text(rec).strip():
+        return Redirect(memory_href(rec.id), flash=f"{rec.id} is unchanged.")
+    edit_text(ctx.store(), rec.id, text, actor=ctx.operator, audit=AuditRecorder(ctx.audit_path))
+    return Redirect(memory_href(rec.id), flash=f"Updated and re-embedded {rec.id}.")
+
+
+def quarantine_action(ctx: Ctx) -> Redirect:
+    """Hold a row back from recall without deleting it, as the injection scanner does
+    (retired, ``superseded_by = "quarantine:console"``): `olav memory quarantine` lists it
+    and ``--release`` (or Release here) returns it. Audited with who."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.injection import QUARANTINE
+
+    rec = _changing(ctx)
+    if rec.invalidated_at is not None:
+        raise Refused(f"memory {rec.id} is retired already: recall never reads it")
+    ctx.store().update(rec.id, invalidated_at=datetime.now(UTC), superseded_by=QUARANTINE + HELD)
+    AuditRecorder(ctx.audit_path).memory_event(
+        rec.id, "quarantine", ctx.operator, {"by": "console", "text": rec.text[:2000]}
+    )
+    return Redirect(
+        memory_href(rec.id), flash=f"Quarantined {rec.id}: recall never reads it until released."
+    )
+
+
+def release_action(ctx: Ctx) -> Redirect:
+    """`olav memory quarantine --release ID`: back into recall (audited, with who)."""
+    from olav.audit.recorder import AuditRecorder
+
+    rec = _changing(ctx)
+    if not quarantined(rec):
+        raise Refused(f"memory {rec.id} is not in quarantine")
+    ctx.store().update(rec.id, invalidated_at=None, superseded_by=None)
+    AuditRecorder(ctx.audit_path).memory_event(rec.id, "release", ctx.operator, {"by": "console"})
+    return Redirect(memory_href(rec.id), flash=f"Released {rec.id}: recall reads it again.")
+
+
 def delete_action(ctx: Ctx) -> Redirect:
     """`olav memory delete` (not --purge): retired, kept for history, never recalled again."""
     from olav.audit.recorder import AuditRecorder
@@ -359,6 +536,8 @@ def delete_action(ctx: Ctx) -> Redirect:
 
 
 def _state(rec: Any) -> str:
+    if quarantined(rec):
+        return "quarantined"
     if rec.invalidated_at is not None:
         return "retired"
     if rec.expires_at is not None and rec.expires_at <= datetime.now(UTC):
@@ -376,6 +555,8 @@ def _expiry(rec: Any) -> str:
 
 
 def _superseder(rec: Any) -> Markup | str:
+    if quarantined(rec):
+        return ""  # a reason, not a row: "quarantined" below says it
     return link(memory_href(rec.superseded_by), rec.superseded_by) if rec.superseded_by else ""
 
 
@@ -383,7 +564,12 @@ def _guide_body(rec: Any) -> Markup:
     body = rec.metadata.get("body")
     if not body or body == rec.text:
         return Markup("")
-    return Markup("<h2>Guide body (what recall injects)</h2>") + pre(body)
+    what = "Guide body" if rec.category in GUIDES else "Body"
+    return h("<h2>{} (what recall injects)</h2>", what) + pre(body)
+
+
+def _code(value: Any) -> Markup | str:
+    return h("<code>{}</code>", value) if value else ""
 
 
 def _source_file(ctx: Ctx, rec: Any) -> Markup:
