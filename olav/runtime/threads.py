@@ -10,6 +10,9 @@ Two things share that file (or database):
 - **olav's index of threads** (``olav_threads``, ``olav_turns``): who a thread belongs to, its
   name, its turns as text for listing, showing and searching without unpickling checkpoints,
   and the claim that makes a thread run one run at a time.
+- **the runs of ``olav serve``** (``olav_runs``): each Agent Protocol run's status and the
+  server process that ran it, so that a run id outlives its server (a restart, or another
+  server on the same database).
 
 One active run per thread (the Agent Protocol's rule): :meth:`ThreadStore.claim` takes the thread
 in an immediate transaction, so a second process that tries to run it at the same moment gets
@@ -23,7 +26,8 @@ machine it ran, so a crashed host's claim is taken over at once instead of holdi
 
 The schema carries a version (``olav_meta``): a file from an older olav, or one that holds only
 checkpoints, is migrated in place, and its threads are indexed from the checkpoints; nothing is
-dropped. Processes that set up a new PostgreSQL database at once take turns (an advisory lock).
+dropped (version 1 is the index of threads, version 2 adds ``olav_runs``). Processes that set
+up a new PostgreSQL database at once take turns (an advisory lock).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from typing import Any
 
 from olav.core.errors import OlavError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 PREVIEW_CHARS = 80
 TOOL_TEXT_CHARS = 2000  # a tool result in the index (search and show); the checkpoint has all
@@ -95,6 +99,29 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """A run of ``olav serve`` as the store keeps it: enough to answer a GET of it after its
+    server is gone, and to tell whether that server still runs it."""
+
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    owner: str  # the operator whose run it is (the thread's owner)
+    status: str  # pending | running | success | error | interrupted | timeout
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # the run's options (stream_mode)
+    multitask_strategy: str = "reject"
+    pid: int | None = field(default_factory=os.getpid)  # the server process that ran it
+    host: str = field(default_factory=socket.gethostname)
+    error: str = ""  # why it failed or was interrupted
+
+
+UNFINISHED = ("pending", "running")
+
+
+@dataclass(frozen=True)
 class Hit:
     thread: ThreadInfo
     turn: Turn
@@ -131,12 +158,33 @@ CREATE TABLE IF NOT EXISTS olav_turns (
 );
 """
 
+# version 2: the runs of olav serve
+_RUNS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS olav_runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    kwargs TEXT NOT NULL DEFAULT '{}',
+    multitask_strategy TEXT NOT NULL DEFAULT 'reject',
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL,
+    server_pid INTEGER,
+    server_host TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS olav_runs_thread ON olav_runs (thread_id, created_at);
+"""
+
 
 def new_thread_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this machine with this id lives."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -209,7 +257,7 @@ class _Sqlite:
             return False
         if host and host != socket.gethostname():
             return True  # another machine's process: it cannot be checked, so it holds
-        return _pid_alive(int(pid))
+        return pid_alive(int(pid))
 
     def close(self) -> None:
         self.conn.close()
@@ -444,15 +492,16 @@ class ThreadStore:
 
     def _migrate_schema(self) -> None:
         with self._tx() as con:
-            for stmt in _OLAV_SCHEMA.replace("{real}", self.db.real).split(";"):
-                if stmt.strip():
-                    con.execute(stmt)
+            self._create(con, _OLAV_SCHEMA)
             row = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
             version = int(row[0]) if row else 0
             if version < 1:
                 self.migrated.append("1: the index of threads")
                 self._index_checkpoints(con)
-            if version != SCHEMA_VERSION:
+            if version < 2:
+                self.migrated.append("2: the runs of olav serve")
+            self._create(con, _RUNS_SCHEMA)  # IF NOT EXISTS: a no-op from version 2 on
+            if version < SCHEMA_VERSION:  # a newer olav's file keeps its version
                 con.execute(
                     "INSERT INTO olav_meta (key, value) VALUES ('schema', ?) "
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -460,6 +509,11 @@ class ThreadStore:
                 )
         # LangGraph's own tables (and its own migrations) are set up on the checkpointer's
         # first use: listing and showing threads need no langgraph import
+
+    def _create(self, con: Any, schema: str) -> None:
+        for stmt in schema.replace("{real}", self.db.real).split(";"):
+            if stmt.strip():
+                con.execute(stmt)
 
     def _index_checkpoints(self, con: Any) -> None:
         """Register the threads a file holds only as checkpoints (a file from before the
@@ -573,7 +627,7 @@ class ThreadStore:
         with self._tx() as con:
             con.execute(
                 "UPDATE olav_threads SET metadata = ?, updated_at = ? WHERE id = ?",
-                [json.dumps(merged, ensure_ascii=False, default=str), time.time(), info.id],
+                [_dump(merged), time.time(), info.id],
             )
         return self.get(info.id)
 
@@ -589,9 +643,94 @@ class ThreadStore:
         self._check_free(info.id)
         self.checkpointer.delete_thread(info.id)
         with self._tx() as con:
+            con.execute("DELETE FROM olav_runs WHERE thread_id = ?", [info.id])
             con.execute("DELETE FROM olav_turns WHERE thread_id = ?", [info.id])
             con.execute("DELETE FROM olav_threads WHERE id = ?", [info.id])
         return info
+
+    # -- the runs of olav serve ---------------------------------------------------------------
+
+    def record_run(self, run: RunRecord) -> None:
+        """Keep ``run`` (a run accepted), or bring its status up to date."""
+        with self._tx() as con:
+            con.execute(
+                f"INSERT INTO olav_runs ({_RUN_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
+                "updated_at = excluded.updated_at, error = excluded.error, "
+                "server_pid = excluded.server_pid, server_host = excluded.server_host",
+                [
+                    run.run_id,
+                    run.thread_id,
+                    run.assistant_id,
+                    run.owner,
+                    run.status,
+                    _dump(run.metadata),
+                    _dump(run.kwargs),
+                    run.multitask_strategy,
+                    run.created_at,
+                    run.updated_at,
+                    run.pid,
+                    run.host,
+                    run.error,
+                ],
+            )
+
+    def update_run(
+        self,
+        run_id: str,
+        status: str,
+        error: str = "",
+        *,
+        only_from: Sequence[str] = (),
+    ) -> bool:
+        """Set a kept run's status (``only_from``: only while it is one of these); whether a
+        run was changed. A run whose thread was deleted is not kept again."""
+        sql = "UPDATE olav_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
+        params: list[Any] = [status, error, time.time(), run_id]
+        if only_from:
+            sql += f" AND status IN ({_marks(only_from)})"
+            params += list(only_from)
+        with self._tx() as con:
+            return bool(con.execute(sql, params).rowcount)
+
+    def get_run(
+        self, run_id: str, *, thread_id: str | None = None, owner: str | None = None
+    ) -> RunRecord | None:
+        """A kept run by its exact id (``thread_id``, ``owner``: only when it is that thread's
+        and that operator's)."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM olav_runs WHERE run_id = ?"
+        params: list[Any] = [run_id]
+        if thread_id is not None:
+            sql += " AND thread_id = ?"
+            params.append(thread_id)
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        row = self._one(sql, params)
+        return _run_record(row) if row else None
+
+    def runs(
+        self,
+        thread_id: str,
+        *,
+        owner: str | None = None,
+        status: Sequence[str] = (),
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        """A thread's kept runs, newest first (``status``: only those in one of these)."""
+        sql = f"SELECT {_RUN_COLUMNS} FROM olav_runs WHERE thread_id = ?"
+        params: list[Any] = [thread_id]
+        if owner is not None:
+            sql += " AND owner = ?"
+            params.append(owner)
+        if status:
+            sql += f" AND status IN ({_marks(status)})"
+            params += list(status)
+        sql += " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
+        params += [limit, offset]
+        return [_run_record(r) for r in self._rows(sql, params)]
 
     # -- one run at a time --------------------------------------------------------------------
 
@@ -753,6 +892,10 @@ class ThreadStore:
 
 
 _COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id, metadata"
+_RUN_COLUMNS = (
+    "run_id, thread_id, assistant_id, owner, status, metadata, kwargs, multitask_strategy, "
+    "created_at, updated_at, server_pid, server_host, error"
+)
 
 
 def _like_prefix(text: str) -> str:
@@ -782,6 +925,33 @@ def _info(row: Sequence[Any]) -> ThreadInfo:
         running=row[8] or "",
         metadata=_meta(row[9]),
     )
+
+
+def _run_record(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        thread_id=row[1],
+        assistant_id=row[2],
+        owner=row[3],
+        status=row[4],
+        metadata=_meta(row[5]),
+        kwargs=_meta(row[6]),
+        multitask_strategy=row[7],
+        created_at=row[8],
+        updated_at=row[9],
+        pid=row[10],
+        host=row[11],
+        error=row[12],
+    )
+
+
+def _marks(values: Sequence[Any]) -> str:
+    """The placeholders of an ``IN (…)`` list."""
+    return ", ".join("?" for _ in values)
+
+
+def _dump(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _meta(raw: Any) -> dict[str, Any]:

@@ -9,13 +9,17 @@ with ``Last-Event-ID`` gets what it missed.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from olav.core.errors import OlavError
+from olav.runtime.threads import UNFINISHED
 from olav.serve.http import HTTPError, last_event_id, sse_response
+from olav.serve.runs import STATUSES
 
 MAX_LIMIT = 1000
 
@@ -198,36 +202,89 @@ async def run_wait(server: Any, request: Request, operator: str) -> Any:
     return run.values
 
 
-def _run_of(server: Any, request: Request, operator: str) -> Any:
+def _run_of(server: Any, request: Request, operator: str) -> tuple[Any, Any]:
+    """The operator's thread and its run: this server's, or one the thread store keeps (run by
+    an earlier server, or by another one on the same database)."""
     info = server.thread(operator, request.path_params["thread_id"])
-    run = server.runs.get(request.path_params["run_id"])
-    if run is None or run.thread_id != info.id:
-        raise HTTPError(404, f"no run {request.path_params['run_id']!r} on thread {info.id}")
-    return run
+    run_id = request.path_params["run_id"]
+    run = server.runs.find(info.id, run_id, operator)
+    if run is None:
+        raise HTTPError(404, f"no run {run_id!r} on thread {info.id}")
+    return info, run
 
 
 def run_get(server: Any, request: Request, operator: str) -> Any:
-    return _run_of(server, request, operator).to_json()
+    return _run_of(server, request, operator)[1].to_json()
 
 
 def runs_list(server: Any, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
-    return [r.to_json() for r in server.runs.runs_of(info.id)]
+    query = request.query_params
+    limit, offset = _limit({k: _integer(k, query[k]) for k in ("limit", "offset") if k in query})
+    status = query.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise HTTPError(
+            422, f"status {status!r} is not a run status; use one of: " + ", ".join(STATUSES)
+        )
+    runs = server.runs.thread_runs(info.id, operator, limit=limit, offset=offset, status=status)
+    return [r.to_json() for r in runs]
+
+
+def _integer(name: str, text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
+
+
+async def _follow(server: Any, operator: str, info: Any, run: Any) -> None:
+    """A kept run brought to its end here: once it has finished (another server runs it, so
+    its status is read from the store again), its events are the thread's values, its error
+    and the end; the events of its own server are not kept."""
+    ended = await server.runs.finished(run)
+    values = await anyio.to_thread.run_sync(server.state_values, operator, info)
+    run.status, run.error, run.updated_at = ended.status, ended.error, ended.updated_at
+    run.replay(values)
+
+
+async def _follow_stream(server: Any, operator: str, info: Any, run: Any) -> None:
+    try:
+        await _follow(server, operator, info, run)
+    except Exception as exc:  # its thread deleted meanwhile, the store gone: the stream ends
+        detail = exc.one_line() if isinstance(exc, OlavError) else f"{type(exc).__name__}: {exc}"
+        run.emit("error", {"error": type(exc).__name__, "message": detail})
+        run.close()
+
+
+_FOLLOWING: set[asyncio.Task[None]] = set()  # the streams' followers, kept from the collector
 
 
 async def run_join(server: Any, request: Request, operator: str) -> Any:
-    run = _run_of(server, request, operator)
-    await run.ended()
+    info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
+    if run.stored:
+        await _follow(server, operator, info, run)
+    else:
+        await run.ended()
     return run.values
 
 
-def run_join_stream(server: Any, request: Request, operator: str) -> Any:
-    run = _run_of(server, request, operator)
+async def run_join_stream(server: Any, request: Request, operator: str) -> Any:
+    info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
+    if run.stored:  # the stream starts now and waits, with heartbeats, for the run's end
+        task = asyncio.create_task(_follow_stream(server, operator, info, run))
+        _FOLLOWING.add(task)
+        task.add_done_callback(_FOLLOWING.discard)
     return sse_response(run, last_event_id(request))
 
 
 async def run_cancel(server: Any, request: Request, operator: str) -> Any:
-    run = _run_of(server, request, operator)
+    _, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
+    if run.stored:
+        if run.status in UNFINISHED:
+            raise HTTPError(
+                409, f"run {run.run_id} runs on another server; cancel it on that server"
+            )
+        return Response(status_code=200)  # it has ended: nothing to cancel
     server.runs.cancel(run)
     if request.query_params.get("wait") in ("1", "true"):
         await run.ended()

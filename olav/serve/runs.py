@@ -12,11 +12,18 @@ a client that reconnects with ``Last-Event-ID`` gets what it missed, and ``join`
 end. One run per thread: a second one is refused (409) or, when the client asks for
 ``multitask_strategy: enqueue``, waits for the first; across processes the thread store's claim
 enforces the same rule.
+
+Every run is also kept in the thread store (``olav_runs``) when it is accepted and at each change
+of its status, so a GET of it, a list of its thread's runs and a join still find it after a
+restart, or on another server that shares the threads database. A kept run that says it is
+pending or running, though the server that ran it is gone, is reported, and recorded, ``error``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 import time
 import uuid
@@ -28,11 +35,17 @@ from typing import Any
 from olav.core.config import Config, Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
+from olav.runtime.threads import UNFINISHED, RunRecord, ThreadNotFoundError, pid_alive
 
 log = get_logger("serve.runs")
 WORKERS = 32
 KEEP_FINISHED = 512  # finished runs kept for join, reconnect and GET
 STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
+POLL_S = 0.5  # how often a join of a run that another server runs reads its status again
+STOPPED = {  # why a kept run whose server is gone ended, by the status it was left in
+    "pending": "the server stopped before it started",
+    "running": "the server stopped while it ran",
+}
 
 
 class ClientCancelled(KeyboardInterrupt):
@@ -42,6 +55,14 @@ class ClientCancelled(KeyboardInterrupt):
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
 
 
 def dump_message(message: Any) -> dict[str, Any]:
@@ -114,6 +135,9 @@ class Run:
     outcome: str = ""
     audit_run_id: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+    # kept in the thread store by another process (an earlier server, or another one on the
+    # same database): its status is the store's, its events were that process's
+    stored: bool = False
     events: list[tuple[int, str, Any]] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
@@ -133,7 +157,55 @@ class Run:
             "metadata": self.metadata,
             "kwargs": {"stream_mode": list(self.stream_modes)},
             "multitask_strategy": self.multitask_strategy,
+            "error": self.error,  # why it failed or was interrupted ("" when it did not)
         }
+
+    def record(self) -> RunRecord:
+        """The run as the thread store keeps it (this process runs it)."""
+        return RunRecord(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            assistant_id=self.assistant_id,
+            owner=self.operator,
+            status=self.status,
+            created_at=_epoch(self.created_at),
+            updated_at=_epoch(self.updated_at),
+            metadata=self.metadata,
+            kwargs={"stream_mode": list(self.stream_modes)},
+            multitask_strategy=self.multitask_strategy,
+            error=self.error,
+        )
+
+    @classmethod
+    def from_record(cls, rec: RunRecord) -> Run:
+        """A run another process kept: its status, to show; it runs nothing here."""
+        modes = rec.kwargs.get("stream_mode")
+        return cls(
+            run_id=rec.run_id,
+            thread_id=rec.thread_id,
+            assistant_id=rec.assistant_id,
+            operator=rec.owner,
+            text="",
+            history=[],
+            stream_modes=tuple(str(m) for m in modes) if isinstance(modes, list) else ("values",),
+            metadata=rec.metadata,
+            multitask_strategy=rec.multitask_strategy,
+            status=rec.status,
+            created_at=_iso(rec.created_at),
+            updated_at=_iso(rec.updated_at),
+            error=rec.error,
+            stored=True,
+        )
+
+    def replay(self, values: dict[str, Any]) -> None:
+        """A finished kept run's events, for a stream that joins it after its server: the
+        thread's values (when the run streamed them), its error, and the end."""
+        self.values = values
+        if "values" in self.stream_modes:
+            self.emit("values", values)
+        if self.status == "error" and self.error:
+            self.emit("error", {"error": "RunError", "message": self.error})
+        self.close()
 
     # -- events -------------------------------------------------------------------------------
 
@@ -416,6 +488,97 @@ class RunManager:
         with self._lock:
             return [r for r in self._runs.values() if r.thread_id == thread_id]
 
+    # -- the runs kept in the thread store ------------------------------------------------------
+
+    def find(self, thread_id: str, run_id: str, owner: str) -> Run | None:
+        """The thread's run: this server's, else one the store keeps (the operator's only)."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run if run.thread_id == thread_id else None
+        rec = self.threads.get_run(run_id, thread_id=thread_id, owner=owner)
+        return Run.from_record(self._settle(rec)) if rec is not None else None
+
+    def thread_runs(
+        self,
+        thread_id: str,
+        owner: str,
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        status: str | None = None,
+    ) -> list[Run]:
+        """The thread's runs, newest first: this server's, and the ones the store keeps."""
+        for rec in self.threads.runs(thread_id, owner=owner, status=UNFINISHED, limit=1000):
+            self._settle(rec)
+        mine = self.runs_of(thread_id)
+        kept = self.threads.runs(
+            thread_id,
+            owner=owner,
+            status=(status,) if status else (),
+            limit=offset + limit + len(mine),
+        )
+        found = {rec.run_id: Run.from_record(rec) for rec in kept}
+        found.update({run.run_id: run for run in mine})
+        runs = sorted(found.values(), key=lambda r: _epoch(r.created_at), reverse=True)
+        return [r for r in runs if status in (None, r.status)][offset : offset + limit]
+
+    async def finished(self, run: Run) -> Run:
+        """A kept run once it has finished: another server runs it, so its status is read
+        from the store again every ``POLL_S`` (a run of this server is returned as it is)."""
+        import anyio
+
+        while run.stored and run.status in UNFINISHED:
+            await anyio.sleep(POLL_S)
+            again = await anyio.to_thread.run_sync(
+                self.find, run.thread_id, run.run_id, run.operator
+            )
+            if again is None:
+                raise ThreadNotFoundError(f"run {run.run_id} is gone: its thread was deleted")
+            run = again
+        return run
+
+    def _settle(self, rec: RunRecord) -> RunRecord:
+        """A kept run that says it is pending or running, though its server is gone, is
+        ``error``, with the reason: in the store too, so that every server says the same."""
+        if rec.status not in UNFINISHED or not self._orphaned(rec):
+            return rec
+        why = (
+            f"{STOPPED[rec.status]} (pid {rec.pid} on {rec.host or 'an unknown host'}); "
+            "the thread keeps its last completed step"
+        )
+        self.threads.update_run(rec.run_id, "error", why, only_from=UNFINISHED)
+        return self.threads.get_run(rec.run_id) or rec
+
+    def _orphaned(self, rec: RunRecord) -> bool:
+        """Whether the server process that kept ``rec`` is gone. This process's runs in
+        progress are all in memory, so one it does not hold is an earlier process's (with the
+        same pid); another process of this machine is gone when its pid is; one of another
+        machine cannot be seen, so it is gone when no live run holds its thread (the claim)."""
+        if rec.run_id in self._runs:
+            return False
+        if rec.host == socket.gethostname():
+            return rec.pid is None or rec.pid == os.getpid() or not pid_alive(int(rec.pid))
+        return not self.threads.held(rec.thread_id)
+
+    def _keep(self, run: Run) -> None:
+        """The run, accepted, in the store (a stateless run's thread is deleted with it: it
+        is not kept). A store that fails costs the run nothing but its durability."""
+        if run.stateless:
+            return
+        try:
+            self.threads.record_run(run.record())
+        except Exception as exc:
+            log.warning("run %s: not kept in the thread store (%s)", run.run_id, exc)
+
+    def _note(self, run: Run) -> None:
+        """The run's new status in the store."""
+        if run.stateless:
+            return
+        try:
+            self.threads.update_run(run.run_id, run.status, run.error)
+        except Exception as exc:
+            log.warning("run %s: its status %s not kept (%s)", run.run_id, run.status, exc)
+
     def active(self, thread_id: str) -> Run | None:
         """The thread's run in progress, else one accepted that waits for its turn."""
         with self._lock:
@@ -454,6 +617,7 @@ class RunManager:
             self._runs[run.run_id] = run
             self._forget_old()
             lock = self._locks.setdefault(run.thread_id, threading.Lock())
+        self._keep(run)
         run.emit("metadata", {"run_id": run.run_id, "attempt": 1})
         worker = threading.Thread(
             target=self._execute,
@@ -477,6 +641,8 @@ class RunManager:
                 self._active[run.thread_id] = run.run_id
             try:
                 self._run(run)
+                if not run.done.is_set():  # else stop() ended it, and kept that
+                    self._note(run)
             finally:
                 with self._lock:
                     if self._active.get(run.thread_id) == run.run_id:
@@ -496,6 +662,7 @@ class RunManager:
             return
         run.status = "running"
         run.updated_at = now_iso()
+        self._note(run)
         started = time.perf_counter()
         try:
             with self.pool.session(run.operator, run.assistant_id) as pooled:
@@ -556,6 +723,7 @@ class RunManager:
             run.error = "the server stopped; the thread keeps its last completed step"
             run.emit("error", {"error": "ServerStopped", "message": run.error})
             run.finish("interrupted")
+            self._note(run)
             run.close()
 
     def shutdown(self) -> None:

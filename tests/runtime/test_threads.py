@@ -18,7 +18,7 @@ import pytest
 
 from olav.compose import agent_session
 from olav.core.config import Workspace
-from olav.runtime.threads import ThreadBusyError, ThreadStore
+from olav.runtime.threads import SCHEMA_VERSION, RunRecord, ThreadBusyError, ThreadStore
 from tests.helpers import OlavCli, clean_env, ollama_workspace, run_olav, scripted_ws, spawn_olav
 
 DOC = "# Devices\n\n- sh1-border01\n"
@@ -192,7 +192,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
     meta = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
     agent, turns = con.execute("SELECT agent, turns FROM olav_threads").fetchone()
     con.close()
-    assert "task_path" in cols and meta == ("1",)
+    assert "task_path" in cols and meta == ("2",)
     assert (agent, turns) == ("core", 2)
 
 
@@ -247,3 +247,125 @@ def test_a_claim_is_refused_while_its_holder_lives_and_taken_over_after(hash_ws:
     assert store.get("t1").running == "run-b"
     store.release("t1", "run-b")
     assert store.get("t1").running == ""
+
+
+# the index of threads as olav wrote it at schema version 1, before olav_runs
+SCHEMA_1 = """
+CREATE TABLE olav_meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE olav_threads (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '',
+    name TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL, updated_at REAL NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0, preview TEXT NOT NULL DEFAULT '',
+    metadata TEXT NOT NULL DEFAULT '{}', run_id TEXT, run_pid INTEGER, run_host TEXT,
+    run_since REAL
+);
+CREATE INDEX olav_threads_agent ON olav_threads (agent, updated_at);
+CREATE TABLE olav_turns (
+    thread_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL,
+    name TEXT NOT NULL DEFAULT '', content TEXT NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+INSERT INTO olav_meta VALUES ('schema', '1');
+INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at, turns, preview,
+    metadata) VALUES ('v1-thread', 'core', 'alice', 'ospf', 1.0, 2.0, 1, 'which area?',
+    '{"label": "kept"}');
+INSERT INTO olav_turns VALUES ('v1-thread', 0, 'user', '', 'which area?', 1.0);
+INSERT INTO olav_turns VALUES ('v1-thread', 1, 'assistant', '', 'area 0', 2.0);
+"""
+
+
+def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Path) -> None:
+    db = tmp_path / "threads.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(SCHEMA_1)
+    con.close()
+    store = ThreadStore(db)
+    try:
+        assert store.migrated == ["2: the runs of olav serve"]
+        info = store.get("v1-thread")
+        assert (info.agent, info.owner, info.name, info.turns, info.preview) == (
+            "core",
+            "alice",
+            "ospf",
+            1,
+            "which area?",
+        )
+        assert info.metadata == {"label": "kept"} and info.created_at == 1.0
+        assert [(t.role, t.content) for t in store.turns("v1-thread")] == [
+            ("user", "which area?"),
+            ("assistant", "area 0"),
+        ]
+        cols = [r[1] for r in store.conn.execute("PRAGMA table_info(olav_runs)")]
+        assert cols == [
+            "run_id",
+            "thread_id",
+            "assistant_id",
+            "owner",
+            "status",
+            "metadata",
+            "kwargs",
+            "multitask_strategy",
+            "created_at",
+            "updated_at",
+            "server_pid",
+            "server_host",
+            "error",
+        ]
+        (version,) = store.conn.execute(
+            "SELECT value FROM olav_meta WHERE key = 'schema'"
+        ).fetchone()
+        assert version == str(SCHEMA_VERSION) == "2"
+        store.record_run(RunRecord("r1", "v1-thread", "core", "alice", "running", 3.0, 3.0))
+    finally:
+        store.close()
+    again = ThreadStore(db)  # migrated once: nothing to do the second time
+    try:
+        assert again.migrated == []
+        assert [r.run_id for r in again.runs("v1-thread")] == ["r1"]
+        assert again.get("v1-thread").turns == 1
+    finally:
+        again.close()
+
+
+def test_runs_are_kept_listed_newest_first_updated_and_deleted_with_their_thread(
+    tmp_path: Path,
+) -> None:
+    store = ThreadStore(tmp_path / "threads.sqlite")
+    try:
+        store.create("core", "t1", owner="alice")
+        for i, status in enumerate(("success", "error", "running")):
+            store.record_run(
+                RunRecord(
+                    f"r{i}",
+                    "t1",
+                    "core",
+                    "alice",
+                    status,
+                    10.0 + i,
+                    10.0 + i,
+                    metadata={"n": i},
+                    kwargs={"stream_mode": ["values"]},
+                )
+            )
+        assert [r.run_id for r in store.runs("t1")] == ["r2", "r1", "r0"]
+        assert [r.run_id for r in store.runs("t1", limit=1, offset=1)] == ["r1"]
+        assert [r.run_id for r in store.runs("t1", status=("running", "pending"))] == ["r2"]
+        assert store.runs("t1", owner="bob") == []
+        assert store.get_run("r0", owner="bob") is None
+        assert store.get_run("r0", thread_id="t2") is None
+        kept = store.get_run("r0", thread_id="t1", owner="alice")
+        assert kept is not None and kept.metadata == {"n": 0} and kept.pid is not None
+        assert kept.kwargs == {"stream_mode": ["values"]}
+        # only from a status it is in: a finished run is never set back
+        assert not store.update_run("r0", "error", "late", only_from=("running",))
+        assert store.update_run("r2", "error", "the server stopped", only_from=("running",))
+        changed = store.get_run("r2")
+        assert changed is not None and (changed.status, changed.error) == (
+            "error",
+            "the server stopped",
+        )
+        store.delete("t1")
+        assert store.runs("t1") == [] and store.get_run("r0") is None
+        assert not store.update_run("r1", "success")  # a deleted thread's run is not kept again
+    finally:
+        store.close()

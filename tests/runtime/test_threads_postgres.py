@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,12 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from olav.core.errors import OlavError
-from olav.runtime.threads import ThreadBusyError, ThreadNotFoundError, ThreadStore
+from olav.runtime.threads import (
+    RunRecord,
+    ThreadBusyError,
+    ThreadNotFoundError,
+    ThreadStore,
+)
 from tests.helpers import clean_env, ollama_workspace, run_olav
 from tests.pg_support import new_database, postgres_server
 
@@ -86,7 +91,17 @@ def _transcript(store: ThreadStore) -> list[Any]:
     store.claim("gamma-1", "run-3", "core", "carol")  # a claim creates its thread
     store.release("gamma-1", "run-3")
     out.append((store.get("gamma-1").owner, store.get("gamma-1").agent))
+    store.record_run(RunRecord("run-a", "alpha-2", "netops", "bob", "running", 1.0, 1.0))
+    store.record_run(RunRecord("run-b", "alpha-2", "netops", "bob", "pending", 2.0, 2.0))
+    out.append(store.update_run("run-a", "success", only_from=("running",)))
+    out.append(store.update_run("run-a", "error", "late", only_from=("running",)))
+    out.append([(r.run_id, r.status) for r in store.runs("alpha-2", owner="bob")])
+    out.append([r.run_id for r in store.runs("alpha-2", status=("pending",), limit=1)])
+    kept = store.get_run("run-b", thread_id="alpha-2", owner="bob")
+    out.append(kept and (kept.assistant_id, kept.status, kept.created_at, kept.error))
+    out.append(store.get_run("run-b", owner="alice"))
     out.append(store.delete("alpha-2").id)
+    out.append(store.get_run("run-a"))  # deleted with its thread
     out.append(sorted(t.id for t in store.recent()))
     return out
 
@@ -299,16 +314,19 @@ def test_two_servers_share_their_threads_and_one_run_per_thread(
 ) -> None:
     """Two `olav serve` processes on one database, as two machines of a team: a thread begun on
     one continues on the other; while one runs it the other refuses a second run; when the
-    first is killed with -9 the other runs the thread at once, from its last step."""
+    first is killed with -9 the other runs the thread at once, from its last step. The other
+    sees the first one's run (running, then an error once its server is gone), and a stream it
+    follows that run with ends when the first one dies."""
     from langgraph_sdk import get_sync_client
+    from langgraph_sdk.errors import ConflictError
 
-    from tests.serve._support import human, serving, start_server, stop_server
+    from tests.serve._support import human, serving, sse_events, start_server, stop_server
 
     def prepare(ws: Path) -> None:
         with (ws / ".olav" / "olav.yaml").open("a") as cfg:
             cfg.write(f"threads:\n  uri: {pg_uri}\n")
 
-    with serving(tmp_path / "ws", prepare=prepare) as one:
+    with serving(tmp_path / "ws", prepare=prepare) as one, ExitStack() as stack:
         two_proc, two_url = start_server(one.ws)
         two = get_sync_client(url=two_url, api_key=one.tokens[one.alice])
         try:
@@ -317,16 +335,35 @@ def test_two_servers_share_their_threads_and_one_run_per_thread(
             a.runs.wait(tid, "core", input=human("first: which OSPF area is the core in?"))
             assert two.threads.get(tid)["thread_id"] == tid
             with one.model.hold("hold-team") as gate:
-                a.runs.create(tid, "core", input=human("hold-team: and the edge?"))
+                held = a.runs.create(tid, "core", input=human("hold-team: and the edge?"))
                 gate.wait_held()
+                assert two.runs.get(tid, held["run_id"])["status"] == "running"  # one runs it
+                with pytest.raises(ConflictError, match="runs on another server"):
+                    two.runs.cancel(tid, held["run_id"])
                 with pytest.raises(httpx.HTTPStatusError) as refused:
                     two.runs.wait(tid, "core", input=human("second: meanwhile?"))
                 assert refused.value.response.status_code == 409
+                # server two follows the run server one runs: its stream is open, and waits
+                follower = stack.enter_context(httpx.Client(base_url=two_url, timeout=60))
+                stream = stack.enter_context(
+                    follower.stream(
+                        "GET",
+                        f"/threads/{tid}/runs/{held['run_id']}/stream",
+                        headers={"Authorization": f"Bearer {one.tokens[one.alice]}"},
+                    )
+                )
+                assert stream.status_code == 200
                 one.proc.send_signal(signal.SIGKILL)
                 assert one.proc.wait(timeout=30) == -signal.SIGKILL
                 stop_server(one.proc)
             one.close()
             _wait_unlocked(pg_uri, tid)
+            followed = list(sse_events(stream))  # ends once server two sees that one is gone
+            assert [e for _, e, _ in followed] == ["values", "error", "end"]
+            assert "stopped while it ran" in followed[1][2]["message"]
+            assert followed[2][2]["status"] == "error"
+            orphan = two.runs.get(tid, held["run_id"])  # the run server one started
+            assert orphan["status"] == "error" and "stopped while it ran" in orphan["error"]
             done = two.runs.wait(tid, "core", input=human("second: and now?"))
             texts = [m["content"] for m in done["messages"]]
             assert texts[:2] == [
