@@ -179,7 +179,9 @@ def test_the_charts_render_in_the_browser_with_their_tables(served: Served) -> N
             "failed",
             "narrated",
         }
-        scale = page.locator('[data-chart="outcomes"] svg').bounding_box()["width"] / 720
+        drawn_svg = page.locator('[data-chart="outcomes"] svg')
+        view_w = float((drawn_svg.get_attribute("viewBox") or "").split()[2])
+        scale = drawn_svg.bounding_box()["width"] / view_w
         for i in range(4):  # drawn as tall as their numbers (no stylesheet rule resizes them)
             drawn = bars.nth(i).bounding_box()["height"]
             assert abs(drawn - float(bars.nth(i).get_attribute("height")) * scale) < 1.5

@@ -1,6 +1,10 @@
 """Every page of the console on a demo workspace, in Debian's chromium at 1280×800: no page
-scrolls sideways, and the memory table keeps every column (the score too) inside its box at
-1280 wide and in a narrow window.
+scrolls sideways, the memory table keeps every column (the score too) inside its box at 1280
+wide and in a narrow window, and the Health charts fill their cards with every label inside.
+
+The demo has two weeks of history (tests/serve/_history.py: memory dated back, runs and
+recalls on each day), so that the Health charts show trends; a chat thread with two turns
+(tool calls, their results, what the model saw) and a thread waiting for an approval.
 
 With ``OLAV_SCREENSHOTS=docs/img`` (``make screenshots``) it also saves each page as
 ``docs/img/console-<page>.png`` for docs/console.md. The demo is ASCII only (Debian's chromium
@@ -18,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.serve._history import DAYS, seed_history
 from tests.serve._support import (
     Model,
     Served,
@@ -32,6 +37,8 @@ pytestmark = pytest.mark.slow
 
 SHOTS = os.environ.get("OLAV_SCREENSHOTS", "")
 INVENTORY = "list the border routers of site sh1"
+BACKUP = "back up the config of sh1-border01"
+SNAPSHOT = "take a snapshot of sh1-border01 before the change"
 GAP = "write the device list to a file for me"
 SEARCH = "change window"
 WHY = "when is the lab change window"
@@ -53,15 +60,44 @@ LESSONS = (
 
 
 class DemoModel(Model):
-    """Calls list_devices for the inventory request, then answers with what the tool said."""
+    """Calls a tool for the demo's requests (list_devices, backup_device_config, take_snapshot:
+    the one that waits for an approval), then answers with what the tool said."""
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        roles = [m["role"] for m in body["messages"]]
-        if INVENTORY in last_user(body):
-            if "tool" not in roles:
-                return {"tool_calls": [{"name": "list_devices", "args": {"role": "border"}}]}
+        text = last_user(body)
+        result = _tool_result(body)
+        if INVENTORY in text:
+            if result is None:
+                return {
+                    "tool_calls": [
+                        {"name": "list_devices", "args": {"role": "border", "site": "sh1"}}
+                    ]
+                }
             return {"content": "site sh1 has two border routers: sh1-border01 and sh1-border02"}
+        if BACKUP in text:
+            if result is None:
+                return {
+                    "tool_calls": [
+                        {"name": "backup_device_config", "args": {"device": "sh1-border01"}}
+                    ]
+                }
+            saved = result.removeprefix("Saved ").split(" ", 1)[0]
+            return {"content": f"backed up sh1-border01 to {saved}; backups are kept 30 days"}
+        if SNAPSHOT in text:
+            if result is None:
+                return {
+                    "tool_calls": [{"name": "take_snapshot", "args": {"devices": ["sh1-border01"]}}]
+                }
+            return {"content": f"snapshot taken: {result[:80]}"}
         return super().reply(body)
+
+
+def _tool_result(body: dict[str, Any]) -> str | None:
+    """What a tool answered since the person's last message (None: no tool ran yet)."""
+    messages = body["messages"]
+    last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    found = [m for m in messages[last:] if m["role"] == "tool"]
+    return str(found[-1]["content"]) if found else None
 
 
 def _ascii_only(ws: Path) -> None:
@@ -86,7 +122,7 @@ def _ascii_only(ws: Path) -> None:
 
 def _prepare(ws: Path) -> None:
     """The demo: facts confirmed through the curator, lessons, a private one, one draft of
-    each kind and a near miss in the recall log."""
+    each kind, a near miss in the recall log, and two weeks of history."""
     from olav.core.config import Workspace
     from olav.learning.curator import DraftRequest, commit_draft, propose_draft
     from olav.learning.curator.amend import propose_keywords
@@ -134,26 +170,43 @@ def _prepare(ws: Path) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["created_at"] = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
     path.write_text(json.dumps(data), encoding="utf-8")
+    seed_history(ws)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("serve-screens") / "ws"
     with serving(root, prepare=_prepare, model=DemoModel()) as s:
-        client = s.sdk()
-        tid = client.threads.create(metadata={"graph_id": "netops"})["thread_id"]
-        client.runs.wait(tid, "netops", input=human(INVENTORY))
         yield s
 
 
 @pytest.fixture(scope="module")
-def page(served: Served) -> Iterator[Any]:
+def chats(served: Served) -> dict[str, str]:
+    """The demo's threads: ``chat``, two turns with tool calls; ``waiting``, a snapshot that
+    waits for the person's Allow or Deny."""
+    # a dry-run recall (the Why page) warms the server's index first, so that the demo's
+    # first recall is not a cold one (a spike of today's latency on the Health page)
+    with served.http() as api:
+        got = api.get("/why", params={"q": INVENTORY, "agent": "netops", "format": "json"})
+        assert got.status_code == 200, got.text
+    client = served.sdk()
+    tid = client.threads.create(metadata={"graph_id": "netops"})["thread_id"]
+    client.runs.wait(tid, "netops", input=human(INVENTORY))
+    client.runs.wait(tid, "netops", input=human(BACKUP))
+    waiting = client.threads.create(metadata={"graph_id": "netops"})["thread_id"]
+    client.runs.wait(waiting, "netops", input=human(SNAPSHOT))
+    return {"chat": tid, "waiting": waiting}
+
+
+@pytest.fixture(scope="module")
+def page(served: Served, chats: dict[str, str]) -> Iterator[Any]:
     with logged_in_page(served) as tab:
         yield tab
 
 
-def _pages(served: Served, page: Any) -> list[tuple[str, str]]:
-    """(name, path) of every page: the navigation's, a row, a run, and a search."""
+def _pages(served: Served, page: Any, chats: dict[str, str]) -> list[tuple[str, str]]:
+    """(name, path) of every page: the navigation's (the chat with a thread open), a row, a
+    run, and a search."""
     from olav.serve.console.html import NAV
 
     out = [(href.strip("/") or "dashboard", href) for href, _ in NAV]
@@ -164,6 +217,8 @@ def _pages(served: Served, page: Any) -> list[tuple[str, str]]:
         (n, f"/why?q={WHY.replace(' ', '+')}&agent=netops") if n == "why" else (n, p)
         for n, p in out
     ]
+    out = [(n, f"/chat?thread={chats['chat']}") if n == "chat" else (n, p) for n, p in out]
+    out = [(n, f"/health?days={DAYS}") if n == "health" else (n, p) for n, p in out]
     page.goto(served.url + "/runs")
     run = page.get_by_role("link", name=INVENTORY).get_attribute("href")
     out += [("run", run), ("memory-row", "/memory/fact_lab_change_window")]
@@ -189,20 +244,44 @@ def _memory_columns_fit(page: Any) -> None:
     assert overflow == [0, 0], f"the memory table overflows at {page.viewport_size}: {overflow}"
 
 
-def _shoot(page: Any, name: str) -> None:
+def _charts_fit(page: Any) -> None:
+    """Every Health chart is as wide as its card, and every label lies inside its svg."""
+    page.locator('#health[data-drawn="yes"]').wait_for()
+    got = page.evaluate(
+        """() => [...document.querySelectorAll('[data-chart] svg')].map(svg => {
+          const box = svg.getBoundingClientRect();
+          const plot = svg.parentElement;
+          const out = [...svg.querySelectorAll('text')].filter(t => {
+            const r = t.getBoundingClientRect();
+            return r.left < box.left - 0.5 || r.right > box.right + 0.5;
+          }).map(t => t.textContent);
+          return [plot.dataset.chart, plot.clientWidth - box.width, out];
+        })"""
+    )
+    assert len(got) == 5, got
+    for name, short, outside in got:
+        assert abs(short) <= 1 and not outside, (page.viewport_size, name, short, outside)
+
+
+def _shoot(page: Any, name: str, *, full: bool = False) -> None:
     if SHOTS:
         page.wait_for_load_state("networkidle")  # a chart draws from its page's JSON twin
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"console-{name}.png"))
+        page.screenshot(path=str(Path(SHOTS) / f"console-{name}.png"), full_page=full)
 
 
-def test_every_page_fits_1280_by_800(served: Served, page: Any) -> None:
-    for name, path in _pages(served, page):
+def test_every_page_fits_1280_by_800(served: Served, page: Any, chats: dict[str, str]) -> None:
+    for name, path in _pages(served, page, chats):
         got = page.goto(served.url + path)
         assert got.status == 200, (path, got.status)
         assert page.locator("h1").count() == 1
         _no_sideways_scroll(page)
-        _shoot(page, name)
+        if name == "health":
+            _charts_fit(page)
+        if name == "chat":  # what the model saw, opened for the first turn
+            page.locator("li.turn details.saw summary").first.click()
+            assert page.locator("li.turn details.saw pre.block").first.is_visible()
+        _shoot(page, name, full=name in ("chat", "health"))
     page.goto(served.url + f"/memory?q={SEARCH.replace(' ', '+')}")
     assert page.locator("thead th").last.inner_text() == "text"
     assert page.locator("td[data-col=score]").count() > 0
@@ -232,3 +311,35 @@ def test_the_login_page(served: Served, page: Any) -> None:
         _shoot(tab, "login")
     finally:
         fresh.close()
+
+
+def test_the_health_charts_fit_a_narrow_window(served: Served, page: Any) -> None:
+    page.goto(served.url + f"/health?days={DAYS}")
+    _charts_fit(page)
+    wide = page.locator('[data-chart="share"] svg').get_attribute("viewBox")
+    page.set_viewport_size({"width": 420, "height": 800})
+    try:  # drawn again for the narrower card
+        page.wait_for_function(
+            "w => document.querySelector('[data-chart=share] svg').getAttribute('viewBox') !== w",
+            arg=wide,
+        )
+        _no_sideways_scroll(page)
+        _charts_fit(page)
+        page.goto(served.url + f"/health?days={DAYS}")  # and drawn narrow from the start
+        _no_sideways_scroll(page)
+        _charts_fit(page)
+        _shoot(page, "health-narrow")
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_a_chat_waits_for_allow_or_deny(served: Served, page: Any, chats: dict[str, str]) -> None:
+    page.goto(served.url + f"/chat?thread={chats['waiting']}")
+    turn = page.locator("li.turn").last
+    assert turn.locator('.tool-call[data-tool="take_snapshot"]').is_visible()
+    asked = page.get_by_role("group", name="approval")
+    assert "take_snapshot needs your approval" in asked.inner_text()
+    for button in ("Allow", "Deny"):
+        assert asked.get_by_role("button", name=button).is_visible()
+    _no_sideways_scroll(page)
+    _shoot(page, "chat-approval", full=True)

@@ -198,12 +198,13 @@ def _threads_nav(threads: list[Any], current: str) -> Markup:
         mark = Markup(' aria-current="page"') if t.id == current else Markup("")
         items.append(
             h(
-                '<li><a href="{}"{}>{}</a> <span class="hint">{} · {} turns</span></li>',
+                '<li><a href="{}"{}>{}</a> <span class="hint">{} · {} turn{}</span></li>',
                 url("/chat", {"thread": t.id}),
                 mark,
                 snippet(t.name or t.preview or t.id[:12], 60),
                 t.agent,
                 t.turns,
+                "" if t.turns == 1 else "s",
             )
         )
     return h(

@@ -6,12 +6,17 @@
 // No library, nothing from the network, no inline script or style (the CSP forbids both):
 // colours are SVG attributes. Every chart has its numbers in a table next to it (a
 // <details> the server renders), for the keyboard, screen readers and no JavaScript.
+// A chart is as wide as its card (its viewBox is the card's width in pixels, drawn again
+// when the window is resized), so its text keeps its size in a wide or a narrow window.
 "use strict";
 (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const W = 720;
-  const H = 250;
-  const PAD = { top: 28, right: 16, bottom: 42, left: 58 };
+  const H = 250; // the plot's height; its width is its card's (see width())
+  const MIN_W = 280;
+  const PAD = { top: 12, right: 16, bottom: 42, left: 58 };
+  const FONT = 12; // px: the svg is drawn at its card's size, so these are the screen's
+  const LEGEND_ROW = 18; // a legend's rows sit in the top padding, wrapped to the width
+  const TICK_EVERY = 110; // at most one x tick label per this many pixels
   const COLOURS = ["#0b57d0", "#1a7f37", "#cf222e", "#9a6700", "#8250df", "#1b7c83", "#bf3989", "#59636e"];
   const OUTCOME_COLOURS = {
     completed: "#1a7f37", narrated: "#9a6700", tool_error: "#bc4c00", failed: "#cf222e",
@@ -31,6 +36,16 @@
     return Math.round((Date.parse(b + "T00:00:00Z") - Date.parse(a + "T00:00:00Z")) / DAY_MS);
   }
 
+  function dayAt(since, i) {
+    return new Date(Date.parse(since + "T00:00:00Z") + i * DAY_MS).toISOString().slice(0, 10);
+  }
+
+  // the svg's width in its own units: the card's width in CSS pixels, so that the chart
+  // fills its card and its text keeps its size whatever the window
+  function width(host) {
+    return Math.max(MIN_W, Math.floor(host.clientWidth || 0));
+  }
+
   // a round top for the y axis: four steps of 1, 2 or 5 times a power of ten (whole
   // steps for counts), so that its five tick labels are readable numbers
   function niceMax(value, whole) {
@@ -47,21 +62,70 @@
     return value.toFixed(1);
   }
 
-  // the frame every chart shares: axes, ticks, labels, a title for assistive technology;
-  // returns the svg and the scales (x: a day's band centre, y: a value's height)
-  function frame(host, spec, max) {
+  // the legend's entries laid out in rows that fit the width: [{name, x, row}]; ``sizes``
+  // are the names' drawn widths
+  function legendLayout(names, sizes, w) {
+    const out = [];
+    let at = PAD.left;
+    let row = 0;
+    names.forEach((name, i) => {
+      const size = 14 + sizes[i] + 16; // the swatch, the name, the gap to the next
+      if (at > PAD.left && at + size - 16 > w - PAD.right) {
+        at = PAD.left;
+        row += 1;
+      }
+      out.push({ name, x: at, row });
+      at += size;
+    });
+    return out;
+  }
+
+  // how wide each name is drawn (an estimate where the browser cannot say)
+  function textWidths(svg, names) {
+    const probe = node("g", { "font-size": FONT }, svg);
+    const sizes = names.map((name) => {
+      const t = node("text", { x: 0, y: 0 }, probe, name);
+      const got = typeof t.getComputedTextLength === "function" ? t.getComputedTextLength() : 0;
+      return got > 0 ? got : name.length * 7;
+    });
+    probe.remove();
+    return sizes;
+  }
+
+  // the days that get a label: the first, the last, and evenly between them as the width
+  // allows (the first label starts at its day, the last ends at its day: both stay inside)
+  function tickDays(n, plotW) {
+    const most = Math.max(2, Math.floor(plotW / TICK_EVERY));
+    if (n <= 1) return [0];
+    const step = Math.max(1, Math.ceil((n - 1) / (most - 1)));
+    const out = [];
+    for (let i = 0; i < n - 1; i += step) out.push(i);
+    if (out.length > 1 && (n - 1 - out[out.length - 1]) * (plotW / n) < TICK_EVERY * 0.8) out.pop();
+    out.push(n - 1);
+    return out;
+  }
+
+  // the frame every chart shares: axes, ticks, labels, the legend, a title for assistive
+  // technology; returns the svg and the scales (x: a day's band centre, y: a value's height)
+  function frame(host, spec, max, names, colour) {
     host.textContent = "";
+    const W = width(host);
     const svg = node("svg", {
-      viewBox: `0 0 ${W} ${H}`, class: "chart-svg", role: "img", "aria-label": spec.label,
+      viewBox: `0 0 ${W} ${H}`, width: "100%", class: "chart-svg", role: "img", "aria-label": spec.label,
     }, host);
+    const entries = legendLayout(names, textWidths(svg, names), W);
+    const rows = entries.length ? entries[entries.length - 1].row + 1 : 0;
+    const top = PAD.top + rows * LEGEND_ROW + 4;
+    svg.setAttribute("viewBox", `0 0 ${W} ${H + top - PAD.top}`);
     node("title", {}, svg, spec.label);
     const n = Math.max(0, daysBetween(spec.since, spec.until)) + 1;
     const plotW = W - PAD.left - PAD.right;
     const plotH = H - PAD.top - PAD.bottom;
+    const bottom = top + plotH;
     const band = plotW / n;
     const x = (day) => PAD.left + (daysBetween(spec.since, day) + 0.5) * band;
-    const y = (value) => PAD.top + plotH - (value / max) * plotH;
-    const axes = node("g", { class: "axes", fill: "#59636e", "font-size": 11 }, svg);
+    const y = (value) => bottom - (value / max) * plotH;
+    const axes = node("g", { class: "axes", fill: "#59636e", "font-size": FONT }, svg);
     for (let i = 0; i <= 4; i++) {
       const value = (max * i) / 4;
       node("line", {
@@ -71,26 +135,28 @@
       node("text", { x: PAD.left - 6, y: y(value) + 4, "text-anchor": "end" }, axes, fmt(value));
     }
     node("text", {
-      x: 14, y: PAD.top + plotH / 2, "text-anchor": "middle",
-      transform: `rotate(-90 14 ${PAD.top + plotH / 2})`,
+      x: 14, y: top + plotH / 2, "text-anchor": "middle",
+      transform: `rotate(-90 14 ${top + plotH / 2})`,
     }, axes, spec.unit);
-    const ticks = [...new Set([0, Math.floor((n - 1) / 2), n - 1])];
-    for (const i of ticks) {
-      const day = new Date(Date.parse(spec.since + "T00:00:00Z") + i * DAY_MS).toISOString().slice(0, 10);
-      node("text", { x: x(day), y: H - PAD.bottom + 16, "text-anchor": "middle", class: "x-tick" }, axes, day);
-    }
-    node("text", { x: PAD.left + plotW / 2, y: H - 6, "text-anchor": "middle" }, axes, "day (UTC)");
-    return { svg, x, y, band };
-  }
-
-  function legend(svg, names, colour) {
-    const g = node("g", { class: "legend", "font-size": 11, fill: "#1f2328" }, svg);
-    let at = PAD.left;
-    names.forEach((name, i) => {
-      node("rect", { x: at, y: 8, width: 10, height: 10, fill: colour(name, i) }, g);
-      node("text", { x: at + 14, y: 17 }, g, name);
-      at += 24 + name.length * 6.5;
+    const ticks = tickDays(n, plotW);
+    ticks.forEach((i, k) => {
+      const day = dayAt(spec.since, i);
+      let anchor = "middle";
+      if (ticks.length > 1 && k === 0) anchor = "start";
+      if (ticks.length > 1 && k === ticks.length - 1) anchor = "end";
+      const at = x(day);
+      node("line", { x1: at, x2: at, y1: bottom, y2: bottom + 4, stroke: "#59636e", "stroke-width": 1 }, axes);
+      const shift = anchor === "start" ? -4 : anchor === "end" ? 4 : 0;
+      node("text", { x: at + shift, y: bottom + 16, "text-anchor": anchor, class: "x-tick" }, axes, day);
     });
+    node("text", { x: PAD.left + plotW / 2, y: bottom + PAD.bottom - 6, "text-anchor": "middle" }, axes, "day (UTC)");
+    const g = node("g", { class: "legend", "font-size": FONT, fill: "#1f2328" }, svg);
+    entries.forEach((e, i) => {
+      const ly = PAD.top + e.row * LEGEND_ROW;
+      node("rect", { x: e.x, y: ly - 10, width: 10, height: 10, fill: colour(e.name, i) }, g);
+      node("text", { x: e.x + 14, y: ly }, g, e.name);
+    });
+    return { svg, x, y, band };
   }
 
   function empty(host, text) {
@@ -101,17 +167,21 @@
     host.appendChild(p);
   }
 
-  // series: [{name, points: [[day, value], ...]}]; one circle per point, joined by a line
+  // series: [{name, points: [[day, value], ...], carry}]; one circle per point, joined by a
+  // line; a series that ``carry``s keeps its last value (a running total) to the window's end
   function lineChart(host, spec) {
     const values = spec.series.flatMap((s) => s.points.map((p) => p[1]));
     if (!values.length) return empty(host, spec.none);
     const max = spec.max || niceMax(Math.max(...values), spec.whole);
-    const { svg, x, y } = frame(host, spec, max);
     const colour = (name, i) => COLOURS[i % COLOURS.length];
+    const { svg, x, y } = frame(host, spec, max, spec.series.map((s) => s.name), colour);
     spec.series.forEach((s, i) => {
       const g = node("g", { class: "series", "data-series": s.name }, svg);
-      if (s.points.length > 1) {
-        const d = s.points.map((p, j) => `${j ? "L" : "M"}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+      const coords = s.points.map((p) => [x(p[0]), y(p[1])]);
+      const last = s.points[s.points.length - 1];
+      if (s.carry && last && last[0] < spec.until) coords.push([x(spec.until), y(last[1])]);
+      if (coords.length > 1) {
+        const d = coords.map(([cx, cy], j) => `${j ? "L" : "M"}${cx.toFixed(1)},${cy.toFixed(1)}`).join(" ");
         node("path", { d, fill: "none", stroke: colour(s.name, i), "stroke-width": 2 }, g);
       }
       for (const [day, value] of s.points) {
@@ -121,7 +191,6 @@
         node("title", {}, dot, `${s.name}, ${day}: ${fmt(value)} ${spec.unit}`);
       }
     });
-    legend(svg, spec.series.map((s) => s.name), colour);
   }
 
   // rows: [{day, values: {key: n}}]; the keys stacked, one rect per non-zero value
@@ -129,8 +198,8 @@
     if (!spec.rows.length) return empty(host, spec.none);
     const totals = spec.rows.map((r) => Object.values(r.values).reduce((a, b) => a + b, 0));
     const max = niceMax(Math.max(...totals), true);
-    const { svg, x, y, band } = frame(host, spec, max);
     const colour = (key, i) => spec.colours[key] || COLOURS[i % COLOURS.length];
+    const { svg, x, y, band } = frame(host, spec, max, spec.keys, colour);
     const width = Math.max(2, Math.min(40, band * 0.7));
     const g = node("g", { class: "bars" }, svg);
     for (const row of spec.rows) {
@@ -146,7 +215,6 @@
         base += n;
       });
     }
-    legend(svg, spec.keys, colour);
   }
 
   // -- the Health page --------------------------------------------------------------------
@@ -177,6 +245,7 @@
       series: memory.categories
         .map((c) => ({
           name: c,
+          carry: true,
           points: [
             ...(memory.before[c] ? [[data.since, memory.before[c]]] : []),
             ...memory.days.filter((r) => c in r.created).map((r) => [r.day, r.total[c]]),
@@ -192,14 +261,31 @@
     });
   }
 
+  // drawn again when the cards change width (a resized window), so that they stay full
+  function redrawOnResize(root, data) {
+    if (typeof ResizeObserver !== "function") return;
+    let drawnAt = root.clientWidth;
+    let pending = 0;
+    new ResizeObserver(() => {
+      if (root.clientWidth === drawnAt || pending) return;
+      pending = requestAnimationFrame(() => {
+        pending = 0;
+        drawnAt = root.clientWidth;
+        drawHealth(root, data);
+      });
+    }).observe(root);
+  }
+
   document.addEventListener("DOMContentLoaded", async () => {
     const root = document.getElementById("health");
     if (!root) return;
     try {
       const res = await fetch(root.dataset.src, { headers: { Accept: "application/json" } });
       if (!res.ok) throw new Error(`the numbers did not load (${res.status})`);
-      drawHealth(root, await res.json());
+      const data = await res.json();
+      drawHealth(root, data);
       root.dataset.drawn = "yes";
+      redrawOnResize(root, data);
     } catch (err) {
       for (const host of root.querySelectorAll("[data-chart]")) empty(host, String(err.message || err));
       root.dataset.drawn = "failed";
