@@ -141,3 +141,14 @@ def test_the_100k_ratio_is_taken_from_the_calls_timed_in_turn() -> None:
         (target,) = [t for t in waits.wait_targets({"recall": [block]}) if t["key"] != "rss_mb"]
         assert target["key"] == "overhead_x_numpy" and target["value"] == ratio
         assert label in target["floor"] and "recall@10 0.97" in target["floor"]
+
+
+def test_the_second_look_is_measured_with_the_servers_time_taken_out(
+    report: dict[str, Any],
+) -> None:
+    look = report["second_look"]
+    for key in ("recall_ms", "with_reranker_ms", "reranker_server_ms", "with_judge_ms"):
+        assert 0 < look[key]["p50"] <= look[key]["p95"]
+    base, rr, srv = look["recall_ms"], look["with_reranker_ms"], look["reranker_server_ms"]
+    assert look["reranker_overhead_ms"]["p50"] == round(rr["p50"] - base["p50"] - srv["p50"], 2)
+    assert "the reranker's cost to olav" in perf.markdown_perf(report)

@@ -186,6 +186,10 @@ def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None
         if opts.guides:
             say(f"importing {opts.guides} guides with e5")
             report["guides"] = measure_guides(tmp, e5, opts.guides)
+        say("the reranker's and the judge's cost to recall")
+        from olav.bench.perf_second_look import measure_second_look
+
+        report["second_look"] = measure_second_look()
         if opts.cli_runs:
             _measure_cli(run, report, opts.cli_runs)
         if opts.remote:

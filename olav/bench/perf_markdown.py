@@ -284,6 +284,11 @@ def markdown_perf(report: dict[str, Any]) -> str:
     out += _capture_section(report)
     out += _reply_path_section(report)
     out += _guides_section(report)
+    if report.get("second_look"):
+        from olav.bench.perf_second_look import markdown_second_look
+
+        out += ["", "### A second look: the reranker and the judge", ""]
+        out += [markdown_second_look(report["second_look"])]
     out += _startup_section(report)
     out += _targets_section(report)
     if "remote" in report:
