@@ -78,7 +78,7 @@ def test_builtin_registry() -> None:
     assert BUILTIN_JOBS["reflect"].target == "olav.cron.builtin:run_reflector"
     assert BUILTIN_JOBS["trace-learn"].target == "olav.learning.trace_learner:run_trace_learner"
     assert BUILTIN_JOBS["extract-patterns"].target == "olav.learning.patterns:run_extract_patterns"
-    assert BUILTIN_JOBS["gc"].target == "olav.memory.lifecycle:run_gc"
+    assert BUILTIN_JOBS["gc"].target == "olav.cron.builtin:run_gc"
 
 
 def test_enable_disable_list_round_trip(hash_ws: Path, olav: Any) -> None:

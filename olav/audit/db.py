@@ -121,6 +121,27 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        5,
+        "memory decisions",
+        # the control plane's own log (olav.memory.decisions): write, conflict and lifecycle
+        # decisions with their reasons; recall's stay in recalls
+        """
+        CREATE TABLE memory_decisions (
+            id VARCHAR PRIMARY KEY,
+            run_id VARCHAR,
+            kind VARCHAR NOT NULL,            -- write | conflict | lifecycle
+            action VARCHAR NOT NULL,          -- captured | skipped | superseded | expired ...
+            memory_id VARCHAR,
+            category VARCHAR,
+            other_id VARCHAR,                 -- the row it was decided against
+            reason VARCHAR NOT NULL,
+            detail JSON,
+            created_at TIMESTAMPTZ NOT NULL,
+            seq INTEGER NOT NULL              -- its place among the decisions written with it
+        );
+        """,
+    ),
 )
 
 

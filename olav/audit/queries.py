@@ -238,3 +238,68 @@ def recall_candidates(path: Path, *, limit: int) -> list[tuple[str, str, str]]:
             "SELECT query, candidates, injected FROM recalls ORDER BY created_at DESC LIMIT ?",
             [limit],
         ).fetchall()
+
+
+def memory_decisions(
+    path: Path,
+    *,
+    kinds: tuple[str, ...] | None = None,
+    run_id: str | None = None,
+    memory_id: str | None = None,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """The newest decisions of memory's control plane (``memory_decisions``), newest first:
+    of the given kinds (write, conflict, lifecycle), of one run, about one row (as the row
+    decided on or the row it was decided against)."""
+    where, params = [], []
+    if kinds:
+        where.append(f"kind IN ({','.join('?' for _ in kinds)})")
+        params += list(kinds)
+    if run_id:
+        where.append("run_id = ?")
+        params.append(run_id)
+    if memory_id:
+        where.append("(memory_id = ? OR other_id = ?)")
+        params += [memory_id, memory_id]
+    sql = (
+        "SELECT kind, action, memory_id, category, other_id, reason, detail, run_id, created_at "
+        "FROM memory_decisions"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + " ORDER BY created_at DESC, seq DESC LIMIT ?"
+    )
+    if not _has_table(path, "memory_decisions"):
+        return []
+    with connect(path) as con:
+        rows = con.execute(sql, [*params, limit]).fetchall()
+    names = ("kind", "action", "memory_id", "category", "other_id", "reason", "detail", "run_id")
+    out = []
+    for row in rows:
+        item = dict(zip(names, row[:8], strict=True))
+        item["detail"] = _detail(item["detail"])
+        item["at"] = row[8]
+        out.append(item)
+    return out
+
+
+def last_decision_at(path: Path, kind: str, action: str) -> datetime | None:
+    """When memory last made this decision (e.g. the last ``collected``: the last gc)."""
+    if not _has_table(path, "memory_decisions"):
+        return None
+    with connect(path) as con:
+        row = con.execute(
+            "SELECT max(created_at) FROM memory_decisions WHERE kind = ? AND action = ?",
+            [kind, action],
+        ).fetchone()
+    return row[0] if row else None
+
+
+def _has_table(path: Path, table: str) -> bool:
+    """Whether the audit database at ``path`` exists and holds ``table`` (one migrated
+    before it was added does not, until a session migrates it)."""
+    if not Path(path).is_file():
+        return False
+    with connect(path) as con:
+        found = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+        ).fetchone()
+    return bool(found and found[0])

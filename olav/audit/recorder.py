@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +92,7 @@ class AuditRecorder:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._warned = False
+        self._migrated = False
 
     def _write(self, sql: str, params: list[Any]) -> None:
         try:
@@ -203,6 +205,46 @@ class AuditRecorder:
             "VALUES (?, ?, ?, ?, ?, ?)",
             [_id(), memory_id, action, actor, json.dumps(redact(detail), default=str), _now()],
         )
+
+    def decisions(self, run_id: str | None, items: Sequence[Any]) -> None:
+        """Memory's write, conflict and lifecycle decisions (olav.memory.decisions.Decision:
+        kind, action, memory_id, category, other_id, reason, detail), in one write."""
+        now = _now()
+        rows = [
+            [
+                _id(),
+                run_id,
+                d.kind,
+                d.action,
+                d.memory_id,
+                d.category,
+                d.other_id,
+                redact_text(d.reason)[:MAX_TEXT],
+                json.dumps(redact(dict(d.detail)), ensure_ascii=False, default=str),
+                now,
+                seq,
+            ]
+            for seq, d in enumerate(items)
+        ]
+        if not rows or not self.path.is_file():
+            return
+        try:
+            if not self._migrated:  # a workspace audited before the table existed
+                from olav.audit.db import migrate
+
+                migrate(self.path)
+                self._migrated = True
+            with connect(self.path) as con:
+                con.executemany(
+                    "INSERT INTO memory_decisions (id, run_id, kind, action, memory_id, "
+                    "category, other_id, reason, detail, created_at, seq) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except Exception as exc:  # auditing must never take a run down
+            if not self._warned:
+                self._warned = True
+                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with connect(self.path) as con:

@@ -316,7 +316,7 @@ def _recaller(store: Any, settings: dict[str, Any], fresh: bool) -> tuple[Any, F
     recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
     configured = recaller.floors or Floors.off()
     if fresh and not recaller.relevance_on:  # measure the margins it gives
-        start = {**settings, "memory.relevance": floors_string(calibration.REFERENCE)}
+        start = {**settings, "memory.relevance": floors_string(calibration.reference_floors())}
         recaller = Recaller.for_config(store, start, agent=AGENT, tier=TIER)
     return recaller, configured
 
@@ -354,7 +354,7 @@ def _suggest(
     scale = 1.0 if builtin else margin_scale(rows)
     start = recaller.floors
     if configured == Floors.off():  # nothing configured: start from e5's floors, stretched
-        start = Floors(**scaled(dataclasses.asdict(calibration.REFERENCE), scale))
+        start = Floors(**scaled(dataclasses.asdict(calibration.reference_floors()), scale))
     return calibrate(rows, start, budget, scaled(GRID, scale)), scale
 
 

@@ -76,7 +76,7 @@ def build_table(
     Returns the store, the row vectors (for numpy) and build timings."""
     import pyarrow as pa
 
-    from olav.memory.recall import QUOTAS
+    from olav.memory.policy import DEFAULTS
     from olav.memory.schema import MemoryRecord
     from olav.memory.search import SearchTuning
     from olav.memory.store import MemoryStore
@@ -85,7 +85,7 @@ def build_table(
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = EN_WORDS + ZH_WORDS
-    cats = [c for c in QUOTAS if c != "episode"]
+    cats = [c for c in DEFAULTS.quotas if c != "episode"]
     stamp = datetime.now(UTC)
     vectors = np.zeros((n, word_vecs.shape[1]), dtype=np.float32)
     t0 = time.perf_counter()

@@ -142,14 +142,12 @@ def _forget(rec: Any, queries: list[str]) -> None:
 
 
 def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
+    from olav.memory.policy import policy_for
     from olav.memory.recall import RecallOptions
     from olav.memory.relevance import Floors, load_background
 
-    options = RecallOptions(
-        tier=tier,
-        token_budget=config["memory.token_budget"],
-        half_life_days=config["memory.half_life_days"],
-    )
+    policy = policy_for(config)
+    options = RecallOptions(tier=tier, token_budget=policy.token_budget, policy=policy)
     from olav.memory import second_opinion
 
     # lessons are decided with the second opinion as in chat (its weights load untimed here)
@@ -224,7 +222,7 @@ def measure_recall(
     Read-only measurements come first; full AutoRecall, whose access-count bumps each write a
     table version, comes last and is followed by one more read-only AutoRecall pass."""
     from olav.memory.embedders import CachedEmbedder
-    from olav.memory.recall import QUOTAS, Recaller
+    from olav.memory.recall import Recaller
 
     queries, qvecs = timed.texts, timed.vectors
     n = len(queries) - WARMUP
@@ -244,8 +242,9 @@ def measure_recall(
     no_bump = replace(kwargs["options"], bump_access=False)
     dry = Recaller(store, **{**kwargs, "options": no_bump})
     dry_recall = _dry_recall(dry, queries)
-    cats = [c for c in QUOTAS if c != "episode"]  # what a request without "last time" gets
-    hybrid = _searcher(store, queries, qvecs, "hybrid", dry.n_candidates, cats)
+    # what a request without "last time" gets
+    cats = [c for c in dry.policy.quotas if c != "episode"]
+    hybrid = _searcher(store, queries, qvecs, "hybrid", dry.policy.candidates, cats)
     parts = {
         "e5_query": summary(latencies_ms(lambda i: e5.embed_query(queries[i]), n)),
         "hybrid_k_candidates": summary(latencies_ms(hybrid, n)),

@@ -61,14 +61,23 @@ def calibrate_cmd(
         what = "dropped" if gone else "there were no saved floors"
         console.print(f"{key}: {what}; `olav doctor` shows what recall uses now.")
         return
-    report = _measure(embedder, show=err_console.is_terminal and not as_json, ceiling=ceiling)
+    from olav.memory.embedders import CachedEmbedder
+
+    embedder = CachedEmbedder(embedder, size=8192)  # the reranker's pass embeds nothing again
+    show = err_console.is_terminal and not as_json
+    report = _measure(embedder, show=show, ceiling=ceiling)
     floors = report["floors"]["suggested"]
     test = report["blocks"]["suggested"]["test"]["small"]
+    rerank = _rerank(ws.config, embedder, show=show, ceiling=ceiling)
     if as_json:
         out = {"embedder": key, "floors": floors, "test_half": test}
-        print_json({**out, "ceiling": report.get("ceiling")} if ceiling else out)
+        if ceiling:
+            out["ceiling"] = report.get("ceiling")
+        print_json({**out, "reranker": rerank} if rerank else out)
         return
     _show(report)
+    if rerank:
+        _show_rerank(rerank)
     if report.get("ceiling"):
         from olav.bench.golden_tables import ceiling_rows
 
@@ -77,6 +86,12 @@ def calibrate_cmd(
     if not yes and not typer.confirm(f"Save these floors for {key}?", default=False):
         console.print("Nothing saved.")
         return
+    if rerank:
+        from olav.memory.second_look import RerankFloors, save_rerank_floors
+
+        chosen = RerankFloors.from_json(rerank["floors"])
+        where = save_rerank_floors(ws.databases, rerank["key"], chosen, rerank["test"])
+        console.print(f"[green]✓[/] the reranker's floors saved in {where}.")
     from olav.memory.relevance import Floors
 
     measured = {k: test.get(k) for k in SHOWN}
@@ -84,6 +99,81 @@ def calibrate_cmd(
         ws.databases, key, Floors(**_finite(floors)), measured
     )
     console.print(f"[green]✓[/] saved in {path}; AutoRecall decides relevance with them now.")
+
+
+def _rerank(cfg: Any, embedder: Any, *, show: bool, ceiling: bool) -> dict[str, Any] | None:
+    """With a reranker configured: its floors chosen on the calibration half of the golden
+    suite (never any that make a measure worse than without it), the test half with and
+    without it, and with ``ceiling`` the best any of its floors reach on the test half."""
+    if str(cfg["reranker.provider"]) == "none":
+        return None
+    from olav.bench.golden_rerank import KEYS, calibrate_rerank, golden_rows, measure
+    from olav.core.errors import OlavError
+    from olav.memory.rerank import Reranker
+    from olav.memory.second_look import RerankFloors, reranker_key
+
+    reranker = Reranker.from_config(cfg)
+    assert reranker is not None
+    failures: list[str] = []
+
+    def score(query: str, texts: list[str]) -> list[float] | None:
+        got = reranker.score(query, texts)
+        if got.failure is not None:
+            failures.append(got.failure.line(reranker.where))
+        return got.scores
+
+    with status_progress(show) as progress:
+        if progress:
+            progress(f"the golden suite through the reranker at {reranker.where}")
+        rows, floors, budget, scores = golden_rows(embedder, rerank=score)
+    reranker.close()
+    if failures and not scores:
+        raise OlavError(failures[0], hint="Start the rerank server or fix reranker.* in olav.yaml")
+    chosen, _ = calibrate_rerank(rows, floors, scores, budget)
+    without = measure(rows, floors, RerankFloors.off(), scores, budget, "test")
+    with_it = measure(rows, floors, chosen, scores, budget, "test")
+    out: dict[str, Any] = {
+        "key": reranker_key(cfg),
+        "reranker": reranker.where,
+        "floors": chosen.to_json(),
+        "failed_requests": len(failures),
+        "without": {k: without.get(k) for k in KEYS},
+        "test": {k: with_it.get(k) for k in KEYS},
+    }
+    if ceiling:
+        best, fitted = calibrate_rerank(rows, floors, scores, budget, split="test")
+        out["ceiling"] = {"floors": best.to_json(), "test": {k: fitted.get(k) for k in KEYS}}
+    return out
+
+
+def _show_rerank(rerank: dict[str, Any]) -> None:
+    def fl(v: float | None) -> str:
+        return "never" if v is None else f"{v:g}"
+
+    f = rerank["floors"]
+    console.print(
+        f"reranker {rerank['reranker']}: injects at {fl(f['accept'])}, leaves out below "
+        f"{fl(f['reject'])} (chosen on the calibration half; never worse than without it)",
+        markup=False,
+        soft_wrap=True,
+    )
+    table = Table(title_justify="left")
+    heads = ["measure", "without the reranker", "with it"]
+    if rerank.get("ceiling"):
+        heads.append("best any floors reach (fitted on the test half)")
+    for name in heads:
+        table.add_column(name, justify="left" if name == "measure" else "right")
+    for key, (label, _higher) in SHOWN.items():
+        row = [label, _cell(rerank["without"].get(key), key), _cell(rerank["test"].get(key), key)]
+        if rerank.get("ceiling"):
+            row.append(_cell(rerank["ceiling"]["test"].get(key), key))
+        table.add_row(*row)
+    console.print(table)
+    if rerank["failed_requests"]:
+        console.print(
+            f"[yellow]![/] {rerank['failed_requests']} requests to the reranker failed; "
+            "their queries were measured without it"
+        )
 
 
 def _measure(embedder: Any, *, show: bool, ceiling: bool) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from rich.text import Text
 from olav.cli.calibrate import calibrate_cmd
 from olav.cli.common import console, open_store, open_workspace, print_json
 from olav.cli.memory_gaps import gaps_cmd
+from olav.cli.memory_policy import policy_cmd
 from olav.cli.memory_render import print_hits, print_stats, print_why, snippet
 from olav.cli.memory_render import render_why as render_why  # `/why` in chat uses it
 from olav.core.errors import NotFoundError, OlavError
@@ -259,9 +260,10 @@ def history_cmd(
 @app.command("gc")
 def gc_cmd() -> None:
     """Purge expired rows, compact the table and drop old versions."""
-    from olav.memory.lifecycle import gc
+    from olav.cron.builtin import gc_workspace
 
-    report = gc(open_store())
+    ws = open_workspace()
+    report = gc_workspace(ws, open_store(ws))
     console.print(
         f"[green]✓[/] purged {report.expired_purged} expired rows; "
         f"{report.rows_after} rows remain; table compacted"
@@ -270,6 +272,7 @@ def gc_cmd() -> None:
 
 app.command("calibrate")(calibrate_cmd)
 app.command("gaps")(gaps_cmd)
+app.command("policy")(policy_cmd)
 
 
 @app.command("why")
@@ -293,50 +296,96 @@ def why_cmd(
             hint="Pass one of your agents (see `olav agent list`)",
         )
     store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory search`
+    from olav.llm.models import verdict_model
+
     rec = Recaller.for_config(
-        store, cfg, agent=agent, tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
+        store,
+        cfg,
+        agent=agent,
+        tier=tier or model_tier(cfg["llm.model"], cfg["llm.tier"]),
+        judge_model=verdict_model(cfg, root=ws.root),
     )
     result = rec.recall(query, dry_run=True)
     print_why(query, agent, rec, result, as_json)
     store.persist_snapshot()
 
 
+LOG_KINDS = ("all", "recall", "write", "conflict", "lifecycle")
+
+
 @app.command("log")
 def log_cmd(
     run: str | None = typer.Option(None, "--run", help="A run id (default: the latest runs)."),
+    kind: str = typer.Option(
+        "all", "--kind", "-k", help="recall, write, conflict, lifecycle or all."
+    ),
+    memory_id: str | None = typer.Option(None, "--id", help="Only decisions about this row."),
     limit: int = typer.Option(10, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """What was injected into past runs, from the recall log."""
-    import json as _json
-
+    """Memory's decisions with their reasons: what recall injected into past runs, what
+    was written or skipped, conflicts, and lifecycle (expiry, decay, gc)."""
+    if kind not in LOG_KINDS:
+        raise OlavError(
+            f"--kind {kind!r} is not a decision kind", hint="Use one of: " + ", ".join(LOG_KINDS)
+        )
     ws = open_workspace()
-    from olav.audit.queries import recent_recalls
-
-    rows = recent_recalls(ws.audit_path, run_id=run, limit=limit)
-    out = [
-        {
-            "run_id": r[0],
-            "agent": r[1],
-            "query": r[2],
-            "injected": _json.loads(r[3] or "[]"),
-            "latency_ms": r[4],
-            "at": str(r[5]),
-        }
-        for r in rows
-    ]
+    out = _decision_log(ws, kind, run, memory_id, limit)
     if as_json:
         print_json(out)
         return
     if not out:
-        console.print("no recalls recorded" + (f" for run {run}" if run else ""))
+        what = "recalls" if kind == "recall" else "memory decisions"
+        console.print(f"no {what} recorded" + (f" for run {run}" if run else ""))
     for r in out:
+        if r["kind"] == "recall":
+            console.print(
+                f"[dim]{r['at'][:19]}[/] recall · run {r['run_id'] or '-'} · {r['agent']} · "
+                f"{r['query'][:60]!r}",
+                soft_wrap=True,
+            )
+            for mid in r["injected"]:
+                console.print(f"    → {mid}")
+            continue
+        against = f" (against {r['other_id']})" if r["other_id"] else ""
         console.print(
-            f"[dim]{r['at'][:19]}[/] run {r['run_id'] or '-'} · {r['agent']} · {r['query'][:60]!r}",
+            f"[dim]{r['at'][:19]}[/] {r['kind']} · [bold]{r['action']}[/] "
+            f"{escape(r['memory_id'] or '-')}{escape(against)} [dim]{r['category'] or ''}[/]",
             soft_wrap=True,
         )
-        for mid in r["injected"]:
-            console.print(f"    → {mid}")
+        console.print(f"    {escape(r['reason'])}", soft_wrap=True)
+
+
+def _decision_log(
+    ws: Any, kind: str, run: str | None, memory_id: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """The newest recalls and control-plane decisions, newest first, at most ``limit``."""
+    import json as _json
+
+    from olav.audit.queries import memory_decisions, recent_recalls
+
+    out: list[dict[str, Any]] = []
+    if kind in ("all", "recall") and memory_id is None:
+        for r in recent_recalls(ws.audit_path, run_id=run, limit=limit):
+            out.append(
+                {
+                    "kind": "recall",
+                    "run_id": r[0],
+                    "agent": r[1],
+                    "query": r[2],
+                    "injected": _json.loads(r[3] or "[]"),
+                    "latency_ms": r[4],
+                    "at": str(r[5]),
+                }
+            )
+    if kind != "recall":
+        kinds = None if kind == "all" else (kind,)
+        rows = memory_decisions(
+            ws.audit_path, kinds=kinds, run_id=run, memory_id=memory_id, limit=limit
+        )
+        out += [r | {"at": str(r["at"])} for r in rows]
+    out.sort(key=lambda r: r["at"], reverse=True)
+    return out[:limit]
 
 
 @app.command("quarantine")
@@ -398,3 +447,56 @@ def episodes_cmd(
     for r in rows:
         console.print(f"[cyan]{escape(r.id)}[/] [dim]({r.scope})[/]")
         console.print(r.text, markup=False)
+
+
+archive_app = typer.Typer(no_args_is_help=True)
+app.add_typer(
+    archive_app, name="archive", help="Rows moved to cold storage over a category's capacity."
+)
+
+
+@archive_app.command("list")
+def archive_list(
+    category: str | None = typer.Option(None, "--category", "-c", help="Only this category."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Archived rows (never recalled), newest change first."""
+    from olav.memory.archive import Archive
+    from olav.memory.scopes import readable_where
+    from olav.memory.store import sql_str
+
+    ws = open_workspace()
+    where = readable_where(ws.config)
+    where += f" AND category = {sql_str(category)}" if category else ""
+    epoch = datetime.min.replace(tzinfo=UTC)
+    rows = Archive(open_store(ws)).rows(where)
+    rows.sort(key=lambda r: r.updated_at or r.created_at or epoch, reverse=True)
+    if as_json:
+        print_json([r.to_json() | {"vector": None, "context_vector": None} for r in rows])
+        return
+    if not rows:
+        console.print("nothing archived")
+    for r in rows:
+        console.print(
+            f"[cyan]{escape(r.id)}[/] [dim]{r.category} · {escape(r.scope)} · "
+            f"recalled {r.access_count}x[/] {escape(snippet(r.text, 70))}",
+            soft_wrap=True,
+        )
+
+
+@archive_app.command("restore")
+def archive_restore(ids: list[str] = typer.Argument(..., metavar="ID...")) -> None:
+    """Bring archived rows back into memory, as they were."""
+    from olav.memory.archive import Archive, restore
+    from olav.memory.scopes import readable
+
+    ws = open_workspace()
+    store = open_store(ws)
+    mine = {r.id for r in Archive(store).rows() if readable(ws.config, r.scope)}
+    missing = [i for i in ids if i not in mine]
+    if missing:
+        raise NotFoundError(
+            f"{missing[0]!r} is not in the archive", hint="See `olav memory archive list`"
+        )
+    back = restore(store, ids, log=_audit(ws))
+    console.print(f"[green]✓[/] restored {', '.join(back)}")

@@ -79,10 +79,25 @@ def print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> N
                 "candidates": [c.to_json() for c in result.candidates],
                 "injected": result.injected_ids,
                 "block": result.block,
+                # only with a reranker or judge: without them the JSON stays as it was
+                **({"second_look": look_json(rec, result)} if result.look is not None else {}),
             }
         )
         return
     render_why(result, rec)
+
+
+def look_json(rec: Any, result: Any) -> dict[str, Any]:
+    """The reranker's and the judge's part of a recall: floors, latency, verdicts, failures."""
+    look = rec.second_look
+    return {
+        "reranker": None if look.reranker is None else look.reranker.where,
+        "rerank_floors": look.floors.to_json(),
+        "rerank_floors_from": look.floors_source,
+        "judge": look.judge is not None,
+        "judge_band": look.band,
+        **result.look.to_json(),
+    }
 
 
 WHY_COLUMNS = ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why")
@@ -101,6 +116,7 @@ def _why_cells(c: Any) -> dict[str, str]:
         "fts": "-" if d["fts_score"] is None else f"{d['fts_score']:.1f}",
         "rrf": f"{d['score']:.4f}",
         "why": escape(d["reason"]),
+        "rerank": "-" if d.get("rerank") is None else f"{d['rerank']:.3f}",
     }
 
 
@@ -122,7 +138,9 @@ def render_why(result: Any, rec: Any) -> None:
     # a narrow terminal keeps every id on one line and drops the ranking numbers (--json
     # has them all)
     wide = console.width >= WIDE
-    columns = WHY_COLUMNS if wide else ("decision", "margin", "id")
+    columns: tuple[str, ...] = WHY_COLUMNS if wide else ("decision", "margin", "id")
+    if any(c.signals.rerank is not None for c in result.candidates):
+        columns = (*columns[:2], "rerank", *columns[2:])
     for col in columns:
         table.add_column(col, no_wrap=col != ("id" if not wide else "why"), overflow="fold")
     for c in result.candidates[:15]:
@@ -131,6 +149,8 @@ def render_why(result: Any, rec: Any) -> None:
             cells["id"] += f"\n[dim]{cells['why']}[/]"
         table.add_row(*(cells[col] for col in columns))
     console.print(table)
+    if result.look is not None:
+        _print_look(rec, result)
     if not result.injected:
         console.print("nothing is relevant enough: no memory block is sent with this request")
         return
@@ -138,3 +158,27 @@ def render_why(result: Any, rec: Any) -> None:
     console.print(
         f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"
     )
+
+
+def _print_look(rec: Any, result: Any) -> None:
+    look, got = rec.second_look, result.look
+    parts = []
+    if look.reranker is not None:
+        f = look.floors.to_json()
+        accept = "never" if f["accept"] is None else f"{f['accept']:g}"
+        reject = "never" if f["reject"] is None else f"below {f['reject']:g}"
+        ms = "-" if got.rerank_ms is None else f"{got.rerank_ms:.0f} ms"
+        parts.append(
+            f"reranker {look.reranker.where} ({ms}): injects at {accept}, leaves out {reject} "
+            f"({look.floors_source})"
+        )
+    if look.judge is not None:
+        if got.judged:
+            said = ", ".join(f"{i} {'applies' if a else 'does not'}" for i, a in got.judged)
+            parts.append(f"judge ({got.judge_ms:.0f} ms): {said}")
+        elif got.judge_ms is None:
+            parts.append(f"judge: no close call within {look.band:g} of a floor")
+    for line in parts:
+        console.print(line, markup=False, soft_wrap=True)
+    for note in got.notes or []:
+        console.print(f"[yellow]![/] {escape(note)}", soft_wrap=True)

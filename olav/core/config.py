@@ -124,6 +124,10 @@ class Config:
 
     values: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the raw `memory.policy` mapping, checked when memory builds its policy from it
+    # (olav.memory.policy); and where each value came from: the file or an OLAV_* variable
+    policy: Any = None
+    origins: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -147,6 +151,9 @@ class Config:
                 raise ConfigError(f"{path} must hold a mapping", hint="Re-run `olav init`")
             raw = loaded
         agents = raw.pop("agents", None) or {}
+        memory = raw.get("memory")
+        policy = memory.pop("policy", None) if isinstance(memory, dict) else None
+        origins: dict[str, str] = {"memory.policy": str(path)} if policy is not None else {}
         flat = _flatten(raw)
         values: dict[str, Any] = {}
         for key, val in flat.items():
@@ -156,13 +163,15 @@ class Config:
                     hint="Remove it; `olav config` lists every key (docs/configuration.md)",
                 )
             values[key] = _coerce(SETTINGS_BY_KEY[key], val, str(path))
+            origins[key] = str(path)
         for setting in SETTINGS:
             if setting.env in env:
                 values[setting.key] = _coerce(setting, env[setting.env], setting.env)
+                origins[setting.key] = setting.env
             values.setdefault(setting.key, setting.default)
         if not isinstance(agents, dict):
             raise ConfigError(f"{path}: 'agents' must be a mapping of agent name to overrides")
-        return cls(values=values, agents=agents)
+        return cls(values=values, agents=agents, policy=policy, origins=origins)
 
 
 @dataclass

@@ -42,7 +42,7 @@ BUILTIN_JOBS: dict[str, BuiltinJob] = {
         ),
         BuiltinJob(
             "gc",
-            "olav.memory.lifecycle:run_gc",
+            "olav.cron.builtin:run_gc",
             "0 5 * * 0",
             "Remove expired and invalidated memories.",
         ),

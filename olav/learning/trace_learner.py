@@ -20,8 +20,8 @@ from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import AuditRecorder
 from olav.core.log import get_logger
 from olav.llm.answers import ask_model, extract_json
-from olav.memory.calibration import dedup_distance
 from olav.memory.lessons import add_reflection
+from olav.memory.policy import policy_for
 from olav.memory.scopes import private_scope
 
 log = get_logger("trace_learner")
@@ -82,15 +82,17 @@ def learn_from_traces(
 def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
     """Each well-formed line becomes a reflection unless a near-duplicate exists."""
     lessons: list[Lesson] = []
-    threshold = dedup_distance(ws.config, store.embedder.name)
+    policy = policy_for(ws.config)
+    audit = AuditRecorder(ws.audit_path)
     for line in lines:
         if isinstance(line, str) and 10 <= len(line.strip()) <= 400:
             added, mid = add_reflection(
                 store,
                 line,
                 source="trace_learner",
-                dedup_distance=threshold,
                 scope=private_scope(ws.config) or "global",
+                policy=policy,
+                log=audit,
             )
             lessons.append(Lesson(line.strip(), added, mid))
     return lessons

@@ -137,7 +137,10 @@ class MemoryService:
         store = MemoryStore.for_workspace(ws)
         cfg = ws.config
         tier = tier or model_tier(cfg["llm.model"], cfg["llm.tier"])
-        recaller = Recaller.for_config(store, cfg, agent=agent, tier=tier)
+        from olav.llm.models import verdict_model
+
+        judge = verdict_model(cfg, root=ws.root)
+        recaller = Recaller.for_config(store, cfg, agent=agent, tier=tier, judge_model=judge)
         audit = AuditRecorder(ws.audit_path)
         return cls(ws, store, recaller, audit, f"mcp-{uuid.uuid4().hex[:12]}")
 
@@ -306,7 +309,12 @@ class MemoryService:
         finished = outcome not in ("failed", "cancelled")
         with self._lock:
             captured = capture(
-                self.store, events, question=request if finished else "", run_id=run_id
+                self.store,
+                events,
+                question=request if finished else "",
+                run_id=run_id,
+                policy=self.recaller.policy,
+                log=self.audit,
             )
         return {
             "run_id": run_id,

@@ -19,31 +19,31 @@ from typing import Any
 from olav.core.errors import ConfigError
 from olav.core.fsutil import atomic_write_text
 from olav.core.log import get_logger
+from olav.memory.policy import DEFAULTS, FLOOR_FIELDS, policy_for
+from olav.memory.policy import parse_floors as parse_floors  # the memory.relevance syntax
 from olav.memory.relevance import Floors
 
-# embedder name prefix -> floors: directive, directive named in words, in specific words,
-# lesson, lesson with a full-text match, spread below the best memory
-CALIBRATED_FLOORS: dict[str, Floors] = {
-    "e5:multilingual-e5-small": Floors(0.03, 0.01, -0.02, 0.04, 0.03, 0.005),
-    "e5:multilingual-e5-small+use-m3": Floors(0.03, 0.01, -0.02, 0.04, 0.04, 0.005),
-}
-REFERENCE = CALIBRATED_FLOORS["e5:multilingual-e5-small"]  # where a new calibration starts
+# the numbers themselves are the policy's (olav.memory.policy: calibrated_floors,
+# calibrated_dedup); this module reads and writes the workspace's own calibration.
 # floors measured in this workspace by `olav memory calibrate`, keyed by embedder name, beside
 # the table: another embedder finds no entry, so an embedder change never inherits floors
 WORKSPACE_FILE = "calibration.json"
-DEDUP: dict[str, float] = {"e5:multilingual-e5-small": 0.20}
-UPSTREAM_DEDUP = 0.3
-TESTS_ONLY = "hash:"
-FIELDS = tuple(
-    f.name for f in dataclasses.fields(Floors)
-)  # the hash embedder has no semantics: no floor can mean anything
+REFERENCE_KEY = "e5:multilingual-e5-small"  # whose floors a new calibration starts from
+TESTS_ONLY = "hash:"  # the hash embedder has no semantics: no floor can mean anything
+FIELDS = FLOOR_FIELDS
+
+
+def reference_floors() -> Floors:
+    """Where a new calibration starts: olav's floors for the bundled e5."""
+    found = DEFAULTS.default_floors(REFERENCE_KEY)
+    assert found is not None
+    return found
 
 
 def calibrated_floors(embedder_name: str) -> Floors | None:
     """olav's floors for this floors key (olav.memory.second_opinion.floors_key): the entry
     whose name is the longest prefix of it, so "e5:…+use-m3" never takes plain e5's."""
-    found = [p for p in CALIBRATED_FLOORS if embedder_name.startswith(p)]
-    return CALIBRATED_FLOORS[max(found, key=len)] if found else None
+    return DEFAULTS.default_floors(embedder_name)
 
 
 def floors_key(config: Any, embedder_name: str) -> str:
@@ -63,17 +63,22 @@ def relevance_floors(
     (``olav memory calibrate``, read from ``workspace_dir``). Floors carry over badly between
     embedders (their similarity scales differ), and a floor that is too high silently empties
     every block, so an uncalibrated embedder gets none; ``olav doctor`` says so."""
-    raw = str(config["memory.relevance"]).strip().lower()
-    if raw == "off":
-        return None
-    if raw != "auto":
-        return parse_floors(raw)
+    return floors_and_source(config, embedder_name, workspace_dir)[0]
+
+
+def floors_and_source(
+    config: Any, embedder_name: str, workspace_dir: Path | None = None
+) -> tuple[Floors | None, str]:
+    """:func:`relevance_floors` and where they come from (``olav memory policy``)."""
+    policy = policy_for(config)
     key = floors_key(config, embedder_name)
-    if workspace_dir is not None:
-        entry = read_workspace_calibration(workspace_dir).get(key)
-        if entry is not None:
-            return entry
-    return calibrated_floors(key)
+    workspace = None
+    if policy.relevance == "auto" and workspace_dir is not None:
+        workspace = read_workspace_calibration(workspace_dir)
+    floors, source = policy.floors_for(key, workspace)
+    if source == "calibration file" and workspace_dir is not None:
+        source = str(workspace_dir / WORKSPACE_FILE)
+    return floors, source
 
 
 def read_workspace_calibration(directory: Path, *, strict: bool = False) -> dict[str, Floors]:
@@ -128,32 +133,6 @@ def forget_workspace_calibration(directory: Path, embedder_name: str) -> bool:
     return True
 
 
-def parse_floors(raw: str) -> Floors:
-    """``"0.03,0,-0.02,0.04,0.03,0.005"``: directive, directive named in words, in specific
-    words, lesson, lesson with words, spread."""
-    try:
-        values = [float(v) for v in raw.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != len(FIELDS):
-        raise ConfigError(
-            f"memory.relevance must be auto, off or {len(FIELDS)} comma-separated numbers "
-            f"({', '.join(FIELDS)}), got {raw!r}",
-            hint="e.g. 0.03,0,-0.02,0.04,0.03,0.005 (see docs/configuration.md)",
-        )
-    return Floors(*values)
-
-
 def dedup_distance(config: Any, embedder_name: str) -> float:
-    raw = str(config["memory.dedup_distance"]).strip()
-    if raw != "auto":
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(
-                f"memory.dedup_distance must be a number or auto, got {raw!r}"
-            ) from None
-    for prefix, value in DEDUP.items():
-        if embedder_name.startswith(prefix):
-            return value
-    return UPSTREAM_DEDUP
+    """The lesson dedup distance for this embedder (``MemoryPolicy.dedup_for``)."""
+    return policy_for(config).dedup_for(embedder_name)

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from olav.core.errors import OlavError
 from olav.memory.context import Utterance, conversation_records
-from olav.memory.documents import DOCUMENT_CONFIDENCE, slug
+from olav.memory.documents import slug
+from olav.memory.policy import DEFAULTS
 from olav.memory.sql import sql_str
 from olav.memory.store import MemoryStore
 from olav.memory.textvectors import embed_missing
@@ -164,7 +165,7 @@ def import_chat(
         metadata={"doc_id": prefix.rstrip("_"), "source": key, "kind": "chat"},
     )
     for rec in records:
-        rec.confidence = DOCUMENT_CONFIDENCE
+        rec.confidence = DEFAULTS.confidence_of("document")
         rec.metadata["intent"] = f"{key} · {rec.metadata['speaker']}"
     done = [0]
 

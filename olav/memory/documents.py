@@ -33,11 +33,11 @@ from olav.memory.chunking import (
     split_long,
     summarise,
 )
+from olav.memory.policy import DEFAULTS
 from olav.memory.schema import MemoryRecord
 
 DOCUMENT_SUFFIXES = (".md", ".markdown", ".txt")
 MAX_FILE_BYTES = 5 * 1024 * 1024
-DOCUMENT_CONFIDENCE = 0.9
 
 
 # -- files -----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def _doc_record(
         category=category,
         scope=doc.scope,
         origin=doc.origin,
-        confidence=DOCUMENT_CONFIDENCE,
+        confidence=DEFAULTS.confidence_of("document"),
         tags=tags,
         metadata={"doc_id": base, **meta},
     )

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.memory.archive import enforce_capacity
+from olav.memory.decisions import Decision, DecisionLog, record
+from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.schema import MemoryRecord
 from olav.memory.sql import sql_str
 from olav.memory.store import MemoryStore
@@ -27,7 +30,6 @@ TEMPORAL = re.compile(
     r"what did (we|i|you) do)\b|上次|上一次|上回|昨天",
     re.I,
 )
-EVERY_N_TURNS = 10
 MAX_ASKED = 6  # requests listed in an episode; the rest are counted
 EPISODE_MAX_CHARS = 900  # an episode's text in a block (about a quarter of the budget)
 
@@ -79,7 +81,16 @@ def render_episode(summary: dict[str, Any], when: datetime) -> str:
     return "\n".join(lines)
 
 
-def write_episode(store: MemoryStore, log: SessionLog, agent: str) -> str | None:
+def write_episode(
+    store: MemoryStore,
+    log: SessionLog,
+    agent: str,
+    *,
+    policy: MemoryPolicy = DEFAULTS,
+    decisions: DecisionLog | None = None,
+) -> str | None:
+    """Store the session's summary as its ``episode`` row (one per session, rewritten as
+    the session goes on); the write decision goes to ``decisions``."""
     summary = summarise_session(log)
     session_id = log.session_id
     if summary is None:
@@ -92,15 +103,20 @@ def write_episode(store: MemoryStore, log: SessionLog, agent: str) -> str | None
         category="episode",
         scope=agent,
         origin="agent",
-        confidence=0.7,
+        confidence=policy.confidence_of("episode"),
         tags=["episode"],
         metadata={"session_id": session_id, "summary": summary, "body": text},
     )
     store.upsert([rec])
+    enforce_capacity(store, policy, categories=["episode"], log=decisions)
+    why = f"the summary of session {session_id} after {summary['turns']} turn(s)"
+    record(decisions, None, [Decision("write", "captured", rec.id, why, "episode")])
     return rec.id
 
 
-def recent_episodes(store: MemoryStore, scopes: list[str], limit: int = 2) -> list[MemoryRecord]:
+def recent_episodes(
+    store: MemoryStore, scopes: list[str], limit: int = DEFAULTS.recent_episodes
+) -> list[MemoryRecord]:
     where = (
         "category = 'episode' AND invalidated_at IS NULL AND scope IN ("
         + ", ".join(sql_str(s) for s in scopes)

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.memory.archive import enforce_capacity
+from olav.memory.decisions import Decision, DecisionLog, record
 from olav.memory.filters import SearchFilter
-from olav.memory.schema import MemoryRecord, expiry_for
+from olav.memory.policy import DEFAULTS, MemoryPolicy
+from olav.memory.schema import MemoryRecord
 from olav.memory.scopes import scoped_id
 from olav.memory.sql import live_filter, sql_str
-
-DEDUP_DISTANCE = 0.20  # squared L2 for e5; see olav.memory.calibration
 
 
 def add_reflection(
@@ -21,35 +22,57 @@ def add_reflection(
     lesson: str,
     *,
     source: str = "trace_learner",
-    dedup_distance: float = DEDUP_DISTANCE,
+    dedup_distance: float | None = None,
     scope: str = "global",
+    policy: MemoryPolicy = DEFAULTS,
+    log: DecisionLog | None = None,
+    run_id: str | None = None,
 ) -> tuple[bool, str]:
     """Store a lesson in ``scope`` unless a near-identical live one exists there. Returns
-    (added, id)."""
+    (added, id). ``dedup_distance`` defaults to the policy's for the store's embedder; the
+    decision (captured, or deduplicated against which row) goes to ``log``."""
     text = " ".join(lesson.split())
     if not text:
         raise ValueError("a lesson needs text")
+    if dedup_distance is None:
+        dedup_distance = policy.dedup_for(store.embedder.name)
     hits = store.search(
         text, mode="vector", k=1, filter=SearchFilter(scopes=[scope], categories=["reflection"])
     )
     if hits and hits[0].distance is not None and hits[0].distance <= dedup_distance:
-        return False, hits[0].record.id
+        near = hits[0]
+        why = f"distance {near.distance:.3f} <= {dedup_distance:g} to a live lesson"
+        detail = {"distance": near.distance, "source": source}
+        record(log, run_id, [_lesson_decision("deduplicated", None, why, near.record.id, detail)])
+        return False, near.record.id
     rid = scoped_id("refl_" + hashlib.sha256(text.lower().encode()).hexdigest()[:16], scope)
-    store.upsert([lesson_record(rid, text, source, scope)])
+    store.upsert([lesson_record(rid, text, source, scope, policy=policy)])
+    enforce_capacity(store, policy, categories=["reflection"], log=log, run_id=run_id)
+    nearest = f"; nearest {hits[0].distance:.3f}" if hits and hits[0].distance is not None else ""
+    why = f"a new lesson from {source} (dedup distance {dedup_distance:g}{nearest})"
+    record(log, run_id, [_lesson_decision("captured", rid, why, None, {"source": source})])
     return True, rid
 
 
-def lesson_record(rid: str, text: str, source: str, scope: str = "global") -> MemoryRecord:
-    """A lesson row as the learning loop stores it (agent-made, with a TTL)."""
+def _lesson_decision(
+    action: str, rid: str | None, why: str, other: str | None, detail: dict[str, Any]
+) -> Decision:
+    return Decision("write", action, rid, why, "reflection", other, detail)
+
+
+def lesson_record(
+    rid: str, text: str, source: str, scope: str = "global", *, policy: MemoryPolicy = DEFAULTS
+) -> MemoryRecord:
+    """A lesson row as the learning loop stores it (agent-made, with the policy's TTL)."""
     return MemoryRecord(
         id=rid,
         text=text,
         category="reflection",
         scope=scope,
         origin="agent",
-        confidence=0.6,
+        confidence=policy.confidence_of("reflection"),
         metadata={"source": source},
-        expires_at=expiry_for("reflection"),
+        expires_at=policy.expiry_for("reflection"),
     )
 
 
@@ -58,7 +81,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def lessons_naming(
-    store: Any, tool: str, scopes: Sequence[str], *, limit: int = 2
+    store: Any, tool: str, scopes: Sequence[str], *, limit: int = DEFAULTS.tool_lessons
 ) -> list[MemoryRecord]:
     """Live lessons in ``scopes`` that name ``tool`` as a whole identifier, newest first (at
     most ``limit``). A lesson about using a tool ("When format_and_export rejects a format,

@@ -1,7 +1,8 @@
 """Memory lifecycle: time decay, pinning, soft deletion, garbage collection.
 
-Decay: a memory's weight halves every ``memory.half_life_days`` since it was last updated.
-Memories that came from users or documents, and pinned ones, do not decay; frequently
+Decay: a memory's weight halves every half-life of its category (``memory.half_life_days``,
+``memory.policy.half_life_days.<category>``) since it was last updated. Memories of the
+origins the policy exempts (users, documents), and pinned ones, do not decay; frequently
 recalled ones decay more slowly (the half-life grows with log(1 + access_count)). The weight
 only scales ranking between 0.5 and 1.0: an old but exact match still wins over a fresh
 irrelevant one.
@@ -15,22 +16,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from olav.memory import maintenance
+from olav.memory.decisions import Decision, DecisionLog, record
+from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.schema import MemoryRecord
-from olav.memory.sql import sql_ts
+from olav.memory.sql import sql_str, sql_ts
 from olav.memory.store import MemoryStore
-
-NO_DECAY_ORIGINS = frozenset({"user", "document"})
-ORIGIN_RANK = {"user": 0, "directive": 1, "document": 2, "config": 3, "agent": 4, "audit": 5}
-DEFAULT_HALF_LIFE_DAYS = 30.0
 
 
 def decay_weight(
-    rec: MemoryRecord,
-    *,
-    half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
-    now: datetime | None = None,
+    rec: MemoryRecord, *, policy: MemoryPolicy = DEFAULTS, now: datetime | None = None
 ) -> float:
-    if rec.origin in NO_DECAY_ORIGINS or rec.metadata.get("pinned") or half_life_days <= 0:
+    """The row's weight in ranking, 1.0 down towards 0: it halves every half-life of its
+    category (``policy.half_life``) since the row was last updated, more slowly the more
+    it is recalled; origins in ``policy.no_decay_origins`` and pinned rows keep 1.0."""
+    half_life_days = policy.half_life(rec.category)
+    if rec.origin in policy.no_decay_origins or rec.metadata.get("pinned") or half_life_days <= 0:
         return 1.0
     stamp = rec.updated_at or rec.created_at
     if stamp is None:
@@ -92,25 +92,69 @@ class GcReport:
     rows_before: int
     rows_after: int
     versions_cleaned: bool
+    decayed: int = 0
+    archived: int = 0  # rows moved to the archive (olav.memory.archive) after the pass
 
 
-def gc(store: MemoryStore, *, retention: timedelta = maintenance.RETENTION) -> GcReport:
+def gc(
+    store: MemoryStore,
+    *,
+    retention: timedelta = maintenance.RETENTION,
+    policy: MemoryPolicy = DEFAULTS,
+    log: DecisionLog | None = None,
+    since: datetime | None = None,
+) -> GcReport:
     """Purge expired rows, compact and optimise, and drop table versions older than
-    ``retention`` (olav never reads an old version; maintain() drops them as well)."""
+    ``retention`` (olav never reads an old version; maintain() drops them as well). Each
+    expired row, each row whose decay weight fell below ``policy.decayed_below`` since the
+    last pass (``since``), and the pass itself go to ``log``."""
+    now = datetime.now(UTC)
     with store.maintenance_lock():  # on a team table: LeaseHeldError if another machine is
         before = store.count()
-        purged = store.delete(
-            where=f"expires_at IS NOT NULL AND expires_at <= {sql_ts(datetime.now(UTC))}"
-        )
+        where = f"expires_at IS NOT NULL AND expires_at <= {sql_ts(now)}"
+        expired = store.list_rows(where) if log is not None else []
+        purged = store.delete(where=where)
         store.maintain(force_optimize=True, full=True)  # compacts; rebuilds a stuck ANN index
         store.table.optimize(cleanup_older_than=retention)
-    return GcReport(purged, before, store.count(), True)
+        decayed = _newly_decayed(store, policy, now, since) if log is not None else []
+        after = store.count()
+    decisions = [_expired(r) for r in expired] + decayed
+    why = f"gc purged {purged} expired rows; {before} rows before, {after} after; compacted"
+    detail = {"purged": purged, "rows_before": before, "rows_after": after}
+    decisions.append(Decision("lifecycle", "collected", None, why, None, None, detail))
+    record(log, None, decisions)
+    return GcReport(purged, before, after, True, len(decayed))
 
 
-def run_gc(ws: Any) -> str:
-    """The `gc` cron job."""
-    report = gc(MemoryStore.for_workspace(ws))
-    return (
-        f"purged {report.expired_purged} expired rows; {report.rows_after} rows remain; "
-        "old versions cleaned"
+def _expired(rec: MemoryRecord) -> Decision:
+    at = rec.expires_at
+    when = f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "?"
+    why = f"its expiry ({when}) passed; purged by gc"
+    return Decision("lifecycle", "expired", rec.id, why, rec.category)
+
+
+def _newly_decayed(
+    store: MemoryStore, policy: MemoryPolicy, now: datetime, since: datetime | None
+) -> list[Decision]:
+    """The live rows whose weight fell below ``policy.decayed_below`` after ``since`` (the
+    last gc; all such rows on the first pass)."""
+    exempt = sorted(policy.no_decay_origins)
+    where = "invalidated_at IS NULL" + (
+        " AND origin NOT IN (" + ", ".join(sql_str(o) for o in exempt) + ")" if exempt else ""
     )
+    out = []
+    floor = policy.decayed_below
+    for rec in store.list_rows(where):
+        weight = decay_weight(rec, policy=policy, now=now)
+        if weight >= floor:
+            continue
+        if since is not None and decay_weight(rec, policy=policy, now=since) < floor:
+            continue  # logged by an earlier pass
+        stamp = rec.updated_at or rec.created_at
+        age = (now - stamp).total_seconds() / 86400 if stamp else 0.0
+        why = (
+            f"weight {weight:.2f} < {floor:g} after {age:.0f} days unchanged "
+            f"(half-life {policy.half_life(rec.category):g} d, recalled {rec.access_count}x)"
+        )
+        out.append(Decision("lifecycle", "decayed", rec.id, why, rec.category, None))
+    return out

@@ -21,7 +21,8 @@ from olav.memory.block import memory_body, render_block
 from olav.memory.episodes import TEMPORAL, recent_episodes
 from olav.memory.filters import SearchFilter
 from olav.memory.hits import Hit
-from olav.memory.lifecycle import ORIGIN_RANK, decay_weight, rank_factor
+from olav.memory.lifecycle import decay_weight, rank_factor
+from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.relevance import (
     Background,
     Floors,
@@ -37,24 +38,6 @@ from olav.memory.store import MemoryStore
 from olav.memory.tokens import estimate_tokens
 from olav.memory.writer import shared_writer
 
-# Ceilings per category: how many relevant memories of a kind may share one block
-QUOTAS: dict[str, int] = {
-    "usage_guide": 3,
-    "expert_knowledge": 3,
-    "query_pattern": 2,
-    "format_guide": 1,
-    "reflection": 1,
-    "fact": 2,
-    "preference": 1,
-    "decision": 1,
-    "operational_event": 2,
-    "topology": 1,
-    "document": 2,
-    "episode": 1,
-}
-# how many relevant memories the model tier takes in all (the token budget may take fewer)
-TIER_TOTAL = {"small": 3, "medium": 5, "large": 13}
-EPISODE_SHARE = 4  # an earlier-session summary takes at most 1/4 of the token budget
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 log = get_logger("memory.recall")
 
@@ -97,6 +80,13 @@ class RecallResult:
     candidates: list[Candidate] = field(default_factory=list)
     block: str = ""
     latency_ms: float = 0.0
+    # the reranker's and the judge's part (olav.memory.second_look); None: neither is on
+    look: Any = None
+
+    @property
+    def notes(self) -> list[str]:
+        """Why a reranker or judge left the decision to the floors (one line each)."""
+        return list(self.look.notes or []) if self.look is not None else []
 
     @property
     def injected(self) -> list[Candidate]:
@@ -109,17 +99,16 @@ class RecallResult:
 
 @dataclass(frozen=True, slots=True)
 class RecallOptions:
-    """How a Recaller selects: the model ``tier``, the ``token_budget`` of the block, the
-    hybrid search's ``candidates``, the decay ``half_life_days``, whether injected memories
-    get their access count bumped (``bump_access``), and the scopes read besides the agent's
-    and ``global`` (``extra_scopes``: the operator's user: scope and the team's)."""
+    """How a Recaller selects: the model ``tier``, the ``token_budget`` of the block,
+    whether injected memories get their access count bumped (``bump_access``), the scopes
+    read besides the agent's and ``global`` (``extra_scopes``: the operator's user: scope and
+    the team's), and the ``policy`` every other number comes from (olav.memory.policy)."""
 
     tier: str = "small"
     token_budget: int = 1000
-    candidates: int = 40
-    half_life_days: float = 30.0
     bump_access: bool = True
     extra_scopes: tuple[str, ...] = ()
+    policy: MemoryPolicy = DEFAULTS
 
 
 class Recaller:
@@ -135,6 +124,7 @@ class Recaller:
         background: Background | None = None,
         audit: Any = None,
         judge: second_opinion.Judge | None = None,
+        second_look: Any = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -148,21 +138,34 @@ class Recaller:
         self.background = background
         # a second encoder's margin for lessons (olav.memory.second_opinion); None: e5 alone
         self.judge = judge
-        self.n_candidates = options.candidates
+        # a reranker and the chat model as judge (olav.memory.second_look.SecondLook)
+        self.second_look = second_look
+        self.policy = options.policy
         self.audit = audit
         self.bump = options.bump_access
-        self.half_life_days = options.half_life_days
         self._pending: list[Any] = []
         self._hits: dict[str, int] = {}  # access-count bumps not written yet
 
     @classmethod
     def for_config(
-        cls, store: MemoryStore, config: Any, *, agent: str, tier: str, audit: Any = None
+        cls,
+        store: MemoryStore,
+        config: Any,
+        *,
+        agent: str,
+        tier: str,
+        audit: Any = None,
+        judge_model: Any = None,
     ) -> Recaller:
-        """A Recaller with the workspace's memory settings and calibrated floors."""
+        """A Recaller with the workspace's memory settings and calibrated floors, and the
+        reranker and judge they ask for (``judge_model``: the chat model for verdicts,
+        :func:`olav.llm.models.verdict_model`; without it, no judge)."""
+        from olav.memory import second_look
         from olav.memory.calibration import relevance_floors
+        from olav.memory.policy import policy_for
         from olav.memory.scopes import personal_scopes
 
+        policy = policy_for(config)
         floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
         judge = None
@@ -170,10 +173,13 @@ class Recaller:
             judge = second_opinion.judge_for(store.path.parent / "cache")
         options = RecallOptions(
             tier=tier,
-            token_budget=config["memory.token_budget"],
-            half_life_days=config["memory.half_life_days"],
+            token_budget=policy.token_budget,
             extra_scopes=personal_scopes(config),
+            policy=policy,
         )
+        look = None
+        if floors is not None:  # relevance off: the nearest memories, nothing to overrule
+            look = second_look.for_config(config, store.path.parent, judge_model)
         return cls(
             store,
             agent=agent,
@@ -182,6 +188,7 @@ class Recaller:
             background=background,
             audit=audit,
             judge=judge,
+            second_look=look,
         )
 
     @property
@@ -212,18 +219,21 @@ class Recaller:
             self.judge.opinion.prefetch(query)
         temporal = bool(TEMPORAL.search(query))
         # episodes answer "what did we do last time"; other requests never get them
-        categories = [c for c in QUOTAS if temporal or c != "episode"]
+        quotas = self.policy.quotas
+        categories = [c for c, n in quotas.items() if n > 0 and (temporal or c != "episode")]
         hits = self.store.search(
             query,
             mode=search_mode,
-            k=self.n_candidates,
+            k=self.policy.candidates,
             filter=SearchFilter(scopes=self.scopes, categories=categories),
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}
-            recent = recent_episodes(self.store, self.scopes)
+            recent = recent_episodes(self.store, self.scopes, self.policy.recent_episodes)
             hits += [Hit(r, score=0.0) for r in recent if r.id not in have]
         cands = self._candidates(query, hits)
+        if self.second_look is not None and self.floors is not None and cands:
+            result.look = self.second_look.look(query, cands)
         self._select(cands)
         result.candidates = cands
         result.block = render_block([c.hit for c in cands if c.decision == "injected"])
@@ -236,6 +246,13 @@ class Recaller:
             self._pending.append(
                 shared_writer().submit("recall log", self.audit.recall, run_id, self.agent, result)
             )
+            if result.look is not None:  # the reranker's and judge's latency and verdicts
+                detail = {"agent": self.agent, **result.look.to_json()}
+                self._pending.append(
+                    shared_writer().submit(
+                        "second look", self.audit.event, run_id, "recall_second_look", detail
+                    )
+                )
         return result
 
     def _candidates(self, query: str, hits: list[Hit]) -> list[Candidate]:
@@ -247,7 +264,7 @@ class Recaller:
         seconds = self._second_margins(query, lang, [h for h in hits if h.record.id in levels])
         cands = []
         for h in hits:
-            weight = decay_weight(h.record, half_life_days=self.half_life_days)
+            weight = decay_weight(h.record, policy=self.policy)
             c = Candidate(
                 h,
                 boosted=bool(idents) and any(i in h.record.text for i in idents),
@@ -260,7 +277,7 @@ class Recaller:
                 c.boosted, c.signals.relevant = True, True
                 c.signals.reason = "the request asks about an earlier session"
             cands.append(c)
-        cands.sort(key=_order)
+        cands.sort(key=lambda c: _order(c, self.policy))
         return cands
 
     def _levels(self, hits: list[Hit], lang: str) -> dict[str, float]:
@@ -311,7 +328,8 @@ class Recaller:
         that tool's error (olav.runtime.toolguard), where a lesson about using it applies."""
         from olav.memory.lessons import lessons_naming
 
-        return [(r.id, r.text) for r in lessons_naming(self.store, tool, self.scopes)]
+        found = lessons_naming(self.store, tool, self.scopes, limit=self.policy.tool_lessons)
+        return [(r.id, r.text) for r in found]
 
     def flush(self, *, bumps: bool = True, wait: bool = True) -> None:
         """With ``bumps``, queue the access-count bumps gathered so far as one table write
@@ -332,7 +350,9 @@ class Recaller:
 
     def _select(self, cands: list[Candidate]) -> None:
         floors = self.floors or Floors.off()
-        select(cands, tier=self.tier, token_budget=self.token_budget, floors=floors)
+        select(
+            cands, tier=self.tier, token_budget=self.token_budget, floors=floors, policy=self.policy
+        )
 
 
 def _background(store: MemoryStore) -> Background | None:
@@ -349,37 +369,49 @@ def _background(store: MemoryStore) -> Background | None:
         return None
 
 
-def _order(c: Candidate) -> tuple[Any, ...]:
+def _order(c: Candidate, policy: MemoryPolicy) -> tuple[Any, ...]:
     """snake_case matches and asked-for episodes (newest first) lead; then fused relevance
-    weighted by confidence and decay; origin breaks ties."""
+    weighted by confidence and decay; origin breaks ties (``policy.origin_order``)."""
     rec = c.hit.record
     newest = rec.created_at.timestamp() if rec.category == "episode" and rec.created_at else 0.0
-    return (not c.boosted, -newest, -c.rank_score, ORIGIN_RANK.get(rec.origin, 9))
+    return (not c.boosted, -newest, -c.rank_score, policy.origin_rank(rec.origin))
 
 
-def select(cands: list[Candidate], *, tier: str, token_budget: int, floors: Floors) -> None:
+def select(
+    cands: list[Candidate],
+    *,
+    tier: str,
+    token_budget: int,
+    floors: Floors,
+    policy: MemoryPolicy = DEFAULTS,
+) -> None:
     """Decide every candidate, in order: relevant at all; not far below the best relevant
-    memory of its kind (lessons apart); within its category's ceiling, the tier's total and
-    the token budget. Pure, so the benchmarks can replay other floors on the same hits."""
+    memory of its kind (lessons apart); within its category's ceiling (``policy.quotas``),
+    the tier's total and the token budget. Pure, so the benchmarks can replay other floors
+    on the same hits."""
     best: dict[bool, float] = {}
     for c in cands:
         m = c.signals.margin
         if c.signals.relevant and m is not None:
             lesson = c.hit.record.category == "reflection"
             best[lesson] = max(best.get(lesson, m), m)
-    total_cap = TIER_TOTAL.get(tier, TIER_TOTAL["small"])
+    total_cap = policy.tier_total(tier)
     used: dict[str, int] = {}
     tokens = estimate_tokens(render_block([]) or "<relevant-memories></relevant-memories>") + 40
-    episode_cap = token_budget // EPISODE_SHARE
+    episode_cap = policy.episode_cap(token_budget)
     taken = 0
     for c in cands:
         rec, m = c.hit.record, c.signals.margin
         cost = c.tokens + 12
         if not c.signals.relevant:
             c.decision = "irrelevant"
-        elif m is not None and m < best[rec.category == "reflection"] - floors.spread:
+        elif (
+            m is not None
+            and not c.signals.vouched  # the reranker or the judge said it applies
+            and m < best[rec.category == "reflection"] - floors.spread
+        ):
             c.decision = "weaker"
-        elif used.get(rec.category, 0) >= QUOTAS.get(rec.category, 0):
+        elif used.get(rec.category, 0) >= policy.quota(rec.category):
             c.decision = "over_quota"
         elif taken >= total_cap:
             c.decision = "over_total"

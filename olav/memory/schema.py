@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -33,31 +33,8 @@ CATEGORIES = (
 )
 ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
 
-# How long a new memory of each category lives; None: until it is invalidated, superseded or
-# deleted. Precedents (operational_event) and SQL (query_pattern) stay: a replayed call has the
-# same id, so an expiry would drop a precedent that is still in use.
-CATEGORY_TTL: dict[str, timedelta | None] = {
-    "usage_guide": None,
-    "expert_knowledge": None,
-    "operational_event": None,
-    "reflection": timedelta(days=30),
-    "query_pattern": None,
-    "format_guide": None,
-    "fact": None,
-    "decision": None,
-    "preference": None,
-    "audit": None,
-    "topology": None,
-    "document": None,
-    "episode": None,
-}
-
-
-def expiry_for(category: str, now: datetime | None = None) -> datetime | None:
-    """When a memory of ``category`` written ``now`` expires (see CATEGORY_TTL)."""
-    ttl = CATEGORY_TTL.get(category)
-    return None if ttl is None else (now or datetime.now(UTC)) + ttl
-
+# How long a memory of each category lives, and every other memory decision: see
+# olav.memory.policy (MemoryPolicy.ttl, MemoryPolicy.expiry_for).
 
 META_EMBEDDER = b"olav.embedder"
 META_DIM = b"olav.dim"

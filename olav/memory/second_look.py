@@ -133,3 +133,158 @@ def close_calls(cands: Sequence[Any], floors: RerankFloors, band: float) -> list
             close.append((gap, c))
     close.sort(key=lambda pair: pair[0])
     return [c for _, c in close[:MAX_CLOSE]]
+
+
+@dataclass
+class Look:
+    """What one second look did: the round trips, the judge's verdict, and any failure as
+    the one line the person is shown (the floors' decision stood)."""
+
+    rerank_ms: float | None = None
+    judge_ms: float | None = None
+    judged: list[tuple[str, bool]] | None = None  # (memory id, applies) of the close calls
+    notes: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rerank_ms": None if self.rerank_ms is None else round(self.rerank_ms, 1),
+            "judge_ms": None if self.judge_ms is None else round(self.judge_ms, 1),
+            "judged": [{"id": i, "applies": a} for i, a in self.judged or []],
+            "notes": list(self.notes or []),
+        }
+
+
+@dataclass
+class SecondLook:
+    """The workspace's reranker and judge, with the reranker's floors and the judge's band."""
+
+    reranker: Any = None  # olav.memory.rerank.Reranker
+    floors: RerankFloors = UNCALIBRATED
+    judge: Any = None  # olav.memory.judge.Judge
+    band: float = DEFAULT_BAND
+    floors_source: str = "uncalibrated"  # calibrated | reranker.floors | uncalibrated
+
+    def look(self, query: str, cands: Sequence[Any]) -> Look:
+        """Score the candidates and ask about the close calls, overruling the floors'
+        decisions in place (``cands`` were just decided by them)."""
+        from olav.memory.block import memory_body
+
+        notes: list[str] = []
+        out = Look(notes=notes)
+        if self.reranker is not None:
+            pool = [c for c in cands if c.hit.record.category != "episode"]
+            got = self.reranker.score(query, [memory_body(c.hit) for c in pool])
+            out.rerank_ms = got.ms
+            if got.scores is None:
+                notes.append(got.failure.line(self.reranker.where))
+            else:
+                for c, score in zip(pool, got.scores, strict=True):
+                    c.signals.rerank = score
+                    overrule(c.signals, self.floors)
+        if self.judge is not None:
+            close = close_calls(cands, self.floors, self.band)
+            if close:
+                verdict = self.judge.decide(query, [memory_body(c.hit) for c in close])
+                out.judge_ms = verdict.ms
+                if verdict.applies is None:
+                    notes.append(
+                        f"the judge (the chat model) gave no verdict ({verdict.failure}); "
+                        "the floors' decision stands"
+                    )
+                else:
+                    out.judged = []
+                    for c, applies in zip(close, verdict.applies, strict=True):
+                        c.signals.judged = applies
+                        overrule(c.signals, self.floors)
+                        out.judged.append((c.hit.record.id, applies))
+        return out
+
+
+RERANK_CALIBRATION = "rerank-floors.json"
+_rerankers: dict[tuple[Any, ...], Any] = {}
+
+
+def reranker_key(config: Any) -> str:
+    """What a reranker's calibrated floors are saved under: its address and model."""
+    return f"{config['reranker.base_url']}|{config['reranker.api']}|{config['reranker.model']}"
+
+
+def read_rerank_floors(directory: Any, key: str) -> RerankFloors | None:
+    import json
+    from pathlib import Path
+
+    path = Path(directory) / RERANK_CALIBRATION
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return RerankFloors.from_json(entry)
+    except (TypeError, ValueError):
+        return None
+
+
+def save_rerank_floors(
+    directory: Any, key: str, floors: RerankFloors, measured: dict[str, Any]
+) -> Any:
+    import json
+    from pathlib import Path
+
+    from olav.core.fsutil import atomic_write_bytes
+
+    path = Path(directory) / RERANK_CALIBRATION
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    data[key] = {**floors.to_json(), "measured": measured}
+    atomic_write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def for_config(config: Any, directory: Any, judge_model: Any = None) -> SecondLook | None:
+    """The second look the workspace's settings ask for (None: neither a reranker nor a
+    judge). ``judge_model``: the chat model for verdicts, built by the layer above memory
+    (:func:`olav.llm.models.verdict_model`); without it there is no judge."""
+    from olav.core.settings import SETTINGS_BY_KEY
+    from olav.memory.judge import Judge
+    from olav.memory.rerank import Reranker
+
+    given = config
+
+    class _Defaults:  # a partial mapping of settings (benchmarks, tests): the rest default
+        def __getitem__(self, key: str) -> Any:
+            try:
+                return given[key]
+            except KeyError:
+                return SETTINGS_BY_KEY[key].default
+
+    config = _Defaults()
+    reranker = None
+    if str(config["reranker.provider"]) != "none":
+        key = (
+            config["reranker.base_url"],
+            config["reranker.model"],
+            config["reranker.api"],
+            config["reranker.path"],
+            config["reranker.api_key_env"],
+            config["reranker.timeout_ms"],
+            config["reranker.scores"],
+        )
+        reranker = _rerankers.get(key)
+        if reranker is None:  # one client (and its connections) per process
+            reranker = _rerankers[key] = Reranker.from_config(config)
+    judge = Judge.from_config(config, judge_model)
+    if reranker is None and judge is None:
+        return None
+    floors, source = parse_rerank_floors(str(config["reranker.floors"])), "reranker.floors"
+    if floors is None:
+        saved = read_rerank_floors(directory, reranker_key(config))
+        floors, source = (saved, "calibrated") if saved else (UNCALIBRATED, "uncalibrated")
+    band = float(config["memory.judge_band"])
+    return SecondLook(reranker, floors, judge, band, source)

@@ -157,6 +157,15 @@ class _Assembly:
 
         return model_window(cfg, name).tokens
 
+    def verdicts(self) -> Any:
+        """The chat model as recall's judge of close calls (``memory.judge: model``), built
+        once for every agent; None when the judge is off."""
+        if not hasattr(self, "_verdicts"):
+            from olav.llm.models import verdict_model
+
+            self._verdicts = verdict_model(self.ws.config, root=self.ws.root)
+        return self._verdicts
+
     def middleware_for(
         self, a: Agent, tools: list[str], sub_names: set[str], name: str
     ) -> list[Any]:
@@ -166,7 +175,9 @@ class _Assembly:
         cfg, run, store, memory_on = self.ws.config, self.run, self.store, self.memory_on
         tier = model_tier(name, cfg["llm.tier"])
         rec = (
-            Recaller.for_config(store, cfg, agent=a.name, tier=tier, audit=run.audit)
+            Recaller.for_config(
+                store, cfg, agent=a.name, tier=tier, audit=run.audit, judge_model=self.verdicts()
+            )
             if memory_on
             else Recaller(store, agent=a.name, options=RecallOptions(tier=tier))
         )

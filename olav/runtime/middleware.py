@@ -173,7 +173,19 @@ class AutoRecallMiddleware(AgentMiddleware):
         result = self._recall_or_degrade(query)
         self._cache = (self.run.run_id, query, result)
         self.run.recalls.append(result)
+        if result.notes:  # a reranker or judge that failed: the floors decided
+            self._report_look(result.notes)
         return result
+
+    def _report_look(self, notes: list[str]) -> None:
+        """Log, audit and show (once per run) a second look that could not be had."""
+        for note in notes:
+            log.warning("recall for %s (run %s): %s", self.recaller.agent, self.run.run_id, note)
+        if self.run.audit:
+            stage = "rerank" if notes[0].startswith("the reranker") else "judge"
+            detail = {"agent": self.recaller.agent, "stage": stage, "message": notes[0]}
+            self.run.audit.event(self.run.run_id, "recall_degraded", detail)
+        self.run.warn("memory: " + notes[0])
 
     def _recall_or_degrade(self, query: str) -> RecallResult:
         """Hybrid recall; when the embedder, the table or an index fails, full-text recall;

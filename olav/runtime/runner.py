@@ -19,7 +19,8 @@ from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
 from olav.llm.models import translate_model_error
 from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
-from olav.memory.episodes import EVERY_N_TURNS
+from olav.memory.decisions import DecisionBuffer
+from olav.memory.policy import policy_for
 from olav.memory.scopes import private_scope, user_name
 from olav.memory.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
@@ -102,6 +103,8 @@ class Session:
         configure_logging(ws.logs)
         _migrate_audit(ws)
         self.audit = AuditRecorder(ws.audit_path)
+        # memory's decisions made on the background writer, written here (olav.memory.decisions)
+        self.decisions = DecisionBuffer()
         self.run = RunContext(
             audit=self.audit,
             approver=callbacks.approver,
@@ -201,8 +204,10 @@ class Session:
 
     def ask(self, text: str, *, resume: Any = _NO_RESUME) -> TurnResult:
         built = self.built
+        self.decisions.drain(self.audit)  # the previous run's, off its reply path
         if self._last_patterns and CORRECTION.search(text):
-            invalidate_ids(self.store, self._last_patterns)  # the user corrected that SQL
+            why = "the user corrected its SQL in the next message"
+            invalidate_ids(self.store, self._last_patterns, self.audit, reason=why)
         self._last_patterns = []
         claim = uuid.uuid4().hex
         owner = user_name(self.ws.config)
@@ -417,7 +422,7 @@ class Session:
         self._capture_run(text, run_id, outcome)
         self._run_hooks(run_id, outcome)
         self.turns += 1
-        if self.turns % EVERY_N_TURNS == 0:
+        if self.turns % policy_for(self.ws.config).episode_every_turns == 0:
             self._writer.submit("episode", self.write_episode)
         self._writer.submit("memory maintenance", self._maintain)
 
@@ -435,6 +440,7 @@ class Session:
                 run_id=run_id,
                 declared=self._capture,
                 scope=private_scope(self.ws.config),
+                policy=policy_for(self.ws.config),
             )
         except Exception as exc:  # learning must never break the chat
             log.warning("capture failed for run %s: %s", run_id, exc)
@@ -442,7 +448,9 @@ class Session:
         # the patterns this run used, new or already stored: a correction invalidates them
         self._last_patterns = plan.pattern_ids
         if plan:
-            self._writer.submit(f"capture of run {run_id}", apply_capture, self.store, plan)
+            self._writer.submit(
+                f"capture of run {run_id}", apply_capture, self.store, plan, self.decisions
+            )
 
     def _run_hooks(self, run_id: str, outcome: str) -> None:
         """The composer's after-run hooks; what they start is waited for by wait_background."""
@@ -482,7 +490,10 @@ class Session:
             runs = session_runs(self.audit.path, self.session_id)
             calls = runs_tool_calls(self.audit.path, [r[0] for r in runs])
             log_rows = SessionLog(self.session_id, runs, calls)
-            return write_episode(self.store, log_rows, self.agent_name)
+            policy = policy_for(self.ws.config)
+            return write_episode(
+                self.store, log_rows, self.agent_name, policy=policy, decisions=self.decisions
+            )
         except Exception as exc:  # an episode is a nicety; never break the chat for it
             log.warning("episode for session %s not written: %s", self.session_id, exc)
             return None
@@ -492,6 +503,7 @@ class Session:
         and learning, and write the episode."""
         self.wait_background()
         self.write_episode()
+        self.decisions.drain(self.audit)
 
     def wait_background(self, timeout: float = 120.0) -> None:
         """Wait for the memory writes of the runs so far (captures, bumps, the recall log)
@@ -503,3 +515,4 @@ class Session:
         pending, self._background = self._background, []
         for thread in pending:
             thread.join(timeout)
+        self.decisions.drain(self.audit)

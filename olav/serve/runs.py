@@ -22,6 +22,7 @@ pending or running, though the server that ran it is gone, is reported, and reco
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from olav.core.config import Config, Workspace
+from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.runtime.threads import UNFINISHED, RunRecord, ThreadNotFoundError, pid_alive
@@ -105,7 +106,8 @@ def _jsonable(value: Any) -> bool:
 def operator_workspace(ws: Workspace, operator: str) -> Workspace:
     """``ws`` as ``operator`` sees it: their ``memory.user``, everything else the same."""
     values = {**ws.config.values, "memory.user": operator}
-    return Workspace(root=ws.root, config=Config(values=values, agents=ws.config.agents))
+    # the rest of the configuration as it is: the memory policy and where each value came from
+    return Workspace(root=ws.root, config=dataclasses.replace(ws.config, values=values))
 
 
 @dataclass

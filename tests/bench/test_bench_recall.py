@@ -16,7 +16,8 @@ import pytest
 
 from olav.memory.embedders import CachedEmbedder, E5Embedder
 from olav.memory.filters import SearchFilter
-from olav.memory.recall import QUOTAS, Recaller, RecallOptions
+from olav.memory.policy import DEFAULTS
+from olav.memory.recall import Recaller, RecallOptions
 from olav.memory.schema import MemoryRecord
 from olav.memory.search import SearchTuning
 from olav.memory.store import MemoryStore
@@ -31,7 +32,7 @@ def build(path: Path, embedder: E5Embedder, n: int, seed: int = 3) -> MemoryStor
     store = MemoryStore(path, embedder, tuning=SearchTuning(ann_threshold=50_000))
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
-    cats = list(QUOTAS)
+    cats = list(DEFAULTS.quotas)
     batch: list[MemoryRecord] = []
     for i in range(n):
         v = nrng.standard_normal(embedder.dim).astype(np.float32)

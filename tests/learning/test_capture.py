@@ -13,7 +13,8 @@ from olav.memory.capture import (
     should_capture,
 )
 from olav.memory.filters import SearchFilter
-from olav.memory.schema import CATEGORIES, CATEGORY_TTL, expiry_for
+from olav.memory.policy import DEFAULTS
+from olav.memory.schema import CATEGORIES
 from tests.helpers import hash_store
 
 
@@ -110,9 +111,10 @@ def test_expiry_follows_the_category_not_words_in_the_result(tmp_path: Path) -> 
     rows = {r.category: r for r in (store.get(i) for i in ids) if r is not None}
     assert set(rows) == {"operational_event", "query_pattern"}
     assert all(r.expires_at is None for r in rows.values())  # no 24 h expiry for exports
-    assert CATEGORY_TTL["operational_event"] is None and CATEGORY_TTL["query_pattern"] is None
-    assert set(CATEGORY_TTL) == set(CATEGORIES)  # one table covers every category
-    lesson = expiry_for("reflection", datetime(2026, 1, 1, tzinfo=UTC))
+    ttl = DEFAULTS.ttl
+    assert ttl["operational_event"] is None and ttl["query_pattern"] is None
+    assert set(ttl) == set(CATEGORIES)  # one table covers every category
+    lesson = DEFAULTS.expiry_for("reflection", datetime(2026, 1, 1, tzinfo=UTC))
     assert lesson == datetime(2026, 1, 31, tzinfo=UTC)
 
 

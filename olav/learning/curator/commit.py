@@ -99,11 +99,11 @@ def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[
     return mem_id, [mem_id]
 
 
-def _commit_row(store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
+def _commit_row(store: Any, d: dict[str, Any], root: Path) -> tuple[str, list[str]]:
     """A fact/preference/decision: the intent is its subject, so a new value for the same
-    subject (or a near-duplicate) supersedes the old row, which stays for history."""
+    subject (or a near-duplicate) conflicts with the old row; the workspace's policy says
+    what that does (by default the old row is superseded and stays for history)."""
     from olav.memory.conflicts import remember
-    from olav.memory.lessons import DEDUP_DISTANCE
 
     mem_id = f"{d['category']}_{d['intent']}"
     existing = store.get(mem_id)
@@ -129,7 +129,8 @@ def _commit_row(store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
             "curator": True,
         },
     )
-    result = remember(store, rec, near_distance=DEDUP_DISTANCE)
+    policy, log = _control_plane(root)
+    result = remember(store, rec, policy=policy, log=log)
     return result.memory_id, [result.memory_id, *result.replaced]
 
 
@@ -196,6 +197,10 @@ def _store_draft(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[s
     """Write the draft where its category belongs: (memory id, all ids, what was done)."""
     info = prepare(root, d)
     cat = d["category"]
+    if d.get("amends"):  # keywords for a guide that exists, in its own file
+        from olav.learning.curator.amend import commit_amendment
+
+        return commit_amendment(root, store, d)
     if cat in GUIDE_CATEGORIES:
         mem_id, ids = _commit_guide(root, store, d)
         return mem_id, ids, f"Committed guide {mem_id} ({info['file']})."
@@ -211,8 +216,23 @@ def _store_draft(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[s
     if cat == "topology":
         mem_id, ids = _commit_topology(store, d, info["format"])
         return mem_id, ids, f"Committed {info['format']} topology as {mem_id}."
-    mem_id, ids = _commit_row(store, d)
+    mem_id, ids = _commit_row(store, d, root)
     return mem_id, ids, f"Committed to memory as {mem_id}."
+
+
+def _control_plane(root: Path) -> tuple[Any, Any]:
+    """The memory policy of the workspace at ``root`` and its decision log (the audit), or
+    the default policy and no log outside a workspace."""
+    from olav.core.config import OLAV_DIR, Workspace
+    from olav.memory.policy import DEFAULTS, policy_for
+
+    if not (root / OLAV_DIR).is_dir():
+        return DEFAULTS, None
+    from olav.audit.recorder import AuditRecorder
+
+    ws = Workspace.open(root)
+    log = AuditRecorder(ws.audit_path) if ws.audit_path.is_file() else None
+    return policy_for(ws.config), log
 
 
 def _audit_commit(audit_path: Path, mem_id: str, d: dict[str, Any], detail: dict[str, Any]) -> None:
@@ -260,6 +280,7 @@ def commit_draft(
             "confirmed_by": confirmed_by,
             "archive": archive.relative_to(root).as_posix(),
             **({"operator": operator} if operator else {}),
+            **({"amends": draft.data["amends"]} if draft.data.get("amends") else {}),
         }
         _audit_commit(audit_path, mem_id, draft.data, detail)
     return done

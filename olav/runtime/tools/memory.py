@@ -58,13 +58,19 @@ class LessonArgs(ToolArgs):
 
 
 def record_reflection(ctx: ToolContext, lesson: str) -> str:
-    from olav.memory.calibration import dedup_distance
+    from olav.audit.recorder import AuditRecorder
     from olav.memory.lessons import add_reflection
+    from olav.memory.policy import policy_for
     from olav.memory.scopes import private_scope
 
-    threshold = dedup_distance(ctx.config, ctx.store.embedder.name) if ctx.config else 0.20
     scope = private_scope(ctx.config) or "global"
     added, rid = add_reflection(
-        ctx.store, lesson, source="reflector", dedup_distance=threshold, scope=scope
+        ctx.store,
+        lesson,
+        source="reflector",
+        scope=scope,
+        policy=policy_for(ctx.config),
+        log=AuditRecorder(ctx.audit_db),
+        run_id=ctx.run_id,
     )
     return f"Recorded lesson {rid}" if added else f"Skipped: a near-identical lesson exists ({rid})"

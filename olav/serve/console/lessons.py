@@ -2,7 +2,8 @@
 requests of the recall log that got no directive though a guide came close.
 
 The lessons are the live ``reflection`` rows (not retired, not expired) of the operator's
-readable scopes, newest first, with when each expires (:data:`olav.memory.schema.CATEGORY_TTL`).
+readable scopes, newest first, with when each expires (the ``ttl`` of
+:mod:`olav.memory.policy`).
 The gaps are what `olav memory gaps` shows (:func:`olav.learning.gaps.near_misses`) over the
 newest recalls of the runs the operator may see (another operator's requests are theirs), less
 any guide of a scope they may not read. Nothing here edits a guide: a gap's **Propose

@@ -33,7 +33,10 @@ def explain(ctx: Ctx, query: str, agent: str, tier: str) -> tuple[Any, Any]:
 
     if not readable(ctx.config, agent):  # an agent name is a scope: never another operator's
         raise Refused(f"agent {agent!r} names another operator's scope")
-    rec = Recaller.for_config(ctx.store(), ctx.config, agent=agent, tier=tier)
+    from olav.llm.models import verdict_model
+
+    judge = verdict_model(ctx.config, root=ctx.server.ws.root)
+    rec = Recaller.for_config(ctx.store(), ctx.config, agent=agent, tier=tier, judge_model=judge)
     return rec, rec.recall(query, dry_run=True)
 
 

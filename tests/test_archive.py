@@ -1,0 +1,152 @@
+"""Capacity with cold storage: a bounded category's lowest-value live rows move to the archive
+table, are never recalled, can be listed and restored, and a kill in the middle of a move
+loses no row. Guides and pinned rows are never archived."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from olav.audit.db import migrate
+from olav.audit.queries import memory_decisions
+from olav.audit.recorder import AuditRecorder
+from olav.core.config import Config, Workspace
+from olav.core.errors import ConfigError
+from olav.memory.archive import Archive, enforce_capacity, restore
+from olav.memory.lessons import add_reflection
+from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
+from olav.memory.store import MemoryStore
+from tests.helpers import HASH_CONFIG, OlavCli, hash_store, rec, write_config
+
+OLD = datetime.now(UTC) - timedelta(days=90)
+
+
+def _bounded(**caps: int) -> MemoryPolicy:
+    return MemoryPolicy(capacity={**DEFAULTS.capacity, **caps})
+
+
+def _facts(store: MemoryStore) -> None:
+    store.upsert(
+        [
+            rec("keep_used", "vlan 10 is voice", category="fact", access_count=9, updated_at=OLD),
+            rec("keep_sure", "vlan 20 is data", category="fact", confidence=0.9),
+            rec("drop_old", "vlan 30 was guests", category="fact", confidence=0.3, updated_at=OLD),
+            rec("drop_unsure", "vlan 40 may be lab", category="fact", confidence=0.2),
+            rec(
+                "pinned",
+                "vlan 50 is mgmt",
+                category="fact",
+                confidence=0.1,
+                updated_at=OLD,
+                metadata={"pinned": True},
+            ),
+        ]
+    )
+
+
+def test_the_lowest_value_rows_go_to_the_archive_and_are_never_recalled(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    _facts(store)
+    migrate(tmp_path / "audit.duckdb")
+    audit = AuditRecorder(tmp_path / "audit.duckdb")
+    assert enforce_capacity(store, DEFAULTS) == []  # unbounded: nothing moves
+    moved = enforce_capacity(store, _bounded(fact=3), log=audit, run_id="r1")
+    assert sorted(moved) == ["drop_old", "drop_unsure"]
+    assert {r.id for r in store.list_rows()} == {"keep_used", "keep_sure", "pinned"}
+    archived = {r.id: r for r in Archive(store).rows()}
+    assert set(archived) == {"drop_old", "drop_unsure"}
+    assert archived["drop_old"].vector is not None and archived["drop_old"].confidence == 0.3
+    hits = store.search("vlan guests lab", mode="hybrid", k=10)
+    assert not {h.record.id for h in hits} & set(archived)
+    log = memory_decisions(audit.path, kinds=("lifecycle",), limit=10)
+    assert sorted(d["memory_id"] for d in log) == ["drop_old", "drop_unsure"]
+    assert all(d["action"] == "archived" and "capacity 3" in d["reason"] for d in log)
+    # restore puts a row back as it was (vector, counts); the archive no longer holds it
+    assert restore(store, ["drop_old"], log=audit) == ["drop_old"]
+    back = store.get("drop_old", with_vector=True)
+    assert back is not None and back.vector == archived["drop_old"].vector
+    assert (back.confidence, back.updated_at) == (0.3, archived["drop_old"].updated_at)
+    assert {r.id for r in Archive(store).rows()} == {"drop_unsure"}
+    assert memory_decisions(audit.path, kinds=("lifecycle",), limit=1)[0]["action"] == "restored"
+
+
+def test_guides_and_pinned_rows_are_never_archived(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    store.upsert(
+        [rec(f"g{i}", f"guide {i}", category="usage_guide", confidence=0.1) for i in range(3)]
+        + [
+            rec(f"p{i}", f"pinned {i}", category="preference", metadata={"pinned": True})
+            for i in range(3)
+        ]
+    )
+    assert enforce_capacity(store, _bounded(preference=1)) == []  # all pinned
+    assert store.count() == 6
+    path = tmp_path / "olav.yaml"
+    path.write_text("memory:\n  policy:\n    capacity: {usage_guide: 1}\n")
+    with pytest.raises(ConfigError, match="guides are never archived"):
+        policy_for(Config.load(path, environ={}))
+
+
+def test_a_write_over_capacity_archives_at_once(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    policy = _bounded(reflection=2)
+    for text in ("check the vault token first", "retry the backup once", "read the cron log"):
+        add_reflection(store, text, dedup_distance=0.0, policy=policy)
+    assert store.count("category = 'reflection'") == 2
+    assert len(Archive(store).rows()) == 1
+
+
+KILL_MID_MOVE = """
+import os, signal, sys
+from olav.memory import archive
+from olav.memory.policy import DEFAULTS, MemoryPolicy
+from tests.helpers import hash_store
+
+store = hash_store(sys.argv[1])
+archive.between_copy_and_delete = lambda: os.kill(os.getpid(), signal.SIGKILL)
+archive.enforce_capacity(store, MemoryPolicy(capacity={**DEFAULTS.capacity, "fact": 3}))
+"""
+
+
+def test_a_kill_in_the_middle_of_a_move_loses_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "m.lance"
+    store = hash_store(path)
+    _facts(store)
+    every = {r.id for r in store.list_rows()}
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_MID_MOVE, str(path)], cwd=root, capture_output=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    store = hash_store(path)
+    live, cold = {r.id for r in store.list_rows()}, {r.id for r in Archive(store).rows()}
+    assert live | cold == every  # copied, not yet deleted: in both tables, lost from neither
+    assert cold == {"drop_old", "drop_unsure"} and cold <= live
+    # the next pass finishes the move
+    assert enforce_capacity(store, _bounded(fact=3)) == []
+    live, cold = {r.id for r in store.list_rows()}, {r.id for r in Archive(store).rows()}
+    assert live == {"keep_used", "keep_sure", "pinned"} and cold == {"drop_old", "drop_unsure"}
+
+
+def test_olav_memory_archive_list_and_restore(hash_ws: Path, olav: OlavCli) -> None:
+    write_config(hash_ws, HASH_CONFIG + "memory:\n  policy:\n    capacity: {fact: 3}\n")
+    ws = Workspace.open(hash_ws)
+    store = MemoryStore.for_workspace(ws)
+    _facts(store)
+    res = olav("memory", "gc")
+    assert res.exit_code == 0, res.output
+    listed = olav("memory", "archive", "list")
+    assert "drop_old" in listed.output and "drop_unsure" in listed.output
+    data = json.loads(olav("memory", "archive", "list", "--json").output)
+    assert sorted(r["id"] for r in data) == ["drop_old", "drop_unsure"]
+    assert olav("memory", "archive", "restore", "drop_old").exit_code == 0
+    assert store.get("drop_old") is not None
+    assert olav("memory", "archive", "restore", "nope").exit_code != 0
+    kinds = json.loads(olav("memory", "log", "--kind", "lifecycle", "--json").output)
+    assert {d["action"] for d in kinds} >= {"archived", "restored", "collected"}

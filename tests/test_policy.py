@@ -1,0 +1,358 @@
+"""MemoryPolicy: one object holds every memory decision's numbers, built from the defaults,
+the older memory keys and ``memory.policy.*`` of olav.yaml; the decision points read it, and
+no module keeps a decision constant of its own."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from olav.core.config import Config, Workspace
+from olav.core.errors import ConfigError
+from olav.memory.calibration import save_workspace_calibration
+from olav.memory.capture import ToolEvent, capture
+from olav.memory.lifecycle import decay_weight
+from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
+from olav.memory.recall import Recaller, RecallOptions
+from olav.memory.relevance import Floors
+from tests.helpers import HASH_CONFIG, OlavCli, OlavMain, hash_store, rec, write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICY_FILE = ROOT / "olav" / "memory" / "policy.py"
+
+
+def _config(tmp_path: Path, policy_yaml: str, extra: str = "") -> Config:
+    path = tmp_path / "olav.yaml"
+    path.write_text(f"memory:\n{extra}  policy:\n{policy_yaml}")
+    return Config.load(path, environ={})
+
+
+def test_defaults_are_the_numbers_recall_capture_and_lifecycle_always_used() -> None:
+    assert dict(DEFAULTS.quotas) == {
+        "usage_guide": 3,
+        "expert_knowledge": 3,
+        "query_pattern": 2,
+        "format_guide": 1,
+        "reflection": 1,
+        "fact": 2,
+        "preference": 1,
+        "decision": 1,
+        "operational_event": 2,
+        "topology": 1,
+        "document": 2,
+        "episode": 1,
+    }
+    assert dict(DEFAULTS.tier_totals) == {"small": 3, "medium": 5, "large": 13}
+    assert DEFAULTS.tier_total("unknown") == 3 and DEFAULTS.episode_cap(1000) == 250
+    assert DEFAULTS.ttl["reflection"] == timedelta(days=30)
+    assert [c for c, t in DEFAULTS.ttl.items() if t is not None] == ["reflection"]
+    assert DEFAULTS.dedup_for("e5:multilingual-e5-small") == 0.20
+    assert DEFAULTS.dedup_for("ollama:bge-m3") == 0.3
+    assert DEFAULTS.default_floors("e5:multilingual-e5-small+use-m3") == Floors(
+        0.03, 0.01, -0.02, 0.04, 0.04, 0.005
+    )
+    assert DEFAULTS.default_floors("hash:hash-64") is None
+    assert DEFAULTS.is_write_tool("push_config") and not DEFAULTS.is_write_tool("list_devices")
+    assert not DEFAULTS.is_write_tool("record_reflection")  # olav's own memory tools
+    assert {c for c, m in DEFAULTS.conflicts.items() if m == "supersede"} == {
+        "fact",
+        "preference",
+        "decision",
+    }
+    assert set(DEFAULTS.capacity.values()) == {None}  # unbounded until item 3 sets one
+
+
+def test_yaml_keys_set_the_policy_and_each_value_names_its_source(tmp_path: Path) -> None:
+    cfg = _config(
+        tmp_path,
+        "    quotas: {reflection: 2, usage_guide: 0}\n"
+        "    ttl_days: {operational_event: 7, reflection: never}\n"
+        "    half_life_days: {episode: 5}\n"
+        "    conflicts: {fact: review}\n"
+        "    capacity: {reflection: 500}\n"
+        "    capture: {write_verbs: [backup], episode_every_turns: 4}\n",
+        extra="  half_life_days: 12\n",
+    )
+    p = policy_for(cfg)
+    assert (p.quota("reflection"), p.quota("usage_guide"), p.quota("fact")) == (2, 0, 2)
+    assert p.ttl["operational_event"] == timedelta(days=7) and p.ttl["reflection"] is None
+    assert (p.half_life("episode"), p.half_life("fact")) == (5.0, 12.0)
+    assert p.conflict_mode("fact") == "review" and p.capacity["reflection"] == 500
+    assert p.is_write_tool("backup_device_config") and not p.is_write_tool("push_config")
+    assert p.episode_every_turns == 4
+    where = str(tmp_path / "olav.yaml")
+    assert p.source("quotas.reflection") == f"{where}: memory.policy.quotas.reflection"
+    assert p.source("half_life_days") == f"{where}: memory.half_life_days"
+    assert p.source("ttl.operational_event") == f"{where}: memory.policy.ttl_days.operational_event"
+    assert p.source("quotas.fact") == "default" and p.source("token_budget") == "default"
+    assert policy_for(cfg) is p  # built once per configuration
+
+
+def test_an_environment_variable_is_the_source_it_names(tmp_path: Path) -> None:
+    (tmp_path / "olav.yaml").write_text("memory:\n  token_budget: 800\n")
+    cfg = Config.load(tmp_path / "olav.yaml", environ={"OLAV_MEMORY_HALF_LIFE_DAYS": "3"})
+    p = policy_for(cfg)
+    assert (p.half_life_days, p.source("half_life_days")) == (3.0, "OLAV_MEMORY_HALF_LIFE_DAYS")
+    assert p.token_budget == 800 and p.source("token_budget").endswith(": memory.token_budget")
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        (
+            '    quotas: {reflection: "x"}\n',
+            'memory.policy.quotas.reflection must be an integer ≥ 0, got "x"',
+        ),
+        ("    quotas: {lesson: 1}\n", "unknown key 'memory.policy.quotas.lesson'"),
+        ("    quotas: {reflection: -1}\n", "memory.policy.quotas.reflection must be an integer"),
+        ("    candidates: .nan\n", "memory.policy.candidates must be an integer ≥ 1, got nan"),
+        ("    tier_totals: {huge: 9}\n", "unknown key 'memory.policy.tier_totals.huge'"),
+        ("    episode_share: 2\n", "memory.policy.episode_share must be a number > 0 and ≤ 1"),
+        ("    ttl_days: {fact: -3}\n", "memory.policy.ttl_days.fact must be a number > 0"),
+        ("    conflicts: {fact: overwrite}\n", "memory.policy.conflicts.fact must be one of"),
+        ("    capacity: {fact: 0}\n", "memory.policy.capacity.fact must be an integer ≥ 1"),
+        ("    capture: {write_verbs: push}\n", "memory.policy.capture.write_verbs must be a list"),
+        ("    no_decay_origins: [robot]\n", "memory.policy.no_decay_origins must be a list of"),
+        ("    quota: {fact: 1}\n", "unknown key 'memory.policy.quota'"),
+        ("    7\n", "memory.policy must be a mapping"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_key(
+    tmp_path: Path, yaml_text: str, message: str
+) -> None:
+    cfg = _config(tmp_path, yaml_text)
+    with pytest.raises(ConfigError) as info:
+        policy_for(cfg)
+    assert message in info.value.message
+    assert info.value.message.startswith(str(tmp_path / "olav.yaml"))
+    assert "\n" not in info.value.message + (info.value.hint or "")
+
+
+def test_the_cli_reports_a_bad_policy_as_one_red_line(hash_ws: Path, olav_main: OlavMain) -> None:
+    write_config(hash_ws, HASH_CONFIG + "memory:\n  policy:\n    quotas: {fact: many}\n")
+    res = olav_main("memory", "policy")
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert (
+        len(lines) == 1
+        and 'memory.policy.quotas.fact must be an integer ≥ 0, got "many"' in (lines[0])
+    )
+
+
+def test_recall_takes_its_ceilings_and_total_from_the_policy(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    store.upsert(
+        [
+            rec(f"g{i}", f"backup the router configs step {i}", category="usage_guide")
+            for i in range(3)
+        ]
+        + [rec(f"f{i}", f"backup the router configs fact {i}", category="fact") for i in range(3)]
+    )
+    query = "backup the router configs"
+
+    def injected(policy: MemoryPolicy) -> list[str]:
+        options = RecallOptions(tier="large", bump_access=False, policy=policy)
+        return Recaller(store, agent="global", options=options).recall(query).injected_ids
+
+    default = injected(DEFAULTS)
+    assert (
+        sum(i.startswith("g") for i in default) == 3
+        and sum(i.startswith("f") for i in default) == 2
+    )
+    no_guides = MemoryPolicy(quotas={**DEFAULTS.quotas, "usage_guide": 0, "fact": 3})
+    assert sorted(injected(no_guides)) == ["f0", "f1", "f2"]
+    one = MemoryPolicy(tier_totals={"small": 1, "medium": 1, "large": 1})
+    assert len(injected(one)) == 1
+
+
+def test_capture_ttl_and_decay_read_the_policy(tmp_path: Path) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    policy = MemoryPolicy(
+        write_verbs=frozenset({"backup"}),
+        ttl={**DEFAULTS.ttl, "operational_event": timedelta(days=7)},
+        category_half_life={"operational_event": 1.0},
+    )
+    ev = ToolEvent("netops", "backup_device_config", {"device": "r1"}, "saved", "success")
+    assert capture(store, [ev], question="back up r1", run_id="r1") == []  # default rule
+    (rid,) = capture(store, [ev], question="back up r1", run_id="r1", policy=policy)
+    row = store.get(rid)
+    assert row is not None and row.expires_at is not None
+    assert abs(row.expires_at - (datetime.now(UTC) + timedelta(days=7))) < timedelta(minutes=5)
+    old = rec(
+        "o", "x", category="operational_event", updated_at=datetime.now(UTC) - timedelta(days=2)
+    )
+    assert abs(decay_weight(old, policy=policy) - 0.25) < 1e-3  # two one-day half-lives
+    assert decay_weight(old) > 0.95  # the default 30 days
+
+
+def test_olav_memory_policy_prints_every_value_with_its_source(
+    hash_ws: Path, olav: OlavCli
+) -> None:
+    write_config(
+        hash_ws, HASH_CONFIG + "memory:\n  half_life_days: 9\n  policy:\n    quotas: {fact: 4}\n"
+    )
+    ws = Workspace.open(hash_ws)
+    res = olav("memory", "policy", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    rows = {r["key"]: r for r in data["values"]}
+    assert rows["quotas.fact"]["value"] == 4
+    assert rows["quotas.fact"]["source"] == f"{ws.config_path}: memory.policy.quotas.fact"
+    assert rows["half_life_days"] == {
+        "key": "half_life_days",
+        "value": 9.0,
+        "source": f"{ws.config_path}: memory.half_life_days",
+    }
+    assert rows["quotas.usage_guide"]["source"] == "default"
+    assert rows["capacity.reflection"]["value"] is None
+    # the hash embedder has no floors of olav's: none, until this workspace calibrates some
+    assert data["relevance"]["floors"] is None
+    floors = Floors(0.1, 0.05, 0.0, 0.1, 0.1, 0.01)
+    key = data["relevance"]["floors_key"]  # the embedder's, with the second opinion's
+    assert key.startswith("hash:hash-64")
+    save_workspace_calibration(ws.databases, key, floors, {})
+    data = json.loads(olav("memory", "policy", "--json").output)
+    assert data["relevance"]["floors"]["directive"] == 0.1
+    assert data["relevance"]["source"] == str(ws.databases / "calibration.json")
+    text = olav("memory", "policy").output
+    assert "quotas.fact" in text and "memory.policy.quotas.fact" in text
+    assert "calibration.json" in text and "unbounded" in text
+
+
+# -- no memory-decision constant outside MemoryPolicy -------------------------------------------
+
+# names a decision constant takes (module or class level), and parameters whose literal default
+# would be a second copy of a policy value
+CONSTANT_NAMES = (
+    "QUOTAS",
+    "TIER_TOTAL",
+    "EPISODE_SHARE",
+    "CATEGORY_TTL",
+    "WRITE_VERBS",
+    "SELF_WRITING",
+    "SUPERSEDING",
+    "NO_DECAY_ORIGINS",
+    "ORIGIN_RANK",
+    "EVERY_N_TURNS",
+    "UPSTREAM_DEDUP",
+    "CALIBRATED_FLOORS",
+    "DOCUMENT_CONFIDENCE",
+)
+CONSTANT_PARTS = ("_FLOOR", "_DISTANCE", "HALF_LIFE", "_TTL", "DEDUP", "QUOTA")
+PARAMETER_PARTS = ("distance", "half_life", "quota", "ttl", "floor")
+# not decisions: the golden benchmark's sweep grid and margin (it measures the dedup distance),
+# the runner's access-count write batching, and how long a team table's write leases live
+ALLOWED = {
+    ("olav/bench/golden.py", "DEDUP_GRID"),
+    ("olav/bench/golden.py", "DEDUP_MARGIN"),
+    ("olav/runtime/runner.py", "BUMP_EVERY_N_TURNS"),
+    ("olav/memory/remote.py", "WRITE_TTL"),
+    ("olav/memory/remote.py", "MAINTENANCE_TTL"),
+}
+
+
+def _number(node: ast.AST | None) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    )
+
+
+def _is_constant(name: str, value: ast.AST | None) -> bool:
+    """A listed name whatever it holds; a name with a decision's word in it when it holds a
+    number (``LESSON_FLOOR = 0.04``, ``DEDUP = {"e5": 0.2}``), not names of fields."""
+    if name in CONSTANT_NAMES:
+        return True
+    worded = name.isupper() and any(part in name for part in CONSTANT_PARTS)
+    return worded and value is not None and any(_number(n) for n in ast.walk(value))
+
+
+def decision_constants(source: str, where: str) -> list[str]:
+    """``where:line name`` of every assignment of a decision-constant name at module or class
+    level, and every parameter named for a decision value with a number as its default."""
+    found = []
+    tree = ast.parse(source)
+    scopes = [tree.body] + [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for body in scopes:
+        for node in body:
+            targets: list[ast.Name] = []
+            value: ast.AST | None = None
+            if isinstance(node, ast.Assign):
+                targets = [t for t in node.targets if isinstance(t, ast.Name)]
+                value = node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                targets, value = [node.target], node.value
+            for t in targets:
+                if _is_constant(t.id, value) and (where, t.id) not in ALLOWED:
+                    found.append(f"{where}:{node.lineno} {t.id}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.args + node.args.kwonlyargs
+            defaults = [None] * (len(node.args.args) - len(node.args.defaults))
+            defaults += list(node.args.defaults) + list(node.args.kw_defaults)
+            for arg, default in zip(args, defaults, strict=True):
+                if _number(default) and any(p in arg.arg.lower() for p in PARAMETER_PARTS):
+                    found.append(f"{where}:{node.lineno} {node.name}({arg.arg}=...)")
+    return found
+
+
+def test_the_scan_finds_a_decision_constant_where_one_is_planted() -> None:
+    planted = (
+        "QUOTAS = {'fact': 2}\n"
+        "LESSON_FLOOR: float = 0.04\n"
+        "class Tuning:\n    DEDUP_DISTANCE = 0.2\n"
+        "def add(store, *, dedup_distance: float = 0.20, limit: int = 2, floors=True): ...\n"
+        "DEDUP_GRID = (0.1, 0.2)\n"
+        "LESSON_FLOORS = ('lesson', 'lesson_words')\n"
+        "SELF_WRITING = frozenset({'record_reflection'})\n"
+    )
+    assert decision_constants(planted, "olav/x.py") == [
+        "olav/x.py:1 QUOTAS",
+        "olav/x.py:2 LESSON_FLOOR",
+        "olav/x.py:6 DEDUP_GRID",
+        "olav/x.py:8 SELF_WRITING",
+        "olav/x.py:4 DEDUP_DISTANCE",
+        "olav/x.py:5 add(dedup_distance=...)",
+    ]
+
+
+def test_no_memory_decision_constant_lives_outside_the_policy() -> None:
+    found = []
+    for path in sorted((ROOT / "olav").rglob("*.py")):
+        if path == POLICY_FILE:
+            continue
+        where = path.relative_to(ROOT).as_posix()
+        found += decision_constants(path.read_text(encoding="utf-8"), where)
+    assert found == [], "decision constants outside olav/memory/policy.py: " + ", ".join(found)
+    for module, names in {
+        "olav.memory.recall": ("QUOTAS", "TIER_TOTAL", "EPISODE_SHARE"),
+        "olav.memory.schema": ("CATEGORY_TTL", "expiry_for"),
+        "olav.memory.calibration": ("CALIBRATED_FLOORS", "DEDUP", "UPSTREAM_DEDUP", "REFERENCE"),
+        "olav.memory.capture": ("WRITE_VERBS", "SELF_WRITING"),
+        "olav.memory.lessons": ("DEDUP_DISTANCE",),
+        "olav.memory.conflicts": ("SUPERSEDING",),
+        "olav.memory.lifecycle": ("NO_DECAY_ORIGINS", "ORIGIN_RANK", "DEFAULT_HALF_LIFE_DAYS"),
+        "olav.memory.episodes": ("EVERY_N_TURNS",),
+    }.items():
+        mod = importlib.import_module(module)
+        assert [n for n in names if hasattr(mod, n)] == [], module
+
+
+def test_olav_serve_sessions_keep_the_workspace_s_policy(tmp_path: Path) -> None:
+    """An operator's session on `olav serve` is the workspace's configuration with their own
+    memory.user: the policy and where its values came from are the same."""
+    from olav.serve.runs import operator_workspace
+
+    write_config(tmp_path, HASH_CONFIG + "memory:\n  policy:\n    quotas:\n      fact: 5\n")
+    ws = Workspace.open(tmp_path)
+    bob = operator_workspace(ws, "bob")
+    assert bob.config["memory.user"] == "bob"
+    assert policy_for(bob.config).quotas["fact"] == 5
+    assert policy_for(bob.config) == policy_for(ws.config)
+    assert bob.config.origins == ws.config.origins
