@@ -239,6 +239,9 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
     except OlavError as exc:
         error = exc.one_line()
     seconds = time.perf_counter() - started
+    # the run's captures and maintenance finish before its sandbox is removed (else they
+    # write into a folder being deleted, and the removal can fail)
+    session.wait_background()
     if mode == "off" and any(r.block for r in session.run.recalls):
         raise OlavError("memory off still injected a <relevant-memories> block (a bench bug)")
     tools = [e.tool for e in session.run.tool_events]

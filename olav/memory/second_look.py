@@ -204,6 +204,13 @@ RERANK_CALIBRATION = "rerank-floors.json"
 _rerankers: dict[tuple[Any, ...], Any] = {}
 
 
+def _close_rerankers() -> None:
+    for reranker in _rerankers.values():
+        if reranker is not None:
+            reranker.close()
+    _rerankers.clear()
+
+
 def reranker_key(config: Any) -> str:
     """What a reranker's calibrated floors are saved under: its address and model."""
     return f"{config['reranker.base_url']}|{config['reranker.api']}|{config['reranker.model']}"
@@ -278,6 +285,10 @@ def for_config(config: Any, directory: Any, judge_model: Any = None) -> SecondLo
         )
         reranker = _rerankers.get(key)
         if reranker is None:  # one client (and its connections) per process
+            if not _rerankers:
+                import atexit
+
+                atexit.register(_close_rerankers)
             reranker = _rerankers[key] = Reranker.from_config(config)
     judge = Judge.from_config(config, judge_model)
     if reranker is None and judge is None:
