@@ -189,7 +189,10 @@ def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None
         say("the reranker's and the judge's cost to recall")
         from olav.bench.perf_second_look import measure_second_look
 
-        report["second_look"] = measure_second_look()
+        # as many requests as the recall cells time (at least 20), on up to 400 rows
+        report["second_look"] = measure_second_look(
+            rows=min(400, sizes[-1]), queries=max(20, opts.queries)
+        )
         if opts.cli_runs:
             _measure_cli(run, report, opts.cli_runs)
         if opts.remote:
