@@ -70,7 +70,7 @@ def learn_from_traces(
         failures = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in runs)
         answer = extract_json(ask_model(model, PROMPT.format(failures=failures)))
         lines = answer if isinstance(answer, list) else answer.get("lessons", [])
-        lessons = store_lessons(ws, store, lines)
+        lessons = store_lessons(ws, store, lines, runs=[str(r["run_id"]) for r in runs])
         audit = AuditRecorder(ws.audit_path)
         for r in runs:
             audit.event(
@@ -79,8 +79,11 @@ def learn_from_traces(
         return lessons
 
 
-def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
-    """Each well-formed line becomes a reflection unless a near-duplicate exists."""
+def store_lessons(
+    ws: Any, store: Any, lines: list[Any], runs: list[str] | None = None
+) -> list[Lesson]:
+    """Each well-formed line becomes a reflection unless a near-duplicate exists; ``runs``
+    are the failed runs it was learned from (in its metadata; its decision's run when one)."""
     lessons: list[Lesson] = []
     policy = policy_for(ws.config)
     audit = AuditRecorder(ws.audit_path)
@@ -93,6 +96,8 @@ def store_lessons(ws: Any, store: Any, lines: list[Any]) -> list[Lesson]:
                 scope=private_scope(ws.config) or "global",
                 policy=policy,
                 log=audit,
+                run_id=runs[0] if runs and len(runs) == 1 else None,
+                runs=runs or (),
             )
             lessons.append(Lesson(line.strip(), added, mid))
     return lessons

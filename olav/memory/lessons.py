@@ -27,10 +27,12 @@ def add_reflection(
     policy: MemoryPolicy = DEFAULTS,
     log: DecisionLog | None = None,
     run_id: str | None = None,
+    runs: Sequence[str] = (),
 ) -> tuple[bool, str]:
     """Store a lesson in ``scope`` unless a near-identical live one exists there. Returns
     (added, id). ``dedup_distance`` defaults to the policy's for the store's embedder; the
-    decision (captured, or deduplicated against which row) goes to ``log``."""
+    decision (captured, or deduplicated against which row) goes to ``log``. ``runs``: the
+    runs the lesson was learned from, kept in its metadata (``run_ids``)."""
     text = " ".join(lesson.split())
     if not text:
         raise ValueError("a lesson needs text")
@@ -46,7 +48,7 @@ def add_reflection(
         record(log, run_id, [_lesson_decision("deduplicated", None, why, near.record.id, detail)])
         return False, near.record.id
     rid = scoped_id("refl_" + hashlib.sha256(text.lower().encode()).hexdigest()[:16], scope)
-    store.upsert([lesson_record(rid, text, source, scope, policy=policy)])
+    store.upsert([lesson_record(rid, text, source, scope, policy=policy, runs=runs)])
     enforce_capacity(store, policy, categories=["reflection"], log=log, run_id=run_id)
     nearest = f"; nearest {hits[0].distance:.3f}" if hits and hits[0].distance is not None else ""
     why = f"a new lesson from {source} (dedup distance {dedup_distance:g}{nearest})"
@@ -61,7 +63,13 @@ def _lesson_decision(
 
 
 def lesson_record(
-    rid: str, text: str, source: str, scope: str = "global", *, policy: MemoryPolicy = DEFAULTS
+    rid: str,
+    text: str,
+    source: str,
+    scope: str = "global",
+    *,
+    policy: MemoryPolicy = DEFAULTS,
+    runs: Sequence[str] = (),
 ) -> MemoryRecord:
     """A lesson row as the learning loop stores it (agent-made, with the policy's TTL)."""
     return MemoryRecord(
@@ -71,7 +79,7 @@ def lesson_record(
         scope=scope,
         origin="agent",
         confidence=policy.confidence_of("reflection"),
-        metadata={"source": source},
+        metadata={"source": source, **({"run_ids": list(runs)} if runs else {})},
         expires_at=policy.expiry_for("reflection"),
     )
 

@@ -18,7 +18,7 @@ from olav.memory.recall import Recaller
 from olav.memory.store import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.tools import ToolContext, registry
-from tests.helpers import scripted_ws
+from tests.helpers import audit_rows, scripted_ws
 
 
 class RegisterArgs(BaseModel):
@@ -178,6 +178,9 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
     row = store.get(learned[0].memory_id)
     assert row is not None and row.category == "reflection" and row.scope == "global"
     assert row.expires_at is not None
+    failed = audit_rows(e5_ws, "SELECT id FROM runs WHERE outcome = 'failed'")
+    # the lesson names the runs it was learned from (the console's run page lists it)
+    assert sorted(row.metadata["run_ids"]) == sorted(r[0] for r in failed) and len(failed) == 3
     assert learn_from_traces(ws, store, model) == []  # runs are learned once
 
     # the calibrated gates, as AutoRecall builds them from the workspace's settings

@@ -1,5 +1,6 @@
 """The memory pages: ``/memory`` (hybrid search, or the newest rows, with filters and pages) and
-``/memory/{id}`` (one row in full, with its history from the audit's ``memory_events``).
+``/memory/{id}`` (one row in full, with its history from the audit's ``memory_events`` and the
+control plane's decisions about it from ``memory_decisions``).
 
 Only rows the operator may read are ever read (:func:`olav.memory.scopes.readable_where` as a
 pre-filter, :func:`~olav.memory.scopes.read_by_id` by id): another operator's private row is
@@ -39,6 +40,7 @@ LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated")
 GUIDES = ("usage_guide", "format_guide")  # edited through their YAML file, never here
 HELD = "console"  # the reason a row quarantined from the console carries
 EDIT_CHARS = 20_000  # the longest text the edit form takes
+DECISIONS = 100  # the newest control-plane decisions a page shows
 
 
 def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
@@ -300,7 +302,7 @@ def _search(
 
 
 def memory_row_page(ctx: Ctx) -> Page:
-    from olav.audit.queries import memory_events
+    from olav.audit.queries import memory_decisions, memory_events
     from olav.memory.conflicts import history
     from olav.memory.scopes import readable
 
@@ -310,6 +312,9 @@ def memory_row_page(ctx: Ctx) -> Page:
     chain = [r for r in history(store, memory_id) if readable(ctx.config, r.scope)]
     events = memory_events(ctx.audit_path, [r.id for r in chain] or [rec.id], detail=True)
     meta = {k: v for k, v in rec.metadata.items() if k != "body"}
+    decided = visible_decisions(
+        ctx, memory_decisions(ctx.audit_path, memory_id=rec.id, limit=DECISIONS)
+    )
     body = join(
         [
             h('<p class="lead">{} · {} · {}</p>', rec.category, rec.scope, _state(rec)),
@@ -350,6 +355,12 @@ def memory_row_page(ctx: Ctx) -> Page:
                 ],
                 empty="No recorded changes (memory_events has none for this row).",
             ),
+            h(
+                '<h2>Decisions about this memory</h2><p class="hint">{}</p>',
+                "What memory's control plane decided about this row, or about another row "
+                "against it (newest first).",
+            ),
+            decisions_table(decided),
         ]
     )
     data = {
@@ -365,6 +376,7 @@ def memory_row_page(ctx: Ctx) -> Page:
             }
             for m, a, b, t, d in events
         ],
+        "decisions": [decision_json(d) for d in decided],
     }
     return Page(rec.id, body, data, active="/memory")
 
@@ -614,3 +626,126 @@ def _gist(detail: dict[str, Any]) -> str:
         if detail.get(key):
             return f"{key}: {detail[key]}"
     return ", ".join(sorted(detail)[:4])
+
+
+# -- memory's control-plane decisions (the audit's memory_decisions), as the operator may see them
+
+
+def visible_decisions(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The decisions of ``rows`` (:func:`olav.audit.queries.memory_decisions`) the operator may
+    see: none that names (as the row decided on or the row decided against) a row she may not
+    read. A row no longer in the store (purged) has no scope to judge by: only the workspace's
+    own operator, who reads the whole log with `olav memory log`, sees decisions naming one.
+    Each kept decision says which of its ids link to a row page (``linked``) and names its run
+    only when the operator may see that run."""
+    from olav.memory.scopes import readable
+    from olav.memory.sql import sql_in
+
+    ids = sorted({i for d in rows for i in (d["memory_id"], d["other_id"]) if i})
+    found = (
+        {r.id: r for r in ctx.store().list_rows(sql_in("id", ids), limit=len(ids) * 4 + 10)}
+        if ids
+        else {}
+    )
+    may_read = {i: readable(ctx.config, found[i].scope) for i in ids if i in found}
+    runs = _visible_runs(ctx, {d["run_id"] for d in rows if d["run_id"]})
+    out = []
+    for d in rows:
+        named = [i for i in (d["memory_id"], d["other_id"]) if i]
+        if not all(may_read.get(i, ctx.operator == ctx.owner) for i in named):
+            continue
+        run = d["run_id"] if d["run_id"] in runs else None
+        out.append(d | {"run_id": run, "linked": [i for i in named if may_read.get(i)]})
+    return out
+
+
+def _visible_runs(ctx: Ctx, run_ids: set[str]) -> set[str]:
+    """Which of ``run_ids`` the operator may see (as the run page decides)."""
+    from olav.audit.db import connect
+    from olav.serve.console.runs import may_see
+
+    if not run_ids:
+        return set()
+    marks = ",".join("?" for _ in run_ids)
+    with connect(ctx.audit_path) as con:
+        threads = con.execute(
+            f"SELECT id, thread_id FROM runs WHERE id IN ({marks})", sorted(run_ids)
+        ).fetchall()
+    owners = ctx.server.threads.owners()
+    return {rid for rid, thread in threads if may_see(ctx, thread, owners)}
+
+
+def decisions_table(decisions: list[dict[str, Any]], *, with_run: bool = True) -> Markup:
+    """The decisions as a table: when, kind, action, the row, the row it was decided against,
+    the reason (and the run, on a row's page)."""
+
+    def row_link(memory_id: str | None, linked: list[str]) -> Markup | str:
+        if not memory_id:
+            return ""
+        if memory_id in linked:
+            return link(memory_href(memory_id), _breakable(memory_id))
+        return h("<code>{}</code>", memory_id)
+
+    headers = ["when", "kind", "action", "memory", "against", "reason"]
+    cells = []
+    for d in decisions:
+        row: list[Any] = [
+            stamp(d["at"]),
+            d["kind"],
+            d["action"],
+            row_link(d["memory_id"], d["linked"]),
+            row_link(d["other_id"], d["linked"]),
+            h("{}{}", d["reason"] or "", _detail(d["detail"]) if d["detail"] else ""),
+        ]
+        if with_run:
+            run = d["run_id"]
+            row.append(link(f"/runs/{run}", run[:12]) if run else "")
+        cells.append(row)
+    return table(
+        [*headers, *(["run"] if with_run else [])],
+        cells,
+        empty="No decisions recorded (memory_decisions has none here).",
+    )
+
+
+def decision_json(d: dict[str, Any]) -> dict[str, Any]:
+    """One decision in a page's JSON twin (its time in ISO 8601)."""
+    at = d.get("at")
+    when_json = at.isoformat() if isinstance(at, datetime) else at
+    return {k: v for k, v in d.items() if k not in ("at", "linked")} | {"at": when_json}
+
+
+def rows_of_run(ctx: Ctx, run_id: str, limit: int = 100) -> list[Any]:
+    """The rows the operator may read whose metadata names ``run_id`` (``run_id``, or in a
+    ``run_ids`` / ``runs`` list): lessons and rows captured from that run, newest first."""
+    from olav.memory.scopes import readable_where
+
+    needle = run_id.replace("'", "''").replace("%", "")
+    where = f"{readable_where(ctx.config)} AND metadata LIKE '%{needle}%'"
+
+    def names(rec: Any) -> bool:
+        meta = rec.metadata
+        listed = [*(meta.get("run_ids") or []), *(meta.get("runs") or [])]
+        return meta.get("run_id") == run_id or run_id in listed
+
+    found = [r for r in ctx.store().list_rows(where, limit=limit * 4 + 10) if names(r)]
+    found.sort(key=lambda r: r.updated_at or r.created_at, reverse=True)
+    return found[:limit]
+
+
+def rows_table(rows: list[Any]) -> Markup:
+    return table(
+        ["id", "category", "scope", "state", "created", "text"],
+        [
+            (
+                link(memory_href(r.id), _breakable(r.id)),
+                r.category,
+                r.scope,
+                _state(r),
+                stamp(r.created_at),
+                snippet(str(r.metadata.get("body") or r.text), 100),
+            )
+            for r in rows
+        ],
+        empty="No memory names this run in its metadata.",
+    )

@@ -1,6 +1,7 @@
 """The runs pages: ``/runs`` (the audit's runs, newest first, by outcome, agent and rescue mark)
 and ``/runs/{id}`` (its messages, tool calls with arguments and results, the memory block each
-recall injected, and its events). Read through :mod:`olav.audit.export`, as ``olav log`` does,
+recall injected, its events, the control plane's memory decisions made during it and the rows
+whose metadata names it). Read through :mod:`olav.audit.export`, as ``olav log`` does,
 and redacted again on the way out.
 
 **Whose runs.** The audit's ``runs`` table names no operator; a run belongs to the owner of its
@@ -167,6 +168,13 @@ def run_page(ctx: Ctx) -> Page:
         run = None
     if run is None or not may_see(ctx, run.thread_id):
         raise Missing(f"no run {run_id!r}", hint="Pick one on /runs")
+    from olav.audit.queries import memory_decisions
+    from olav.serve.console import memory
+
+    decided = memory.visible_decisions(
+        ctx, memory_decisions(ctx.audit_path, run_id=run.id, limit=memory.DECISIONS)
+    )
+    learned = memory.rows_of_run(ctx, run.id)
     took = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
     tokens = {k: run.stats.get(k) for k in ("model_calls", "tokens_in", "tokens_out")}
     body = join(
@@ -201,9 +209,27 @@ def run_page(ctx: Ctx) -> Page:
                 [(stamp(e["at"]), badge(e["kind"]), pre(_again(e["detail"]))) for e in run.events],
                 empty="No events (approvals, salvaged calls, nudges… would be here).",
             ),
+            h(
+                '<h2>Memory decisions of this run</h2><p class="hint">{}</p>',
+                "What memory's control plane decided during this run (writes, conflicts, "
+                "lifecycle), newest first; only decisions about rows you may read.",
+            ),
+            memory.decisions_table(decided, with_run=False),
+            h(
+                '<h2>Lessons learned from this run</h2><p class="hint">{}</p>',
+                "The rows you may read whose metadata names this run: lessons, and what was "
+                "captured from it.",
+            ),
+            memory.rows_table(learned),
         ]
     )
-    data = _again(run.to_json()) | {"recalls": _again(run.recalls)}
+    data = _again(run.to_json()) | {
+        "recalls": _again(run.recalls),
+        "memory_decisions": [memory.decision_json(d) for d in decided],
+        "lessons": [
+            {"id": r.id, "category": r.category, "scope": r.scope, "text": r.text} for r in learned
+        ],
+    }
     return Page(f"Run {run.id[:12]}", body, data, active="/runs")
 
 
