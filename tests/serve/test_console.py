@@ -38,6 +38,8 @@ FACT = "the walrus change window opens on tuesdays at 02:00 utc"  # a draft of a
 REJECTED = "the narwhal vlan is 4021"  # a draft alice rejects
 BOBS = "bob keeps his pelican notes private"  # a draft bob made through the store API
 INVENTORY = "show the inventory of the lab devices"  # the request whose run calls list_devices
+# the request whose model writes its list_devices call as Hermes text: the rescue layer runs it
+SALVAGE = "which devices are racked in the lab"
 HERON = "the heron drill is on fridays at noon"  # alice's private memory that she pins, deletes
 MARKUP = '<script>document.title = "owned"</script> the ibis uplink is <b>down</b>'  # text only
 
@@ -52,6 +54,10 @@ class InventoryModel(Model):
             return {"tool_calls": [{"name": "list_devices", "args": {}}]}
         if INVENTORY in text:
             return {"content": "the lab has these devices"}
+        if SALVAGE in text and "tool" not in roles:
+            return {"content": '<tool_call>{"name": "list_devices", "arguments": {}}</tool_call>'}
+        if SALVAGE in text:
+            return {"content": "these devices are racked"}
         return super().reply(body)
 
 
@@ -247,6 +253,27 @@ def test_a_run_made_through_the_api_shows_its_tool_call(served: Served, page: An
     with session(served, "bob") as bob:  # alice's thread: not bob's run
         assert INVENTORY not in bob.get("/runs").text
         assert bob.get(run_url.removeprefix(served.url)).status_code == 404
+
+
+def test_a_run_page_shows_a_salvaged_call(served: Served, page: Any) -> None:
+    """The model wrote its tool call as text; the rescue layer ran it. The runs page finds the
+    run under "salvaged", and its page shows the call, its result and the salvage event, never
+    the raw tags."""
+    client = served.sdk()
+    tid = client.threads.create(metadata={"graph_id": "netops"})["thread_id"]
+    done = client.runs.wait(tid, "netops", input=human(SALVAGE))
+    assert done["messages"][-1]["content"] == "these devices are racked"
+    log_in(page, served)
+    page.goto(served.url + "/runs?rescue=salvaged")
+    page.get_by_role("link", name=SALVAGE).click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f]+"))
+    main = page.locator("main").inner_text()
+    # the salvage is an event of the run (a badge in its events table), not just a word
+    assert page.locator("table .badge-salvaged").count() >= 1
+    assert "calls list_devices" in main and "tool result · list_devices · success" in main
+    assert "<tool_call>" not in main
+    page.goto(served.url + "/runs?rescue=salvaged")
+    assert INVENTORY not in page.locator("main").inner_text()  # its call was a real one
 
 
 # -- drafts -----------------------------------------------------------------------------------
