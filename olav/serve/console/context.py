@@ -103,3 +103,28 @@ class Ctx:
         """(offset, limit) of a paginated page."""
         limit = self.number("limit", default, MAX_LIMIT) or default
         return self.number("offset", 0, MAX_OFFSET), limit
+
+
+# -- who sees which runs (the runs, drafts, health and memory pages) ------------------------
+
+VISIBILITY_NOTE = (
+    "You see the runs of your own threads. A run without a thread (olav ask, cron, a "
+    "stateless or OpenAI-endpoint run once its thread is deleted) is shown to the workspace's "
+    "own operator only."
+)
+
+
+def visibility(ctx: Ctx) -> dict[str, Any]:
+    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs."""
+    owners = ctx.server.threads.owners()
+    if ctx.operator == ctx.owner:
+        return {"but_threads": tuple(t for t, o in owners.items() if o and o != ctx.operator)}
+    return {"threads": tuple(t for t, o in owners.items() if o == ctx.operator)}
+
+
+def may_see(ctx: Ctx, thread_id: str | None, owners: dict[str, str] | None = None) -> bool:
+    """Whether the operator may see a run (or a draft) of ``thread_id``."""
+    owner = (owners if owners is not None else ctx.server.threads.owners()).get(thread_id or "")
+    if owner:
+        return owner == ctx.operator
+    return ctx.operator == ctx.owner

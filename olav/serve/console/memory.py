@@ -662,7 +662,7 @@ def visible_decisions(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, An
 def _visible_runs(ctx: Ctx, run_ids: set[str]) -> set[str]:
     """Which of ``run_ids`` the operator may see (as the run page decides)."""
     from olav.audit.db import connect
-    from olav.serve.console.runs import may_see
+    from olav.serve.console.context import may_see
 
     if not run_ids:
         return set()

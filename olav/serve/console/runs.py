@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from olav.serve.console.context import Ctx, Missing, Page
+from olav.serve.console.context import VISIBILITY_NOTE, Ctx, Missing, Page, may_see, visibility
 from olav.serve.console.html import (
     Markup,
     badge,
@@ -36,27 +36,6 @@ from olav.serve.console.html import (
 
 RESCUE = ("salvaged", "nudged")
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
-VISIBILITY_NOTE = (
-    "You see the runs of your own threads. A run without a thread (olav ask, cron, a "
-    "stateless or OpenAI-endpoint run once its thread is deleted) is shown to the workspace's "
-    "own operator only."
-)
-
-
-def visibility(ctx: Ctx) -> dict[str, Any]:
-    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs."""
-    owners = ctx.server.threads.owners()
-    if ctx.operator == ctx.owner:
-        return {"but_threads": tuple(t for t, o in owners.items() if o and o != ctx.operator)}
-    return {"threads": tuple(t for t, o in owners.items() if o == ctx.operator)}
-
-
-def may_see(ctx: Ctx, thread_id: str | None, owners: dict[str, str] | None = None) -> bool:
-    """Whether the operator may see a run (or a draft) of ``thread_id``."""
-    owner = (owners if owners is not None else ctx.server.threads.owners()).get(thread_id or "")
-    if owner:
-        return owner == ctx.operator
-    return ctx.operator == ctx.owner
 
 
 def count_visible(ctx: Ctx) -> int:
