@@ -393,6 +393,11 @@ def parse_floors(raw: str, where: str = "") -> Floors:
     return Floors(*values)
 
 
+def setting(config: Any, key: str) -> Any:
+    """A setting's value, or its default when ``config`` gives the settings in part."""
+    return _setting(config, key)
+
+
 def _setting(config: Any, key: str) -> Any:
     from olav.core.settings import SETTINGS_BY_KEY
 

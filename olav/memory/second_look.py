@@ -144,6 +144,7 @@ class Look:
     judge_ms: float | None = None
     judged: list[tuple[str, bool]] | None = None  # (memory id, applies) of the close calls
     notes: list[str] | None = None
+    failed: str | None = None  # the first stage that failed: rerank or judge
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +178,7 @@ class SecondLook:
             out.rerank_ms = got.ms
             if got.scores is None:
                 notes.append(got.failure.line(self.reranker.where))
+                out.failed = "rerank"
             else:
                 for c, score in zip(pool, got.scores, strict=True):
                     c.signals.rerank = score
@@ -187,6 +189,7 @@ class SecondLook:
                 verdict = self.judge.decide(query, [memory_body(c.hit) for c in close])
                 out.judge_ms = verdict.ms
                 if verdict.applies is None:
+                    out.failed = out.failed or "judge"
                     notes.append(
                         f"the judge (the chat model) gave no verdict ({verdict.failure}); "
                         "the floors' decision stands"
@@ -201,6 +204,25 @@ class SecondLook:
 
 
 RERANK_CALIBRATION = "rerank-floors.json"
+# what makes one reranker client differ from another (the process keeps one per set)
+RERANKER_KEYS = tuple(
+    f"reranker.{k}"
+    for k in ("base_url", "model", "api", "path", "api_key_env", "timeout_ms", "scores")
+)
+
+
+class _Settings:
+    """Settings given in part (benchmarks, tests) read as whole ones: the rest default."""
+
+    def __init__(self, given: Any) -> None:
+        self.given = given
+
+    def __getitem__(self, key: str) -> Any:
+        from olav.memory.policy import setting
+
+        return setting(self.given, key)
+
+
 _rerankers: dict[tuple[Any, ...], Any] = {}
 
 
@@ -258,31 +280,13 @@ def for_config(config: Any, directory: Any, judge_model: Any = None) -> SecondLo
     """The second look the workspace's settings ask for (None: neither a reranker nor a
     judge). ``judge_model``: the chat model for verdicts, built by the layer above memory
     (:func:`olav.llm.models.verdict_model`); without it there is no judge."""
-    from olav.core.settings import SETTINGS_BY_KEY
     from olav.memory.judge import Judge
     from olav.memory.rerank import Reranker
 
-    given = config
-
-    class _Defaults:  # a partial mapping of settings (benchmarks, tests): the rest default
-        def __getitem__(self, key: str) -> Any:
-            try:
-                return given[key]
-            except KeyError:
-                return SETTINGS_BY_KEY[key].default
-
-    config = _Defaults()
+    config = _Settings(config)
     reranker = None
     if str(config["reranker.provider"]) != "none":
-        key = (
-            config["reranker.base_url"],
-            config["reranker.model"],
-            config["reranker.api"],
-            config["reranker.path"],
-            config["reranker.api_key_env"],
-            config["reranker.timeout_ms"],
-            config["reranker.scores"],
-        )
+        key = tuple(config[k] for k in RERANKER_KEYS)
         reranker = _rerankers.get(key)
         if reranker is None:  # one client (and its connections) per process
             if not _rerankers:

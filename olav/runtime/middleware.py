@@ -174,15 +174,14 @@ class AutoRecallMiddleware(AgentMiddleware):
         self._cache = (self.run.run_id, query, result)
         self.run.recalls.append(result)
         if result.notes:  # a reranker or judge that failed: the floors decided
-            self._report_look(result.notes)
+            self._report_look(result.look.failed or "rerank", result.notes)
         return result
 
-    def _report_look(self, notes: list[str]) -> None:
+    def _report_look(self, stage: str, notes: list[str]) -> None:
         """Log, audit and show (once per run) a second look that could not be had."""
         for note in notes:
             log.warning("recall for %s (run %s): %s", self.recaller.agent, self.run.run_id, note)
         if self.run.audit:
-            stage = "rerank" if notes[0].startswith("the reranker") else "judge"
             detail = {"agent": self.recaller.agent, "stage": stage, "message": notes[0]}
             self.run.audit.event(self.run.run_id, "recall_degraded", detail)
         self.run.warn("memory: " + notes[0])

@@ -349,10 +349,7 @@ class _Postgres:
         Taken once per thread: a second claim from this process is refused before this."""
         if thread_id in self._locks:
             return True
-        row = self.conn.execute(
-            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
-        ).fetchone()
-        if row and row[0]:
+        if self._try_lock(thread_id):
             self._locks.add(thread_id)
             return True
         return False
@@ -360,9 +357,16 @@ class _Postgres:
     def give(self, thread_id: str) -> None:
         if thread_id in self._locks:
             self._locks.discard(thread_id)
-            self.conn.execute(
-                "SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
-            )
+            self._unlock(thread_id)
+
+    def _try_lock(self, thread_id: str) -> bool:
+        row = self.conn.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _unlock(self, thread_id: str) -> None:
+        self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id])
 
     def holder_alive(self, thread_id: str, pid: int | None, host: str | None) -> bool:
         """Whether the process named by a claim still holds it: this process, or any whose
@@ -372,12 +376,9 @@ class _Postgres:
         if thread_id in self._locks:
             return True  # this process's run: it took the lock with the claim
         self._reconnect()
-        row = self.conn.execute(
-            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id]
-        ).fetchone()
-        if not (row and row[0]):
+        if not self._try_lock(thread_id):
             return True
-        self.conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [_LOCK_SPACE, thread_id])
+        self._unlock(thread_id)  # nobody held it: the claim's process is gone
         return False
 
     def close(self) -> None:
