@@ -8,6 +8,7 @@ jittered back-off while another process holds the file.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -151,7 +152,7 @@ class AuditBusyError(OlavError):
 
 def _is_lock_error(exc: Exception) -> bool:
     text = str(exc).lower()
-    return "lock" in text or "conflicting" in text
+    return "lock" in text or "conflicting" in text or "file handle conflict" in text
 
 
 @contextmanager
@@ -160,11 +161,13 @@ def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Itera
     import duckdb
 
     delay = 0.01
+    guard = _opening(path)
     for attempt in range(attempts):
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            with guard:  # DuckDB's cache of open files races when one process's threads meet
+                con = duckdb.connect(str(path), read_only=read_only)
             break
-        except duckdb.IOException as exc:
+        except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
             if not _is_lock_error(exc) or attempt == attempts - 1:
                 raise AuditBusyError(
                     f"audit database {path} is locked by another process",
@@ -175,7 +178,19 @@ def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Itera
     try:
         yield con
     finally:
-        con.close()
+        with guard:
+            con.close()
+
+
+_OPENING: dict[str, threading.Lock] = {}
+_OPENING_LOCK = threading.Lock()
+
+
+def _opening(path: Path) -> threading.Lock:
+    """The lock this process takes around opening and closing ``path`` (one per file)."""
+    key = str(path)
+    with _OPENING_LOCK:
+        return _OPENING.setdefault(key, threading.Lock())
 
 
 def applied_versions(con: Any) -> list[int]:
