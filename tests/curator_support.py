@@ -8,7 +8,7 @@ from typing import Any
 
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 
 RUNBOOK = "\n\n".join(
     [

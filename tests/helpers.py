@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from olav.memory.embedders import EmbedderProxy, HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store.embedders import EmbedderProxy, HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 
 if TYPE_CHECKING:
     from click.testing import Result
@@ -183,9 +183,9 @@ def run_olav(
 _FRESH_ROW = """
 import sys
 from pathlib import Path
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
 store.upsert([MemoryRecord(id="fresh", text=sys.argv[2], category="fact", scope="global",
                            origin="user")])

@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters, types
 
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import clean_env
 
 OLAV = [sys.executable, "-c", "from olav.cli.app import main; main()"]

@@ -1,5 +1,5 @@
 """The ANN vector index past memory.ann_threshold: IVF_SQ, its probing, and tables that
-still hold the IVF_HNSW_SQ index built before (olav.memory.maintenance)."""
+still hold the IVF_HNSW_SQ index built before (olav.memory.store.maintenance)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import olav.memory.maintenance as maintenance
-from olav.memory.filters import SearchFilter
-from olav.memory.search import SearchTuning
-from olav.memory.store import MemoryStore
+import olav.memory.store.maintenance as maintenance
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import MemoryStore
 from tests.helpers import hash_store, rec
 
 ROWS = 3000
@@ -142,7 +142,7 @@ def test_a_big_table_keeps_its_old_index_until_gc(
         "", mode="hybrid", filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=vectors[2]
     )
     assert len(hits) == RARE
-    from olav.memory.lifecycle import gc
+    from olav.memory.lifecycle.decay import gc
 
     gc(store)  # the full pass of `olav memory gc` and the nightly job
     assert store.index_state()["vector"]["type"] == "IvfSq"

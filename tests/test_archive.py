@@ -18,10 +18,10 @@ from olav.audit.queries import memory_decisions
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Config, Workspace
 from olav.core.errors import ConfigError
-from olav.memory.archive import Archive, enforce_capacity, restore
-from olav.memory.lessons import add_reflection
+from olav.memory.lifecycle.archive import Archive, enforce_capacity, restore
 from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
-from olav.memory.store import MemoryStore
+from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.table import MemoryStore
 from tests.helpers import HASH_CONFIG, OlavCli, hash_store, rec, write_config
 
 OLD = datetime.now(UTC) - timedelta(days=90)
@@ -104,7 +104,7 @@ def test_a_write_over_capacity_archives_at_once(tmp_path: Path) -> None:
 
 KILL_MID_MOVE = """
 import os, signal, sys
-from olav.memory import archive
+from olav.memory.lifecycle import archive
 from olav.memory.policy import DEFAULTS, MemoryPolicy
 from tests.helpers import hash_store
 

@@ -22,7 +22,7 @@ from olav.bench.locomo import (
     window_texts,
 )
 from olav.core.errors import OlavError
-from olav.memory.embedders import HashEmbedder
+from olav.memory.store.embedders import HashEmbedder
 from tests.locomo_sample import RARE_QUESTION, synthetic
 
 

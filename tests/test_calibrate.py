@@ -15,8 +15,8 @@ from olav.admin.doctor import check_relevance
 from olav.admin.setup import init_workspace
 from olav.bench.golden_block import margin_scale, scaled
 from olav.core.config import Workspace
-from olav.memory import calibration
-from olav.memory.relevance import Floors
+from olav.memory.policy import Floors
+from olav.memory.recall import calibration
 from tests.helpers import run_olav, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
@@ -123,10 +123,10 @@ def test_the_grid_follows_the_embedders_scale() -> None:
     """An embedder whose margins spread twice as wide gets floors twice as far apart."""
     from olav.bench.golden_block import GRID, Recalled, calibrate
     from olav.bench.golden_set import GoldenQuery, split_of
-    from olav.memory.recall import Candidate
-    from olav.memory.relevance import Signals
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.store import Hit
+    from olav.memory.recall.recaller import Candidate
+    from olav.memory.recall.relevance import Signals
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import Hit
 
     def rows(factor: float) -> list[Recalled]:
         def cand(rid: str, margin: float) -> Candidate:

@@ -9,9 +9,9 @@ import pytest
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
-from olav.memory.chatlog import import_chat
-from olav.memory.filters import SearchFilter
-from olav.memory.store import MemoryStore
+from olav.memory.ingest.chatlog import import_chat
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavMain
 
 CHAT = [
@@ -113,7 +113,7 @@ def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:
 
 
 def test_the_recall_block_shows_a_turn_with_its_surroundings(hash_ws: Path) -> None:
-    from olav.memory.recall import Recaller, RecallOptions
+    from olav.memory.recall.recaller import Recaller, RecallOptions
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     import_chat(store, write_chat(hash_ws / "c.jsonl"), base=hash_ws)

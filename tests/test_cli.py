@@ -137,7 +137,7 @@ def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(
     hash_ws: Path, olav: OlavCli
 ) -> None:
     from olav.core.config import Workspace
-    from olav.memory.store import MAX_FRAGMENTS, MemoryStore
+    from olav.memory.store.table import MAX_FRAGMENTS, MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     assert olav("doctor", "--json").exit_code == 0

@@ -19,7 +19,7 @@ from olav.compose import LEARNING_TOOLS, agent_session
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from olav.runtime.hooks import Callbacks
 from tests.helpers import OlavCli, scripted_ws, spawn_olav
 

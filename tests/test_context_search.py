@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 
 from olav.core.errors import MemoryStoreError
-from olav.memory.context import neighbour_windows
-from olav.memory.filters import SearchFilter
-from olav.memory.recall import Recaller, RecallOptions
-from olav.memory.schema import META_DIM, META_EMBEDDER, build_schema
-from olav.memory.search import SearchTuning
-from olav.memory.store import MAX_FRAGMENTS, MemoryStore, reembed
-from olav.memory.timeq import query_period
+from olav.memory.ingest.context import neighbour_windows
+from olav.memory.recall.recaller import Recaller, RecallOptions
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import META_DIM, META_EMBEDDER, build_schema
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import MAX_FRAGMENTS, MemoryStore, reembed
+from olav.memory.store.timeq import query_period
 from tests.helpers import hash_store, rec
 
 NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
@@ -268,7 +268,7 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
 
 
 def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
-    import olav.memory.maintenance as store_module
+    import olav.memory.store.maintenance as store_module
 
     store = hash_store(tmp_path / "m", tuning=SearchTuning(ann_threshold=300))
     store.upsert([rec(f"r{i}", f"row {i}") for i in range(400)])
@@ -286,7 +286,7 @@ def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path
         assert optimized < 30  # not after every write once stuck
     finally:
         store_module.REBUILD_ROWS = old
-    from olav.memory.lifecycle import gc
+    from olav.memory.lifecycle.decay import gc
 
     gc(store)  # what `olav memory gc` and the nightly job do
     assert store.fragments() <= 2 and not store.needs_maintenance()
@@ -294,7 +294,7 @@ def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path
 
 
 def test_export_import_keeps_context_and_event_time(tmp_path: Path) -> None:
-    from olav.memory.transfer import export_jsonl, import_jsonl
+    from olav.memory.ingest.transfer import export_jsonl, import_jsonl
 
     src = hash_store(tmp_path / "a")
     src.upsert([rec("t", "Yes.", context="Ready?\nYes.", event_at=d(2024, 5, 8))])

@@ -16,12 +16,12 @@ from olav.audit.queries import memory_decisions
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.cron.builtin import gc_workspace
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.conflicts import remember
 from olav.memory.decisions import Decision
-from olav.memory.lessons import add_reflection
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.lifecycle.conflicts import remember
 from olav.memory.policy import DEFAULTS, MemoryPolicy
-from olav.memory.store import MemoryStore
+from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavCli, SessionFor, audit_rows, hash_store, rec
 
 

@@ -21,8 +21,8 @@ from olav.learning.curator import (
     list_drafts,
     propose_draft,
 )
-from olav.memory.filters import SearchFilter
-from olav.memory.store import MemoryStore
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.table import MemoryStore
 from olav.runtime.hooks import Callbacks
 from tests.curator_support import drafts_in, open_store, propose
 from tests.helpers import SessionFor, audit_rows
@@ -246,7 +246,7 @@ def test_latest_draft_is_committed_and_a_named_one_can_be_chosen(hash_ws: Path) 
 
 def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> None:
     from olav.learning.curator import commit_draft
-    from olav.memory.conflicts import history
+    from olav.memory.lifecycle.conflicts import history
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     for value in ("10.255.1.1", "10.255.9.9"):

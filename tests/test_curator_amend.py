@@ -19,7 +19,7 @@ FILE = "netops/guides/list_devices_by_role_and_site.guide.yaml"
 
 def _guide(ws: Path) -> object:
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     rec = MemoryStore.for_workspace(Workspace.open(ws)).get(GUIDE)
     assert rec is not None

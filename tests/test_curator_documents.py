@@ -14,11 +14,11 @@ from olav.learning.curator import (
     DRAFTS,
     commit_draft,
 )
-from olav.memory.chunking import CHUNK_TOKENS, chunk_text
-from olav.memory.diagrams import detect_diagram_format
-from olav.memory.documents import import_document_file
-from olav.memory.filters import SearchFilter
-from olav.memory.tokens import estimate_tokens
+from olav.memory.ingest.chunking import CHUNK_TOKENS, chunk_text
+from olav.memory.ingest.diagrams import detect_diagram_format
+from olav.memory.ingest.documents import import_document_file
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.tokens import estimate_tokens
 from tests.curator_support import RUNBOOK, drafts_in, open_store, propose
 from tests.helpers import OlavCli, audit_rows
 

@@ -14,7 +14,7 @@ from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
 from olav.learning.reflector import write_code_fix
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavCli, OlavMain, scripted_ws
 
 

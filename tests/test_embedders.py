@@ -7,7 +7,7 @@ import pytest
 
 from olav.core.config import Config
 from olav.core.errors import EmbedderError
-from olav.memory.embedders import (
+from olav.memory.store.embedders import (
     CachedEmbedder,
     E5Embedder,
     HashEmbedder,
@@ -16,7 +16,7 @@ from olav.memory.embedders import (
     make_embedder,
     prefixes_for,
 )
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import rec
 from tests.stubs.ollama_stub import StubState, ollama_stub
 

@@ -1,4 +1,4 @@
-"""Full-text rankings from the snapshot (olav.memory.ftscache): LanceDB's tokens, LanceDB's
+"""Full-text rankings from the snapshot (olav.memory.store.ftscache): LanceDB's tokens, LanceDB's
 BM25 scores and order, and any write, from any process, retires the postings."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from lancedb import tokenize
 
-from olav.memory.embedders import HashEmbedder
-from olav.memory.ftscache import FTS_TOKENIZER, Analyzer
-from olav.memory.schema import MemoryRecord, now
-from olav.memory.store import MemoryStore, live_filter
-from olav.memory.timeq import Period
-from olav.memory.vcache import CachedQuery
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.ftscache import FTS_TOKENIZER, Analyzer
+from olav.memory.store.schema import MemoryRecord, now
+from olav.memory.store.table import MemoryStore, live_filter
+from olav.memory.store.timeq import Period
+from olav.memory.store.vcache import CachedQuery
 from tests.helpers import write_from_another_process
 
 ENGLISH = [
@@ -182,7 +182,7 @@ def test_query_tokens_are_lancedbs_own() -> None:
 
 
 def test_a_document_holding_the_separator_is_still_tokenized_alone() -> None:
-    from olav.memory.ftscache import SEPARATOR
+    from olav.memory.store.ftscache import SEPARATOR
 
     docs = ["backup the router", f"restart {SEPARATOR} service", "磁盘告警"]
     got = Analyzer().documents(docs)

@@ -1,4 +1,4 @@
-"""The one fusion (olav.memory.fusion.rrf) that the store and the benchmarks both run."""
+"""The one fusion (olav.memory.store.fusion.rrf) that the store and the benchmarks both run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from olav.bench.locomo import fuse
-from olav.memory.fusion import rrf
+from olav.memory.store.fusion import rrf
 
 
 def reference_rrf(

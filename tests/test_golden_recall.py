@@ -1,5 +1,5 @@
 """The golden guide-recall suite with the bundled e5 embedder: hit rates, and the reflection
-gates and dedup distance the product calibrates (olav/memory/calibration.py), measured as the
+gates and dedup distance the product calibrates (olav/memory/recall/calibration.py), measured as the
 Recaller applies them (Recaller.for_config with the settings' defaults)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from olav.bench.golden_set import language, load_golden, split_of
 from olav.bench.golden_tables import markdown_golden
 from olav.core.errors import OlavError
 from olav.core.settings import SETTINGS
-from olav.memory import calibration
+from olav.memory.recall import calibration
 
 E5 = "e5:multilingual-e5-small"
 DEFAULTS = {s.key: s.default for s in SETTINGS}
@@ -25,7 +25,7 @@ DEFAULTS = {s.key: s.default for s in SETTINGS}
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    from olav.memory.embedders import E5Embedder
+    from olav.memory.store.embedders import E5Embedder
 
     return run_golden(E5Embedder())
 
@@ -45,7 +45,7 @@ def test_the_set_is_big_enough_and_consistent() -> None:
 
 
 def test_queries_do_not_copy_the_memories() -> None:
-    from olav.memory.guides import load_guide
+    from olav.memory.ingest.guides import load_guide
 
     gs = load_golden()
     sources = [load_guide(f).embed_text() for f in gs.guide_files]
@@ -162,10 +162,11 @@ def test_relevance_off_fills_the_block_with_noise(report: dict[str, Any]) -> Non
 def test_calibrate_on_made_up_candidates() -> None:
     from olav.bench.golden_block import Recalled, calibrate, measure
     from olav.bench.golden_set import GoldenQuery
-    from olav.memory.recall import Candidate
-    from olav.memory.relevance import Floors, Signals
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.store import Hit
+    from olav.memory.policy import Floors
+    from olav.memory.recall.recaller import Candidate
+    from olav.memory.recall.relevance import Signals
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import Hit
 
     def cand(rid: str, margin: float) -> Candidate:
         rec = MemoryRecord(id=rid, text=rid, category="usage_guide", scope="ops")
@@ -192,10 +193,11 @@ def test_the_ceiling_says_what_any_floors_could_reach() -> None:
     from olav.bench.golden_ceiling import ceiling
     from olav.bench.golden_set import GoldenQuery
     from olav.bench.golden_tables import ceiling_rows
-    from olav.memory.recall import Candidate
-    from olav.memory.relevance import Floors, Signals
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.store import Hit
+    from olav.memory.policy import Floors
+    from olav.memory.recall.recaller import Candidate
+    from olav.memory.recall.relevance import Signals
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import Hit
 
     def cand(rid: str, margin: float) -> Candidate:
         rec = MemoryRecord(id=rid, text=rid, category="usage_guide", scope="ops")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from olav.core.errors import GuideError
-from olav.memory.guides import find_guides, import_guides, load_guide
+from olav.memory.ingest.guides import find_guides, import_guides, load_guide
 from tests.helpers import hash_store, rec
 
 GOOD = """\

@@ -8,7 +8,7 @@ import duckdb
 
 from olav.admin.setup import init_workspace, template_dir
 from olav.core.config import Workspace
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import rec, write_config
 
 

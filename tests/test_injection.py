@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.filters import SearchFilter
-from olav.memory.injection import scan
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.ingest.injection import scan
+from olav.memory.store.filters import SearchFilter
 from tests.helpers import OlavCli
 
 
@@ -42,7 +42,7 @@ def test_normal_memories_are_not_flagged(text: str) -> None:
 
 def test_captured_injection_is_quarantined_not_recalled(olav: OlavCli, hash_ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     ev = ToolEvent(

@@ -41,7 +41,7 @@ def test_every_template_folder_ships_as_package_data() -> None:
         assert ".".join(("olav", "_template", *rel)) in packages, folder
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["tool"]["setuptools"]["package-data"]["olav._template"] == ["**/*"]
-    assert "olav" in packages and "olav.cli" in packages and "olav.memory.data" in packages
+    assert "olav" in packages and "olav.cli" in packages and "olav.memory.recall.data" in packages
 
 
 def _olav_cmd(*args: str) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 
 from olav.core.config import Config
 from olav.llm.models import ScriptedChatModel, verdict_model
-from olav.memory.judge import Judge, parse_verdict, prompt
+from olav.memory.recall.judge import Judge, parse_verdict, prompt
 
 NOTES = [
     "Rotate nginx logs daily with logrotate and keep 14 of them.",

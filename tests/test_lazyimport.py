@@ -9,9 +9,9 @@ from pathlib import Path
 SCRIPT = """
 import sys
 from pathlib import Path
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 
 store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))
 store.upsert([MemoryRecord(id="m1", text="backup the router", category="fact",

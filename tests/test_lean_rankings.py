@@ -1,6 +1,6 @@
-"""Lean rankings from a local LanceDB table (olav.memory.search, olav.memory.ranking): ids
-only, the filter checked on the nearest rows instead of pre-filtering the whole table, and
-the rows that survive the fusion read once, by row id."""
+"""Lean rankings from a local LanceDB table (olav.memory.store.search and .ranking): ids only, the
+filter checked on the nearest rows instead of pre-filtering the whole table, and the rows that
+survive the fusion read once, by row id."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import olav.memory.search as search
-from olav.memory.filters import SearchFilter
-from olav.memory.hits import fuse
-from olav.memory.ranking import Ranking, TableRows
-from olav.memory.store import MemoryStore
+import olav.memory.store.search as search
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.hits import fuse
+from olav.memory.store.ranking import Ranking, TableRows
+from olav.memory.store.table import MemoryStore
 from tests.helpers import hash_store, rec
 
 ROWS = 400

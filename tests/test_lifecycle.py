@@ -4,9 +4,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from olav.memory.conflicts import history, remember
-from olav.memory.lifecycle import decay_weight, edit_text, gc, pin, soft_delete
-from olav.memory.recall import Recaller, RecallOptions
+from olav.memory.lifecycle.conflicts import history, remember
+from olav.memory.lifecycle.decay import decay_weight, edit_text, gc, pin, soft_delete
+from olav.memory.recall.recaller import Recaller, RecallOptions
 from tests.helpers import hash_store, rec
 
 OLD = datetime.now(UTC) - timedelta(days=90)

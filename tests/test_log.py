@@ -28,7 +28,7 @@ def test_a_second_workspace_takes_the_log_and_the_first_file_is_closed(tmp_path:
 def test_importing_the_memory_library_leaves_the_environment_alone() -> None:
     code = (
         "import os; before = dict(os.environ); "
-        "import olav.memory.store, olav.memory.embedders, olav.memory.recall; "
+        "import olav.memory.store.table, olav.memory.store.embedders, olav.memory.recall.recaller; "
         "print(sorted(k for k in os.environ if os.environ.get(k) != before.get(k)))"
     )
     env = {k: v for k, v in os.environ.items() if k not in log.NATIVE_DEFAULTS}

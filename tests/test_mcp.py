@@ -12,7 +12,7 @@ import pytest
 from olav.audit.recorder import OUTCOMES
 from olav.mcp.server import Category, Outcome, RememberCategory
 from olav.mcp.service import REMEMBER_CATEGORIES, ToolCall, check_outcome, draft_intent
-from olav.memory.schema import CATEGORIES
+from olav.memory.store.schema import CATEGORIES
 
 # -- without the protocol -----------------------------------------------------------------------
 
@@ -71,6 +71,6 @@ def test_the_category_schema_is_the_tables() -> None:
     from typing import get_args
 
     from olav.mcp.server import Category
-    from olav.memory.schema import CATEGORIES
+    from olav.memory.store.schema import CATEGORIES
 
     assert get_args(Category) == CATEGORIES

@@ -14,8 +14,8 @@ from mcp import Client
 
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 from tests.mcp_support import (
     BACKUP,
     DEADLINE,

@@ -14,12 +14,11 @@ import pytest
 
 from olav.core.config import Config, Workspace
 from olav.core.errors import ConfigError
-from olav.memory.calibration import save_workspace_calibration
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.lifecycle import decay_weight
-from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
-from olav.memory.recall import Recaller, RecallOptions
-from olav.memory.relevance import Floors
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.lifecycle.decay import decay_weight
+from olav.memory.policy import DEFAULTS, Floors, MemoryPolicy, policy_for
+from olav.memory.recall.calibration import save_workspace_calibration
+from olav.memory.recall.recaller import Recaller, RecallOptions
 from tests.helpers import HASH_CONFIG, OlavCli, OlavMain, hash_store, rec, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,8 +250,8 @@ ALLOWED = {
     ("olav/bench/golden.py", "DEDUP_GRID"),
     ("olav/bench/golden.py", "DEDUP_MARGIN"),
     ("olav/runtime/runner.py", "BUMP_EVERY_N_TURNS"),
-    ("olav/memory/remote.py", "WRITE_TTL"),
-    ("olav/memory/remote.py", "MAINTENANCE_TTL"),
+    ("olav/memory/store/remote.py", "WRITE_TTL"),
+    ("olav/memory/store/remote.py", "MAINTENANCE_TTL"),
 }
 
 
@@ -331,14 +330,23 @@ def test_no_memory_decision_constant_lives_outside_the_policy() -> None:
         found += decision_constants(path.read_text(encoding="utf-8"), where)
     assert found == [], "decision constants outside olav/memory/policy.py: " + ", ".join(found)
     for module, names in {
-        "olav.memory.recall": ("QUOTAS", "TIER_TOTAL", "EPISODE_SHARE"),
-        "olav.memory.schema": ("CATEGORY_TTL", "expiry_for"),
-        "olav.memory.calibration": ("CALIBRATED_FLOORS", "DEDUP", "UPSTREAM_DEDUP", "REFERENCE"),
-        "olav.memory.capture": ("WRITE_VERBS", "SELF_WRITING"),
-        "olav.memory.lessons": ("DEDUP_DISTANCE",),
-        "olav.memory.conflicts": ("SUPERSEDING",),
-        "olav.memory.lifecycle": ("NO_DECAY_ORIGINS", "ORIGIN_RANK", "DEFAULT_HALF_LIFE_DAYS"),
-        "olav.memory.episodes": ("EVERY_N_TURNS",),
+        "olav.memory.recall.recaller": ("QUOTAS", "TIER_TOTAL", "EPISODE_SHARE"),
+        "olav.memory.store.schema": ("CATEGORY_TTL", "expiry_for"),
+        "olav.memory.recall.calibration": (
+            "CALIBRATED_FLOORS",
+            "DEDUP",
+            "UPSTREAM_DEDUP",
+            "REFERENCE",
+        ),
+        "olav.memory.ingest.capture": ("WRITE_VERBS", "SELF_WRITING"),
+        "olav.memory.recall.lessons": ("DEDUP_DISTANCE",),
+        "olav.memory.lifecycle.conflicts": ("SUPERSEDING",),
+        "olav.memory.lifecycle.decay": (
+            "NO_DECAY_ORIGINS",
+            "ORIGIN_RANK",
+            "DEFAULT_HALF_LIFE_DAYS",
+        ),
+        "olav.memory.recall.episodes": ("EVERY_N_TURNS",),
     }.items():
         mod = importlib.import_module(module)
         assert [n for n in names if hasattr(mod, n)] == [], module

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from olav.core.errors import ConfigError
-from olav.memory import relevance
-from olav.memory.calibration import parse_floors, relevance_floors
-from olav.memory.relevance import (
+from olav.memory.recall import relevance
+from olav.memory.recall.calibration import parse_floors, relevance_floors
+from olav.memory.recall.relevance import (
     Floors,
     Signals,
     decide,
@@ -25,7 +25,7 @@ from olav.memory.relevance import (
     load_background,
     specific_keywords,
 )
-from olav.memory.schema import MemoryRecord
+from olav.memory.store.schema import MemoryRecord
 
 FLOORS = Floors(0.03, 0.0, -0.04, 0.03, 0.02, 0.005)
 
@@ -128,7 +128,7 @@ def test_floors_from_the_settings() -> None:
 
 
 def test_the_shipped_background_is_e5s_own(tmp_path: Path) -> None:
-    from olav.memory.embedders import E5Embedder
+    from olav.memory.store.embedders import E5Embedder
 
     e5 = E5Embedder()
     relevance._LOADED.clear()
@@ -140,7 +140,7 @@ def test_the_shipped_background_is_e5s_own(tmp_path: Path) -> None:
 
 
 def test_another_embedder_embeds_the_background_once_and_caches_it(tmp_path: Path) -> None:
-    from olav.memory.embedders import HashEmbedder
+    from olav.memory.store.embedders import HashEmbedder
 
     class Counting(HashEmbedder):
         calls = 0
@@ -245,9 +245,9 @@ def test_chat_without_a_model_previews_what_recall_would_send(e5_ws: Path, olav_
 
 
 def test_without_a_background_words_alone_decide(tmp_path: Path) -> None:
-    from olav.memory.embedders import CachedEmbedder, HashEmbedder
-    from olav.memory.recall import Recaller
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.embedders import CachedEmbedder, HashEmbedder
+    from olav.memory.store.table import MemoryStore
 
     class Down(HashEmbedder):
         def embed_query(self, text: str) -> np.ndarray:

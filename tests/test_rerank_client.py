@@ -11,7 +11,7 @@ import pytest
 
 from olav.core.config import Config
 from olav.core.errors import ConfigError
-from olav.memory.rerank import Reranker, parse_scores
+from olav.memory.recall.rerank import Reranker, parse_scores
 from tests.stubs.rerank_stub import RerankStubState, overlap_score, rerank_stub
 
 QUERY = "rotate the nginx logs daily"

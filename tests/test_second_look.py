@@ -35,8 +35,8 @@ def oracle(query: str, document: str) -> float:
 def _workspace(root: Path, extra: str) -> Path:
     from olav.admin.setup import init_workspace
     from olav.core.config import Workspace
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import MemoryStore
 
     write_config(root, HASH_CONFIG + extra)
     init_workspace(root)

@@ -1,4 +1,4 @@
-"""The second opinion on lessons (olav.memory.second_opinion): the bundled multilingual USE
+"""The second opinion on lessons (olav.memory.recall.second_opinion): the bundled multilingual USE
 encoder, its shipped background, its margins in recall, and what happens without it."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 from olav.admin.doctor import check_relevance
 from olav.core.config import Workspace
-from olav.memory import relevance, second_opinion
-from olav.memory.lessons import lesson_record
-from olav.memory.second_opinion import SecondOpinion, judge_for
-from olav.memory.store import MemoryStore
+from olav.memory.recall import relevance, second_opinion
+from olav.memory.recall.lessons import lesson_record
+from olav.memory.recall.second_opinion import SecondOpinion, judge_for
+from olav.memory.store.table import MemoryStore
 
 DUMP_LESSON = (
     "When pg_dump runs on the primary during business hours the application slows down: "
@@ -134,7 +134,7 @@ def test_without_the_package_the_floors_are_the_embedders_alone(
     )
     config = {"memory.relevance": "auto"}
     assert not second_opinion.wanted(config)
-    from olav.memory.calibration import floors_key
+    from olav.memory.recall.calibration import floors_key
 
     assert floors_key(config, "e5:multilingual-e5-small") == "e5:multilingual-e5-small"
 
@@ -145,7 +145,7 @@ def test_recalls_from_several_threads_share_one_encoder(
     # the MCP server and a chat's sub-agents recall from several threads at once
     from concurrent.futures import ThreadPoolExecutor
 
-    from olav.memory.recall import Recaller
+    from olav.memory.recall.recaller import Recaller
 
     store = _lesson_ws(e5_ws)
     ws = Workspace.open(e5_ws)

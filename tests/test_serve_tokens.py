@@ -247,7 +247,7 @@ def test_a_store_that_read_a_good_file_fails_closed_when_it_turns_corrupt(hash_w
 
 
 def test_operator_names_are_normalised_like_memory_scopes() -> None:
-    from olav.memory.scopes import _name
+    from olav.memory.store.scopes import _name
 
     for raw in ("Alice", " Bob Smith ", "ops.team_1", "Zoë"):
         assert operator_name(raw) == _name(raw)

@@ -1,4 +1,4 @@
-"""The snapshot on disk (olav.memory.snapfile): a cold read-only store answers from it without
+"""The snapshot on disk (olav.memory.store.snapfile): a cold read-only store answers from it without
 importing lancedb, exactly as the in-process snapshot does, and never from a stale one."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from olav.core.errors import EmbeddingDimMismatchError
-from olav.memory import snapfile
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store import snapfile
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 from tests.vcache_support import rows as _rows
 
 QUERIES = ["router backup config", "备份 路由器", "disk alert cpu", "zebra"]
@@ -24,8 +24,8 @@ COLD = """
 import json, sys
 from pathlib import Path
 import numpy as np
-from olav.memory.embedders import HashEmbedder
-from olav.memory.store import MemoryStore
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.table import MemoryStore
 store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"), cold=True)
 out = {"queries": []}
 for q in json.loads(sys.argv[2]):

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
-from olav.memory.embedders import HashEmbedder
-from olav.memory.filters import SearchFilter
-from olav.memory.schema import now
-from olav.memory.search import SearchTuning
-from olav.memory.store import MemoryStore, drop_backup, reembed
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import now
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import MemoryStore, drop_backup, reembed
 from tests.helpers import hash_store, rec
 
 

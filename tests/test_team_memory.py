@@ -110,7 +110,7 @@ def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
     tmp_path: Path, s3_env: Any
 ) -> None:
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
     from tests.reliability._support import assert_one_line_error
 
     root, _uri = _workspace(tmp_path, s3_env)
@@ -127,7 +127,7 @@ def test_two_maintenance_jobs_one_runs_the_other_reports_the_lease(
 
 
 def _lease_location(server: Any) -> Any:
-    from olav.memory.remote import MemoryLocation
+    from olav.memory.store.remote import MemoryLocation
 
     return MemoryLocation(
         f"s3://{server.bucket()}/t", {"endpoint": server.endpoint, "allow_http": "true"}
@@ -135,7 +135,7 @@ def _lease_location(server: Any) -> Any:
 
 
 def test_an_expired_lease_is_taken_over_by_exactly_one_process(s3_env: Any) -> None:
-    from olav.memory.remote import Lease
+    from olav.memory.store.remote import Lease
 
     loc = _lease_location(s3_env)
     first, second = Lease(loc, "maintenance", 60), Lease(loc, "maintenance", 60)
@@ -166,7 +166,7 @@ def test_a_skewed_clock_neither_steals_a_live_lease_nor_holds_one_forever(
     """Two machines whose clocks are ten minutes apart (injected clocks): expiry is counted
     on the object store's clock, so a live lease runs its 60 s for both, and a lease that
     ran out on the store is free at once, however far ahead the holder's clock was."""
-    from olav.memory.remote import Lease, LeaseHeldError
+    from olav.memory.store.remote import Lease, LeaseHeldError
 
     loc = _lease_location(s3_env)
 
@@ -236,7 +236,7 @@ def test_moving_a_local_memory_to_the_team_table_and_every_command_on_it(
 def test_a_lease_with_a_wild_time_to_live_still_ends(s3_env: Any, ttl: Any, left: float) -> None:
     """A corrupt or foreign lease object blocks writers for an hour at most; one without a
     usable ttl counts with its name's (60 s for the write lease)."""
-    from olav.memory.remote import Lease
+    from olav.memory.store.remote import Lease
 
     lease = Lease(_lease_location(s3_env), "write", 60)
     body = json.dumps({"owner": "odd-host:1:x", "ttl": ttl}).encode()

@@ -30,9 +30,9 @@ def _recalled(root: Path, server: Any) -> list[str]:
 def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s3_env: Any) -> None:
     from olav.core.config import Workspace
     from olav.core.errors import NotFoundError
-    from olav.memory.lessons import add_reflection
-    from olav.memory.scopes import private_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import private_scope
+    from olav.memory.store.table import MemoryStore
 
     uri = f"s3://{s3_env.bucket()}/olav/netops"
     alice = _operator(tmp_path, s3_env, uri, "alice")

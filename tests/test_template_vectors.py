@@ -16,9 +16,9 @@ from olav.admin.setup import (
 )
 from olav.admin.template_vectors import template_texts
 from olav.core.config import Workspace
-from olav.memory.embedders import E5Embedder, HashEmbedder
-from olav.memory.store import MemoryStore
-from olav.memory.textvectors import load_vectors, save_vectors, text_key, vectors_file
+from olav.memory.store.embedders import E5Embedder, HashEmbedder
+from olav.memory.store.table import MemoryStore
+from olav.memory.store.textvectors import load_vectors, save_vectors, text_key, vectors_file
 from tests.helpers import DelegatingEmbedder
 
 

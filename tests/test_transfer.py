@@ -7,8 +7,8 @@ import pytest
 from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
-from olav.memory.store import MemoryStore
-from olav.memory.transfer import export_jsonl, import_jsonl
+from olav.memory.ingest.transfer import export_jsonl, import_jsonl
+from olav.memory.store.table import MemoryStore
 from tests.helpers import rec, write_config
 
 

@@ -1,4 +1,4 @@
-"""The in-process vector snapshot (olav.memory.vcache): same answers as LanceDB, and any
+"""The in-process vector snapshot (olav.memory.store.vcache): same answers as LanceDB, and any
 write, from any process, retires it."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from olav.memory.embedders import HashEmbedder
-from olav.memory.filters import SearchFilter
-from olav.memory.scopes import Reader
-from olav.memory.store import MemoryStore
-from olav.memory.timeq import Period
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import Reader
+from olav.memory.store.table import MemoryStore
+from olav.memory.store.timeq import Period
 from tests.helpers import write_from_another_process
 from tests.vcache_support import rows as _rows
 from tests.vcache_support import unit_vector as _unit
@@ -48,7 +48,7 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
         for q in ("router backup config", "备份 路由器", "disk alert cpu")
     ]
     # LanceDB's full-text scores use its index's statistics; with every row indexed they are
-    # those of the table, which the snapshot uses (olav.memory.ftscache)
+    # those of the table, which the snapshot uses (olav.memory.store.ftscache)
     store.maintain(force_optimize=True)
     store.vcache.max_rows = 0  # LanceDB answers every ranking
     expected = [

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from olav.memory.schema import MemoryRecord
+from olav.memory.store.schema import MemoryRecord
 
 WORDS = [
     "router",

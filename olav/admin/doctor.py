@@ -20,7 +20,7 @@ class Check:
 def check_fragments(store: Any) -> Check:
     """Many small table fragments slow every search; compaction can get stuck behind the
     vector index of a big table until `olav memory gc` rebuilds it."""
-    from olav.memory.store import MAX_FRAGMENTS
+    from olav.memory.store.table import MAX_FRAGMENTS
 
     frags = store.fragments()
     if frags <= 2 * MAX_FRAGMENTS:
@@ -36,7 +36,7 @@ def check_fragments(store: Any) -> Check:
 def check_relevance(config: Any, embedder_name: str, workspace_dir: Path | None = None) -> Check:
     """Whether AutoRecall decides relevance, or injects the nearest memories whatever they
     are (relevance off, or an embedder nobody has calibrated floors for)."""
-    from olav.memory.calibration import (
+    from olav.memory.recall.calibration import (
         calibrated_floors,
         floors_key,
         read_workspace_calibration,
@@ -96,7 +96,7 @@ def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
     table. It is never read (the live table is intact); --repair removes it."""
     import shutil
 
-    from olav.memory.store import REEMBED_TABLE, TABLE, lock_path
+    from olav.memory.store.table import REEMBED_TABLE, TABLE, lock_path
 
     stale = memory_path / f"{REEMBED_TABLE}.lance"
     live = memory_path / f"{TABLE}.lance"
@@ -122,7 +122,7 @@ def check_team_table(loc: Any) -> list[Check]:
     the store opens."""
     import os
 
-    from olav.memory.remote import s3_client, translate
+    from olav.memory.store.remote import s3_client, translate
 
     where = loc.storage_options.get("endpoint", "AWS S3")
     if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
@@ -151,12 +151,12 @@ def _memory_checks(ws: Any, loc: Any) -> tuple[list[Check], Any]:
     checks: list[Check] = []
     store: Any = None
     try:
-        from olav.memory.embedders import make_embedder
+        from olav.memory.store.embedders import make_embedder
 
         embedder = make_embedder(ws.config)
         checks.append(Check("embedder", "ok", f"{embedder.name}, {embedder.dim}-d (probed)"))
         checks.append(check_relevance(ws.config, embedder.name, ws.databases))
-        from olav.memory.store import MemoryStore
+        from olav.memory.store.table import MemoryStore
 
         store = MemoryStore.for_workspace(ws, embedder)
         where = loc.uri if loc.remote else ws.memory_path.name
@@ -215,7 +215,7 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
         return checks
 
     try:
-        from olav.memory.remote import memory_location
+        from olav.memory.store.remote import memory_location
 
         loc = memory_location(ws)
     except OlavError as exc:

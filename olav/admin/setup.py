@@ -119,7 +119,7 @@ def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
 
 def memory_uri_settings(uri: str, endpoint: str = "") -> dict[str, Any]:
     """The olav.yaml keys for ``olav init --memory-uri URI [--memory-endpoint URL]``."""
-    from olav.memory.remote import parse_uri
+    from olav.memory.store.remote import parse_uri
 
     values: dict[str, Any] = {"uri": parse_uri(uri, "--memory-uri")}
     if endpoint:
@@ -162,9 +162,9 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     Re-priming is safe then, because every row can be regenerated from the guide files. When
     any other row exists (captures, user facts ...), the mismatch error stands.
     """
-    from olav.memory.embedders import make_embedder
-    from olav.memory.search import SearchTuning
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.embedders import make_embedder
+    from olav.memory.store.search import SearchTuning
+    from olav.memory.store.table import MemoryStore
 
     embedder = make_embedder(ws.config)
     try:
@@ -172,7 +172,7 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     except EmbeddingDimMismatchError:
         import lancedb
 
-        from olav.memory.remote import memory_location
+        from olav.memory.store.remote import memory_location
 
         loc = memory_location(ws)
         db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
@@ -189,7 +189,7 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
 
 
 def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
-    from olav.memory.guides import find_guides, import_guides
+    from olav.memory.ingest.guides import find_guides, import_guides
 
     reprimed = False
     if store is None:
@@ -208,7 +208,7 @@ def prime_guides(ws: Workspace, store: Any = None) -> tuple[Any, bool]:
 def shipped_vectors(embedder: Any) -> dict[str, Any]:
     """{text hash: vector} of the template guides shipped for ``embedder`` (written by
     ``make template-vectors``); empty for any other embedder."""
-    from olav.memory.textvectors import load_vectors, vectors_file
+    from olav.memory.store.textvectors import load_vectors, vectors_file
 
     return load_vectors(vectors_file(template_dir(), embedder.name), embedder.name, embedder.dim)
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from olav.admin.setup import template_dir
-from olav.memory.textvectors import save_vectors, vectors_file
+from olav.memory.store.textvectors import save_vectors, vectors_file
 
 
 def template_texts(root: Path) -> list[str]:
     """The texts olav embeds for every guide of the template at ``root``."""
-    from olav.memory.guides import find_guides, guide_record, load_guide
+    from olav.memory.ingest.guides import find_guides, guide_record, load_guide
 
     return [guide_record(load_guide(p), p.name).text for p in find_guides(root)]
 
@@ -34,7 +34,7 @@ def write_template_vectors(embedder: Any, root: Path | None = None) -> Path:
 
 
 def main() -> None:
-    from olav.memory.embedders import E5Embedder
+    from olav.memory.store.embedders import E5Embedder
 
     path = write_template_vectors(E5Embedder())
     print(f"wrote {path}")

@@ -41,8 +41,8 @@ def _fill(ws: Any, rows: int) -> dict[str, float]:
     """Replace the workspace's memory table by ``rows`` synthetic rows, then import the
     template guides again (the Why page has them to decide on)."""
     from olav.bench.perf_data import EN_WORDS, ZH_WORDS, build_table
-    from olav.memory.embedders import make_embedder
-    from olav.memory.guides import find_guides, import_guides
+    from olav.memory.ingest.guides import find_guides, import_guides
+    from olav.memory.store.embedders import make_embedder
 
     embedder = make_embedder(ws.config)
     shutil.rmtree(ws.memory_path, ignore_errors=True)
@@ -75,8 +75,8 @@ def run_console_bench(rows: int = ROWS, requests: int = REQUESTS) -> dict[str, A
     from olav.bench.serve import _start
     from olav.bench.threads import echo_workspace
     from olav.llm.tiers import model_tier
-    from olav.memory.recall import Recaller
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.table import MemoryStore
     from olav.serve.tokens import TokenStore
 
     with tempfile.TemporaryDirectory() as tmp:

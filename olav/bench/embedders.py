@@ -10,7 +10,7 @@ EMBEDDERS = ("e5", "hash")
 
 
 def bench_embedder(name: str) -> Any:
-    from olav.memory.embedders import E5Embedder, HashEmbedder
+    from olav.memory.store.embedders import E5Embedder, HashEmbedder
 
     if name == "e5":
         return E5Embedder()

@@ -53,9 +53,9 @@ from olav.bench.golden_block import (
 )
 from olav.bench.golden_set import DATA, GoldenSet, load_golden
 from olav.core.errors import OlavError
-from olav.memory.embedders import CachedEmbedder, Embedder
-from olav.memory.filters import SearchFilter
-from olav.memory.relevance import Floors
+from olav.memory.policy import Floors
+from olav.memory.store.embedders import CachedEmbedder, Embedder
+from olav.memory.store.filters import SearchFilter
 
 AGENT = "ops"
 TIER = "small"
@@ -67,9 +67,9 @@ Progress = Callable[[str], None]
 
 def _load_store(gs: GoldenSet, store: Any) -> int:
     """Write the set through the product's paths; returns the number of guides imported."""
-    from olav.memory.guides import import_guides
-    from olav.memory.lessons import lesson_record
-    from olav.memory.schema import MemoryRecord
+    from olav.memory.ingest.guides import import_guides
+    from olav.memory.recall.lessons import lesson_record
+    from olav.memory.store.schema import MemoryRecord
 
     summary = import_guides(store, gs.guide_files, base=gs.root)
     if summary.errors:
@@ -234,16 +234,16 @@ def run_golden(
 ) -> dict[str, Any]:
     """Run the golden suite with ``embedder``. The Recaller is built by
     ``Recaller.for_config`` from the settings' defaults, so the floors are the product's
-    calibrated ones for that embedder (``olav.memory.calibration``); ``relevance`` measures
+    calibrated ones for that embedder (``olav.memory.recall.calibration``); ``relevance`` measures
     other floors (the ``memory.relevance`` syntax). The suggested floors are chosen on the
     calibration half and reported on the test half beside the configured ones. With
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale. With
     ``ceiling``, the report also says what any floors could reach on the test half
     (:mod:`olav.bench.golden_ceiling`, about a minute more)."""
-    from olav.memory import calibration
-    from olav.memory.search import SearchTuning
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall import calibration
+    from olav.memory.store.search import SearchTuning
+    from olav.memory.store.table import MemoryStore
 
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
@@ -310,8 +310,8 @@ def _settings(relevance: str | None, dedup: float | None) -> dict[str, Any]:
 def _recaller(store: Any, settings: dict[str, Any], fresh: bool) -> tuple[Any, Floors]:
     """The Recaller the suite measures and the floors configured for its embedder. With
     ``fresh`` and no floors yet, it recalls with the reference floors to measure margins."""
-    from olav.memory import calibration
-    from olav.memory.recall import Recaller
+    from olav.memory.recall import calibration
+    from olav.memory.recall.recaller import Recaller
 
     recaller = Recaller.for_config(store, settings, agent=AGENT, tier=TIER)
     configured = recaller.floors or Floors.off()
@@ -346,7 +346,7 @@ def _suggest(
     """The floors the calibration half suggests, and the margin scale they were searched on:
     e5's grid for the embedders olav ships floors for, the grid stretched to this embedder's
     margins for any other."""
-    from olav.memory import calibration
+    from olav.memory.recall import calibration
 
     if not recaller.relevance_on:
         return configured, 1.0

@@ -2,8 +2,8 @@
 
 Every query is recalled once through the product's :class:`Recaller` (hybrid search, the
 relevance signals of every candidate). The block is then *replayed* for other floors and tiers
-with the product's own :func:`~olav.memory.relevance.decide` and
-:func:`~olav.memory.recall.select`, so calibration sweeps cost no extra search.
+with the product's own :func:`~olav.memory.recall.relevance.decide` and
+:func:`~olav.memory.recall.recaller.select`, so calibration sweeps cost no extra search.
 
 Measures, per split, language and tier (each over the queries it applies to):
 
@@ -30,9 +30,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from olav.memory.recall import Candidate, render_block, select
-from olav.memory.relevance import Floors, decide
-from olav.memory.tokens import estimate_tokens
+from olav.memory.policy import Floors
+from olav.memory.recall.recaller import Candidate, render_block, select
+from olav.memory.recall.relevance import decide
+from olav.memory.store.tokens import estimate_tokens
 
 SPLITS = ("cal", "test")
 LANGS = ("en", "zh", "mixed")
@@ -85,7 +86,7 @@ def replay(r: Recalled, floors: Floors, tier: str, budget: int) -> list[Candidat
 
 def without_second_opinion(rows: Sequence[Recalled]) -> list[Recalled]:
     """The same candidates as the embedder alone judges them: a lesson's margin back to the
-    embedder's own (the mean with olav.memory.second_opinion undone)."""
+    embedder's own (the mean with olav.memory.recall.second_opinion undone)."""
     out = []
     for r in rows:
         cands = []
@@ -105,7 +106,7 @@ def embedder_alone(
 ) -> dict[str, Any] | None:
     """The test half, small tier, as the embedder alone decides it with its own floors: what
     the second opinion on lessons adds."""
-    from olav.memory import calibration
+    from olav.memory.recall import calibration
 
     floors = calibration.relevance_floors({**settings, "memory.second_opinion": "off"}, embedder)
     if floors is None:

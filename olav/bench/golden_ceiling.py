@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from olav.bench.golden_block import GRID, TARGETS, Recalled, _better, _score, measure
-from olav.memory.relevance import Floors
+from olav.memory.policy import Floors
 
 DIRECTIVE_FLOORS = ("directive", "directive_words", "specific", "spread")
 LESSON_FLOORS = ("lesson", "lesson_words")

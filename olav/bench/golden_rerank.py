@@ -2,8 +2,8 @@
 
 Every golden query is recalled once (:func:`olav.bench.golden.golden_rows`); its candidates keep
 their signals. A reranker's scores are then laid on those candidates, and the block is replayed
-with the product's own :func:`~olav.memory.relevance.decide`,
-:func:`~olav.memory.second_look.overrule` and :func:`~olav.memory.recall.select`:
+with the product's own :func:`~olav.memory.recall.relevance.decide`,
+:func:`~olav.memory.recall.second_look.overrule` and :func:`~olav.memory.recall.recaller.select`:
 
 - :func:`calibrate_rerank` chooses ``accept`` and ``reject`` on the calibration half, with the
   same objective as the margin floors (the most targets met, then the worst slack), the grid
@@ -25,9 +25,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from olav.bench.golden_block import TARGETS, Recalled, _better, _score, block_metrics
-from olav.memory.recall import Candidate, select
-from olav.memory.relevance import Floors, decide
-from olav.memory.second_look import RerankFloors, overrule
+from olav.memory.policy import Floors
+from olav.memory.recall.recaller import Candidate, select
+from olav.memory.recall.relevance import decide
+from olav.memory.recall.second_look import RerankFloors, overrule
 
 ACCEPT = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, math.inf)
 REJECT = (-math.inf, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
@@ -209,10 +210,10 @@ def golden_rows(
 
     from olav.bench.golden import _load_store, _recall_all, _recaller, _settings
     from olav.bench.golden_set import load_golden
-    from olav.memory.block import memory_body
-    from olav.memory.embedders import CachedEmbedder
-    from olav.memory.search import SearchTuning
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.block import memory_body
+    from olav.memory.store.embedders import CachedEmbedder
+    from olav.memory.store.search import SearchTuning
+    from olav.memory.store.table import MemoryStore
 
     settings = _settings(None, None)
     gs = load_golden()

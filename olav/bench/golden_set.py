@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from olav.core.errors import OlavError
-from olav.memory.relevance import language  # one rule for the product and the suite
+from olav.memory.recall.relevance import language  # one rule for the product and the suite
 
 DATA = Path(__file__).parent / "data" / "golden"
 PRECEDENTS = ("operational_event", "query_pattern")

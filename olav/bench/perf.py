@@ -6,7 +6,7 @@ One run measures, in one process and on the same data:
   query vectors) and for full AutoRecall (``Recaller.recall`` with the query embedded by the
   bundled e5, as the chat middleware calls it), next to a numpy brute-force top-k over the same
   vectors on one BLAS thread;
-- L1 capture cost per event through ``olav.memory.capture.capture``;
+- L1 capture cost per event through ``olav.memory.ingest.capture.capture``;
 - ``import_guides`` throughput with e5;
 - the wall time of ``olav --help`` and ``olav memory search`` as cold subprocesses in a
   workspace made by ``olav init``;
@@ -160,7 +160,7 @@ def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None
     """Run every measurement ``opts`` asks for; return a JSON-safe report."""
     from olav.bench.waits import wait_targets
     from olav.core.config import Config
-    from olav.memory.embedders import E5Embedder
+    from olav.memory.store.embedders import E5Embedder
 
     say = progress or (lambda msg: None)
     started = time.perf_counter()

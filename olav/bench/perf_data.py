@@ -77,9 +77,9 @@ def build_table(
     import pyarrow as pa
 
     from olav.memory.policy import DEFAULTS
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.search import SearchTuning
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.search import SearchTuning
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore(path, embedder, tuning=SearchTuning.of(config))
     rng = random.Random(seed)
@@ -154,7 +154,7 @@ def guide_doc(i: int, rng: random.Random) -> dict[str, Any]:
 def write_guides(root: Path, n: int) -> list[Path]:
     import yaml
 
-    from olav.memory.guides import find_guides
+    from olav.memory.ingest.guides import find_guides
 
     rng = random.Random(42)
     for i in range(n):

@@ -75,7 +75,7 @@ _AUTORECALL_NOTE = (
 
 def _recall_section(report: dict[str, Any]) -> list[str]:
     """The recall latency table, then the AutoRecall pieces."""
-    from olav.memory.maintenance import MAX_FRAGMENTS
+    from olav.memory.store.maintenance import MAX_FRAGMENTS
 
     s = report["settings"]
     return [
@@ -233,7 +233,7 @@ def _rss_rows(r: dict[str, Any]) -> list[list[Any]]:
         [f"RSS after opening {r['memories']:,} memories", f"{fmt(r['rss_after_open_mb'])} MB"],
         [f"peak RSS (VmHWM) after {r['recalls']} recalls", f"{fmt(r['vmhwm_mb'])} MB"],
         [
-            "the second opinion on lessons, once loaded (olav.memory.second_opinion)",
+            "the second opinion on lessons, once loaded (olav.memory.recall.second_opinion)",
             f"+{fmt(r.get('second_opinion_mb'))} MB",
         ],
         ["the table on disk", f"{fmt(r.get('table_mb'))} MB"],

@@ -17,7 +17,7 @@ import numpy as np
 
 from olav.bench.perf_data import AGENT, SEARCH_QUERY, make_queries, write_guides
 from olav.bench.timing import latencies_ms, olav_command, p50, summary
-from olav.memory.embedders import EmbedderProxy
+from olav.memory.store.embedders import EmbedderProxy
 
 
 def _version(dist: str) -> str | None:
@@ -80,7 +80,7 @@ class TimedEmbedder(EmbedderProxy):
 
 def measure_capture(store: Any, e5: Any, n: int, tag: str) -> dict[str, Any]:
     """L1 capture of one successful write event per call, through ``capture()``."""
-    from olav.memory.capture import ToolEvent, capture
+    from olav.memory.ingest.capture import ToolEvent, capture
 
     timed = TimedEmbedder(e5)
     store.embedder = timed
@@ -105,8 +105,8 @@ def measure_capture(store: Any, e5: Any, n: int, tag: str) -> dict[str, Any]:
 
 
 def measure_guides(root: Path, e5: Any, n: int) -> dict[str, Any]:
-    from olav.memory.guides import guide_record, import_guides, load_guide
-    from olav.memory.store import MemoryStore
+    from olav.memory.ingest.guides import guide_record, import_guides, load_guide
+    from olav.memory.store.table import MemoryStore
 
     files = write_guides(root / "guides", n)
     # the floor: e5 alone on the same texts, in the batches the store embeds in, before and
@@ -195,10 +195,10 @@ def rss_probe_main() -> None:
     parent's peak over a fork."""
     path, n = Path(sys.argv[1]), int(sys.argv[2])
     from olav.core.config import Config
-    from olav.memory.embedders import make_embedder
-    from olav.memory.recall import Recaller, RecallOptions
-    from olav.memory.search import SearchTuning
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.recaller import Recaller, RecallOptions
+    from olav.memory.store.embedders import make_embedder
+    from olav.memory.store.search import SearchTuning
+    from olav.memory.store.table import MemoryStore
 
     config = Config.load(None, environ={})
     store = MemoryStore(
@@ -221,10 +221,10 @@ def rss_probe_main() -> None:
         "rss_end_mb": _proc_status_mb("VmRSS"),
     }
     # the current version's data, without its indexes and the versions maintain() keeps for
-    # an hour (olav.memory.maintenance.RETENTION); read after the peak was
+    # an hour (olav.memory.store.maintenance.RETENTION); read after the peak was
     out["data_mb"] = round(store.table.stats()["total_bytes"] / 1e6, 1)
     # what the second opinion on lessons adds once a lesson is recalled (its weights)
-    from olav.memory import second_opinion
+    from olav.memory.recall import second_opinion
 
     if second_opinion.wanted(config):
         second_opinion.shared().vectors(["probe"])

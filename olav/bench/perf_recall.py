@@ -13,8 +13,8 @@ import numpy as np
 
 from olav.bench.perf_data import AGENT
 from olav.bench.timing import WARMUP, latencies_ms, paired_latencies_ms, summary
-from olav.memory.embedders import EmbedderProxy
-from olav.memory.filters import SearchFilter
+from olav.memory.store.embedders import EmbedderProxy
+from olav.memory.store.filters import SearchFilter
 
 K = 10
 
@@ -142,13 +142,13 @@ def _forget(rec: Any, queries: list[str]) -> None:
 
 
 def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
-    from olav.memory.policy import policy_for
-    from olav.memory.recall import RecallOptions
-    from olav.memory.relevance import Floors, load_background
+    from olav.memory.policy import Floors, policy_for
+    from olav.memory.recall.recaller import RecallOptions
+    from olav.memory.recall.relevance import load_background
 
     policy = policy_for(config)
     options = RecallOptions(tier=tier, token_budget=policy.token_budget, policy=policy)
-    from olav.memory import second_opinion
+    from olav.memory.recall import second_opinion
 
     # lessons are decided with the second opinion as in chat (its weights load untimed here)
     judge = second_opinion.judge_for(None) if second_opinion.wanted(config) else None
@@ -172,8 +172,8 @@ def _full_autorecall(
     """Full AutoRecall: every query a cache miss, so e5 embeds it; the access-count bump runs on
     the background writer as in chat and is waited for (untimed) before the next model call.
     Returns the latency summary and how many memories each recall injected."""
-    from olav.memory.embedders import CachedEmbedder
-    from olav.memory.recall import Recaller
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.embedders import CachedEmbedder
     from olav.runtime.runner import BUMP_EVERY_N_TURNS
 
     store.embedder = CachedEmbedder(e5, config["embedder.cache_size"])
@@ -221,13 +221,13 @@ def measure_recall(
 
     Read-only measurements come first; full AutoRecall, whose access-count bumps each write a
     table version, comes last and is followed by one more read-only AutoRecall pass."""
-    from olav.memory.embedders import CachedEmbedder
-    from olav.memory.recall import Recaller
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.embedders import CachedEmbedder
 
     queries, qvecs = timed.texts, timed.vectors
     n = len(queries) - WARMUP
     out: dict[str, Any] = {}
-    # the vector snapshot (olav.memory.vcache) is current, as a chat session keeps it
+    # the vector snapshot (olav.memory.store.vcache) is current, as a chat session keeps it
     out["vector_cache"] = store.vcache.refresh(store.table) is not None
     out["numpy"] = _numpy_baseline(vectors, qvecs, n)
     modes = {

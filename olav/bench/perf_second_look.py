@@ -78,15 +78,15 @@ def _pct(values: list[float]) -> dict[str, float]:
 
 def measure_second_look(rows: int = ROWS, queries: int = QUERIES) -> dict[str, Any]:
     from olav.llm.models import ScriptedChatModel
-    from olav.memory.calibration import parse_floors
-    from olav.memory.embedders import HashEmbedder
-    from olav.memory.judge import Judge
-    from olav.memory.recall import Recaller, RecallOptions
-    from olav.memory.relevance import load_background
-    from olav.memory.rerank import Reranker
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.second_look import RerankFloors, SecondLook
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.calibration import parse_floors
+    from olav.memory.recall.judge import Judge
+    from olav.memory.recall.recaller import Recaller, RecallOptions
+    from olav.memory.recall.relevance import load_background
+    from olav.memory.recall.rerank import Reranker
+    from olav.memory.recall.second_look import RerankFloors, SecondLook
+    from olav.memory.store.embedders import HashEmbedder
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import MemoryStore
 
     words = [
         "nginx",

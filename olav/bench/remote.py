@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from olav.core.errors import OlavError
-from olav.memory.remote import MemoryLocation
+from olav.memory.store.remote import MemoryLocation
 
 WRITERS = (1, 3, 10)
 
@@ -45,11 +45,11 @@ WRITES_EACH = 10
 
 WRITER = """
 import json, sys, time
-from olav.memory.embedders import HashEmbedder
-from olav.memory.remote import MemoryLocation
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
-from olav.memory import writes
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.remote import MemoryLocation
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
+from olav.memory.store import writes
 
 loc = MemoryLocation(sys.argv[1], json.loads(sys.argv[2]), 1.0)
 me, n, start = sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
@@ -105,7 +105,7 @@ def local_s3() -> Iterator[MemoryLocation]:
             {"endpoint": endpoint, "allow_http": "true", "region": "us-east-1"},
             refresh_seconds=1.0,  # the memory.refresh_seconds default
         )
-        from olav.memory.remote import s3_client
+        from olav.memory.store.remote import s3_client
 
         s3_client(loc).create_bucket(Bucket="olav-bench")
         yield loc
@@ -137,7 +137,7 @@ def measure_store(
     kit: PerfKit, store: Any, queries: list[str], qvecs: np.ndarray, e5: Any
 ) -> dict[str, Any]:
     """Hybrid search (vector precomputed), AutoRecall (dry run, e5 included) and capture."""
-    from olav.memory.recall import Recaller, RecallOptions
+    from olav.memory.recall.recaller import Recaller, RecallOptions
 
     def search(j: int) -> None:
         store.search(queries[j % len(queries)], query_vector=qvecs[j % len(queries)], k=10)
@@ -153,8 +153,8 @@ def measure_store(
 
 
 def measure_import(kit: PerfKit, location: Any, e5: Any, root: Path, n: int) -> dict[str, Any]:
-    from olav.memory.guides import import_guides
-    from olav.memory.store import MemoryStore
+    from olav.memory.ingest.guides import import_guides
+    from olav.memory.store.table import MemoryStore
 
     files = kit.write_guides(root / "guides", n)
     store = MemoryStore(location, e5)
@@ -169,8 +169,8 @@ def measure_writers(loc: MemoryLocation, counts: tuple[int, ...] = WRITERS) -> l
     out = []
     for n in counts:
         table = MemoryLocation(f"{loc.uri}/writers{n}", loc.storage_options, loc.refresh_seconds)
-        from olav.memory.embedders import HashEmbedder
-        from olav.memory.store import MemoryStore
+        from olav.memory.store.embedders import HashEmbedder
+        from olav.memory.store.table import MemoryStore
 
         MemoryStore(table, HashEmbedder("hash-64"))  # created before the writers start
         start = time.time() + 3.0 + 0.3 * n  # every writer has imported lancedb by then

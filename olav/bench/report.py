@@ -49,7 +49,7 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     with the reason under ``skipped``)."""
     from olav.bench import golden, perf
     from olav.bench import locomo as loc
-    from olav.memory.embedders import E5Embedder
+    from olav.memory.store.embedders import E5Embedder
 
     say = progress or (lambda _m: None)
     started = time.monotonic()

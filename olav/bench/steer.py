@@ -167,7 +167,7 @@ def _sandbox(
     ws: Workspace, root: Path, values: dict[str, Any], agents: dict[str, Any], logs: Path
 ) -> Workspace:
     """A throwaway copy of the workspace: agents, memory and domain data; empty exports."""
-    from olav.memory.store import REEMBED_TABLE
+    from olav.memory.store.table import REEMBED_TABLE
 
     databases = root / ".olav" / "databases"
     databases.mkdir(parents=True)
@@ -199,7 +199,7 @@ def _artifacts(root: Path, s: Scenario) -> tuple[list[str], bool]:
 
 
 def _without_recall(recaller: Any) -> Callable[..., Any]:
-    from olav.memory.recall import RecallResult
+    from olav.memory.recall.recaller import RecallResult
 
     def recall(query: str, **_: Any) -> RecallResult:
         return RecallResult(query=query, agent=recaller.agent, tier=recaller.tier)
@@ -286,8 +286,8 @@ def run_steer(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run every scenario ``runs`` times with memory on and off; a JSON-safe report."""
-    from olav.memory.embedders import make_embedder
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.embedders import make_embedder
+    from olav.memory.store.table import MemoryStore
 
     if runs < 1:
         raise OlavError(f"runs must be at least 1, got {runs}")

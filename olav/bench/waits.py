@@ -5,7 +5,7 @@
   recall log), next to what the background writer then spends on the same work;
 - cold ``olav memory search`` and ``olav memory why``, next to a bare Python start, the
   same start with the embedder loaded and one query embedded (the floor: these commands
-  answer from the snapshot on disk, olav.memory.snapfile, without lancedb), and a bare
+  answer from the snapshot on disk, olav.memory.store.snapfile, without lancedb), and a bare
   ``import lancedb``;
 - the share of e5's own batch throughput that a guide import reaches (in perf.measure_guides);
 - the chat prompt after ``olav`` under a pseudo-terminal (the engine loads behind it);
@@ -42,9 +42,9 @@ def measure_reply_path(store: Any, root: Path, n: int, tag: str, agent: str) -> 
     from olav.audit.db import migrate
     from olav.audit.recorder import AuditRecorder
     from olav.bench.timing import latencies_ms, summary
-    from olav.memory.capture import ToolEvent, apply_capture, plan_capture
-    from olav.memory.recall import RecallResult
-    from olav.memory.writer import BackgroundWriter
+    from olav.memory.ingest.capture import ToolEvent, apply_capture, plan_capture
+    from olav.memory.recall.recaller import RecallResult
+    from olav.memory.store.writer import BackgroundWriter
 
     migrate(root / "audit.duckdb")
     audit = AuditRecorder(root / "audit.duckdb")
@@ -104,7 +104,7 @@ def measure_cold(ws: Path, runs: int, query: str) -> dict[str, Any]:
     embedder = (
         "from olav.core.log import quiet_native_libraries; quiet_native_libraries()\n"
         "from olav.core.config import Config\n"
-        "from olav.memory.embedders import make_embedder\n"
+        "from olav.memory.store.embedders import make_embedder\n"
         f"make_embedder(Config.load(None, environ={{}})).embed_query({query!r})"
     )
     cmds = {

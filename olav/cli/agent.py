@@ -67,7 +67,7 @@ def install(
 ) -> None:
     """Validate a skill folder, copy it into the workspace and prime its guides."""
     from olav.admin.setup import open_store_for_priming
-    from olav.memory.guides import find_guides, import_guides, load_guide
+    from olav.memory.ingest.guides import find_guides, import_guides, load_guide
     from olav.runtime.skills import load_agent
 
     ws = open_workspace()

@@ -35,7 +35,7 @@ def golden(
     from olav.bench import golden as g
     from olav.bench.embedders import EMBEDDERS, bench_embedder
     from olav.bench.golden_tables import markdown_golden
-    from olav.memory.calibration import parse_floors
+    from olav.memory.recall.calibration import parse_floors
 
     if embedder not in EMBEDDERS:
         raise OlavError(f"unknown embedder {embedder!r}", hint="Use --embedder e5 or hash")

@@ -55,7 +55,7 @@ def rerank(
     bundled decision alone. A simulation: it says nothing about any real model."""
     from olav.bench.golden_rerank import golden_rows, simulate
     from olav.core.config import Config
-    from olav.memory.embedders import make_embedder
+    from olav.memory.store.embedders import make_embedder
 
     with status_progress(err_console.is_terminal and not as_json) as progress:
         if progress:

@@ -50,8 +50,8 @@ def calibrate_cmd(
     on the other half, next to what relevance off sends. About 600 texts are embedded. With
     --ceiling (about a minute more), it also shows the best blocks any floors could give with
     this embedder, fitted on the test half itself: whether it could meet olav's targets."""
-    from olav.memory import calibration
-    from olav.memory.embedders import make_embedder
+    from olav.memory.recall import calibration
+    from olav.memory.store.embedders import make_embedder
 
     ws = open_workspace()
     embedder = make_embedder(ws.config)
@@ -61,7 +61,7 @@ def calibrate_cmd(
         what = "dropped" if gone else "there were no saved floors"
         console.print(f"{key}: {what}; `olav doctor` shows what recall uses now.")
         return
-    from olav.memory.embedders import CachedEmbedder
+    from olav.memory.store.embedders import CachedEmbedder
 
     embedder = CachedEmbedder(embedder, size=8192)  # the reranker's pass embeds nothing again
     show = err_console.is_terminal and not as_json
@@ -87,12 +87,12 @@ def calibrate_cmd(
         console.print("Nothing saved.")
         return
     if rerank:
-        from olav.memory.second_look import RerankFloors, save_rerank_floors
+        from olav.memory.recall.second_look import RerankFloors, save_rerank_floors
 
         chosen = RerankFloors.from_json(rerank["floors"])
         where = save_rerank_floors(ws.databases, rerank["key"], chosen, rerank["test"])
         console.print(f"[green]✓[/] the reranker's floors saved in {where}.")
-    from olav.memory.relevance import Floors
+    from olav.memory.policy import Floors
 
     measured = {k: test.get(k) for k in SHOWN}
     path = calibration.save_workspace_calibration(
@@ -109,8 +109,8 @@ def _rerank(cfg: Any, embedder: Any, *, show: bool, ceiling: bool) -> dict[str, 
         return None
     from olav.bench.golden_rerank import KEYS, calibrate_rerank, golden_rows, measure
     from olav.core.errors import OlavError
-    from olav.memory.rerank import Reranker
-    from olav.memory.second_look import RerankFloors, reranker_key
+    from olav.memory.recall.rerank import Reranker
+    from olav.memory.recall.second_look import RerankFloors, reranker_key
 
     reranker = Reranker.from_config(cfg)
     assert reranker is not None

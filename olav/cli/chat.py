@@ -18,8 +18,8 @@ def recall_preview(ws: Any, agent: str = "core") -> None:
     """What AutoRecall would send the model with each of PREVIEW_QUERIES, decided as in chat:
     proof that memory works offline, and that an unrelated request gets nothing."""
     from olav.llm.tiers import model_tier
-    from olav.memory.recall import Recaller
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.table import MemoryStore
 
     cfg = ws.config
     store = MemoryStore.for_workspace(ws, cold=True)  # read-only, as `olav memory why`

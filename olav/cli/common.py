@@ -40,7 +40,7 @@ def open_workspace() -> Any:
 
 
 def open_store(ws: Any | None = None) -> Any:
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     return MemoryStore.for_workspace(ws or open_workspace())
 

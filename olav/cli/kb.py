@@ -26,7 +26,7 @@ def import_guides_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """(Re)load every *.guide.yaml into memory. Unchanged guides write nothing."""
-    from olav.memory.guides import find_guides, import_guides
+    from olav.memory.ingest.guides import find_guides, import_guides
 
     ws = open_workspace()
     store = open_store(ws)
@@ -65,8 +65,8 @@ def import_guides_cmd(
 def export_cmd(file: Path = typer.Argument(..., help="Destination .jsonl file.")) -> None:
     """Write every memory row you may read, vectors included, to a JSONL file (on a team
     table, not another operator's private rows)."""
-    from olav.memory.scopes import readable_where
-    from olav.memory.transfer import export_jsonl
+    from olav.memory.ingest.transfer import export_jsonl
+    from olav.memory.store.scopes import readable_where
 
     ws = open_workspace()
     n = export_jsonl(open_store(ws), file, where=readable_where(ws.config))
@@ -86,7 +86,7 @@ def import_cmd(
 ) -> None:
     """Import memory rows from a JSONL export, or a Markdown/text document as ~500-token
     chunks plus a summary guide. Re-importing a document replaces its rows."""
-    from olav.memory.documents import DOCUMENT_SUFFIXES, ImportProgress, import_document_file
+    from olav.memory.ingest.documents import DOCUMENT_SUFFIXES, ImportProgress, import_document_file
 
     suffix = file.suffix.lower()
     if suffix != ".jsonl" and suffix not in DOCUMENT_SUFFIXES:
@@ -99,7 +99,7 @@ def import_cmd(
     ws = open_workspace()
     store = open_store(ws)
     if suffix == ".jsonl":
-        from olav.memory.transfer import import_jsonl
+        from olav.memory.ingest.transfer import import_jsonl
 
         result = import_jsonl(store, file)
         if as_json:
@@ -164,7 +164,7 @@ def import_chat_cmd(
     """Import a conversation transcript: one memory per message, each with the messages
     around it as context and its date, so recall finds it by words, surroundings and time.
     Re-importing the same file replaces its rows."""
-    from olav.memory.chatlog import import_chat
+    from olav.memory.ingest.chatlog import import_chat
 
     if session_gap <= 0:
         raise OlavError(f"--session-gap must be positive, got {session_gap}")
@@ -197,9 +197,9 @@ def reembed_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
     """Rebuild memory with the configured embedder; the old table is kept as a backup."""
-    from olav.memory.embedders import make_embedder
-    from olav.memory.remote import memory_location
-    from olav.memory.store import reembed
+    from olav.memory.store.embedders import make_embedder
+    from olav.memory.store.remote import memory_location
+    from olav.memory.store.table import reembed
 
     ws = open_workspace()
     embedder = make_embedder(ws.config)
@@ -222,7 +222,7 @@ def reembed_cmd(
 @app.command("backups")
 def backups_cmd() -> None:
     """List memory tables kept by `olav kb re-embed`."""
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     names = MemoryStore.for_workspace(open_workspace()).backups()
     if not names:
@@ -237,8 +237,8 @@ def drop_backup_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> None:
     """Delete a backup table kept by `olav kb re-embed`."""
-    from olav.memory.remote import memory_location
-    from olav.memory.store import drop_backup
+    from olav.memory.store.remote import memory_location
+    from olav.memory.store.table import drop_backup
 
     ws = open_workspace()
     if not yes:

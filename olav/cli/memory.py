@@ -31,12 +31,12 @@ def search(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Search memory the way recall does (hybrid by default), with every score shown."""
-    from olav.memory.filters import SearchFilter
-    from olav.memory.scopes import Reader, personal_scopes
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.filters import SearchFilter
+    from olav.memory.store.scopes import Reader, personal_scopes
+    from olav.memory.store.table import MemoryStore
 
     ws = open_workspace()
-    # read-only: answered from the snapshot on disk when it is current (olav.memory.snapfile)
+    # read-only: answered from the snapshot on disk when it is current (olav.memory.store.snapfile)
     store = MemoryStore.for_workspace(ws, cold=True)
     scopes = [agent, "global", *personal_scopes(ws.config)] if agent else None
     hits = store.search(
@@ -74,8 +74,8 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List memory rows, newest first."""
-    from olav.memory.scopes import readable_where
-    from olav.memory.store import sql_str
+    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.table import sql_str
 
     ws = open_workspace()
     store = open_store(ws)
@@ -128,7 +128,7 @@ def show(
 def _readable(ws: Any, store: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it; else the same one-line error as
     for a missing row, so an id never reveals another operator's private row."""
-    from olav.memory.scopes import read_by_id
+    from olav.memory.store.scopes import read_by_id
 
     rec = read_by_id(store, ws.config, memory_id)
     if rec is None:
@@ -144,7 +144,7 @@ def delete(
 ) -> None:
     """Delete one memory (asks first). It is kept for history and never recalled again;
     --purge removes the row for good."""
-    from olav.memory.lifecycle import soft_delete
+    from olav.memory.lifecycle.decay import soft_delete
 
     ws = open_workspace()
     store = open_store(ws)
@@ -164,7 +164,7 @@ def delete(
 @app.command("stats")
 def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Rows per category and scope, the embedder, its dimension and the index state."""
-    from olav.memory.scopes import Reader
+    from olav.memory.store.scopes import Reader
 
     ws = open_workspace()
     store = open_store(ws)
@@ -190,7 +190,7 @@ def _audit(ws: Any) -> Any:
 @app.command("pin")
 def pin_cmd(memory_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Pin a memory: it never decays and its confidence is 1.0."""
-    from olav.memory.lifecycle import pin
+    from olav.memory.lifecycle.decay import pin
 
     ws = open_workspace()
     store = open_store(ws)
@@ -205,7 +205,7 @@ def edit_cmd(
     text: str | None = typer.Option(None, "--text", help="The new text (else $EDITOR opens)."),
 ) -> None:
     """Change a memory's text; it is re-embedded and the old text kept in the audit log."""
-    from olav.memory.lifecycle import edit_text
+    from olav.memory.lifecycle.decay import edit_text
 
     ws = open_workspace()
     store = open_store(ws)
@@ -229,8 +229,8 @@ def history_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The supersede chain of a memory and its recorded changes."""
-    from olav.memory.conflicts import history
-    from olav.memory.scopes import readable
+    from olav.memory.lifecycle.conflicts import history
+    from olav.memory.store.scopes import readable
 
     ws = open_workspace()
     store = open_store(ws)
@@ -284,9 +284,9 @@ def why_cmd(
 ) -> None:
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
     from olav.llm.tiers import model_tier
-    from olav.memory.recall import Recaller
-    from olav.memory.scopes import readable
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.scopes import readable
+    from olav.memory.store.table import MemoryStore
 
     ws = open_workspace()
     cfg = ws.config
@@ -394,8 +394,8 @@ def quarantine_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Memories held back because they look like prompt injection."""
-    from olav.memory.injection import QUARANTINE
-    from olav.memory.scopes import read_by_id, readable_where
+    from olav.memory.ingest.injection import QUARANTINE
+    from olav.memory.store.scopes import read_by_id, readable_where
 
     ws = open_workspace()
     store = open_store(ws)
@@ -429,8 +429,8 @@ def episodes_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Summaries of earlier chat sessions (episodic memory), newest first."""
-    from olav.memory.scopes import readable_where
-    from olav.memory.store import sql_str
+    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.table import sql_str
 
     ws = open_workspace()
     store = open_store(ws)
@@ -461,9 +461,9 @@ def archive_list(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Archived rows (never recalled), newest change first."""
-    from olav.memory.archive import Archive
-    from olav.memory.scopes import readable_where
-    from olav.memory.store import sql_str
+    from olav.memory.lifecycle.archive import Archive
+    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.table import sql_str
 
     ws = open_workspace()
     where = readable_where(ws.config)
@@ -487,8 +487,8 @@ def archive_list(
 @archive_app.command("restore")
 def archive_restore(ids: list[str] = typer.Argument(..., metavar="ID...")) -> None:
     """Bring archived rows back into memory, as they were."""
-    from olav.memory.archive import Archive, restore
-    from olav.memory.scopes import readable
+    from olav.memory.lifecycle.archive import Archive, restore
+    from olav.memory.store.scopes import readable
 
     ws = open_workspace()
     store = open_store(ws)

@@ -16,8 +16,8 @@ def resolved_policy(ws: Any) -> dict[str, Any]:
     """The workspace's policy as data: every value with its source, and the relevance
     floors recall uses for the configured embedder (default, olav.yaml or the calibration
     file)."""
-    from olav.memory.calibration import floors_and_source, floors_key
     from olav.memory.policy import policy_for, policy_rows
+    from olav.memory.recall.calibration import floors_and_source, floors_key
 
     cfg = ws.config
     policy = policy_for(cfg)  # a bad memory.policy key is a one-line error here

@@ -186,7 +186,7 @@ class Chat:
 
         runs = session_runs(self.session.audit.path, self.session.session_id)
         rows = [(started, agent, status, query) for _id, agent, status, query, started in runs]
-        from olav.memory.episodes import recent_episodes
+        from olav.memory.recall.episodes import recent_episodes
 
         for ep in reversed(recent_episodes(self.session.store, [self.session.agent_name], 3)):
             self.console.print(ep.text, markup=False, style="dim")

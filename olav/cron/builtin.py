@@ -27,14 +27,14 @@ def run_reflector(ws: Any, *, days: int = 1, model: Any = None) -> str:
 
 
 def gc_workspace(ws: Any, store: Any = None) -> Any:
-    """Memory's gc pass (olav.memory.lifecycle.gc) with the workspace's policy, its
+    """Memory's gc pass (olav.memory.lifecycle.decay.gc) with the workspace's policy, its
     lifecycle decisions in the workspace's audit: `olav memory gc` and the `gc` job."""
     from olav.audit.queries import last_decision_at
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.archive import enforce_capacity
-    from olav.memory.lifecycle import gc
+    from olav.memory.lifecycle.archive import enforce_capacity
+    from olav.memory.lifecycle.decay import gc
     from olav.memory.policy import policy_for
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     store = store if store is not None else MemoryStore.for_workspace(ws)
     since = last_decision_at(ws.audit_path, "lifecycle", "collected")

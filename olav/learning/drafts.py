@@ -130,7 +130,7 @@ def confirm(
             FIX_APPLIED_NOTE
         )
     if store is None:
-        from olav.memory.store import MemoryStore
+        from olav.memory.store.table import MemoryStore
 
         store = MemoryStore.for_workspace(ws)
     return commit_draft(

@@ -17,8 +17,8 @@ from typing import Any
 
 from olav.core.errors import OlavError
 from olav.llm.answers import ParseError, ask_model, extract_json
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore, sql_str, sql_ts
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore, sql_str, sql_ts
 
 PROMPT = """Below are {n} successful calls of the tool `{tool}` made by the `{scope}` agent.
 Abstract them into ONE reusable pattern so that the next call is right the first time.

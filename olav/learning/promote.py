@@ -13,7 +13,7 @@ from typing import Any
 
 from olav.core.errors import MemoryStoreError, NotFoundError
 from olav.learning.curator import CATEGORIES, DraftRequest, propose_draft, sanitise_intent
-from olav.memory.scopes import read_by_id, team_scope
+from olav.memory.store.scopes import read_by_id, team_scope
 
 
 def promote(ws: Any, store: Any, memory_id: str) -> tuple[str, str]:

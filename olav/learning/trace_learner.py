@@ -20,9 +20,9 @@ from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import AuditRecorder
 from olav.core.log import get_logger
 from olav.llm.answers import ask_model, extract_json
-from olav.memory.lessons import add_reflection
 from olav.memory.policy import policy_for
-from olav.memory.scopes import private_scope
+from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.scopes import private_scope
 
 log = get_logger("trace_learner")
 _LOCK = threading.Lock()
@@ -122,7 +122,7 @@ def start_trace_learning(ws: Any, store: Any) -> threading.Thread:
 def run_trace_learner(ws: Any) -> str:
     """The `trace-learn` cron job."""
     from olav.llm.models import workspace_chat_model
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore.for_workspace(ws)
     lessons = learn_from_traces(ws, store, workspace_chat_model(ws))

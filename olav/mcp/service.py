@@ -29,13 +29,13 @@ from olav.learning.curator import (
     propose_draft,
     sanitise_intent,
 )
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.episodes import recent_episodes
-from olav.memory.filters import SearchFilter
-from olav.memory.injection import QUARANTINE
-from olav.memory.recall import Recaller, memory_body
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import VECTOR_COLUMNS, MemoryStore, live_filter
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.ingest.injection import QUARANTINE
+from olav.memory.recall.episodes import recent_episodes
+from olav.memory.recall.recaller import Recaller, memory_body
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore, live_filter
 
 # what a client may ask to remember; documents and diagrams go through `olav kb import`, since
 # their curator path reads files from disk, which a remote client must not be able to trigger

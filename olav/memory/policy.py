@@ -33,8 +33,26 @@ from types import MappingProxyType
 from typing import Any
 
 from olav.core.errors import ConfigError
-from olav.memory.relevance import Floors
-from olav.memory.schema import CATEGORIES, ORIGINS
+from olav.memory.store.schema import CATEGORIES, ORIGINS
+
+
+@dataclass(frozen=True)
+class Floors:
+    """Margins a memory needs to count as relevant (see the module docstring)."""
+
+    directive: float  # any memory but a lesson, on its margin alone
+    directive_words: float  # ... when the request names it in words
+    specific: float  # any memory, a lesson too, named in specific words
+    lesson: float
+    lesson_words: float  # a lesson the full-text search matched too
+    spread: float  # memories more than this below the best one are left out
+
+    @classmethod
+    def off(cls) -> Floors:
+        """No relevance floor (the nearest memories are taken, as upstream did)."""
+        inf = float("inf")
+        return cls(-inf, -inf, -inf, -inf, -inf, inf)
+
 
 TIERS = ("small", "medium", "large")
 # what a new row does to a live one of its category and scope that it contradicts (the same
@@ -80,7 +98,7 @@ def _default_ttl() -> Mapping[str, timedelta | None]:
 
 
 def _default_floors() -> Mapping[str, Floors]:
-    # floors key prefix (olav.memory.calibration.floors_key) -> floors: directive, directive
+    # floors key prefix (olav.memory.recall.calibration.floors_key) -> floors: directive, directive
     # named in words, in specific words, lesson, lesson with a full-text match, spread below
     # the best memory; chosen on the calibration half of the golden suite
     return _ro(

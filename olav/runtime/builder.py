@@ -10,7 +10,7 @@ from olav.core.config import Workspace
 from olav.core.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
 from olav.core.log import get_logger
 from olav.llm.models import model_tier, workspace_chat_model
-from olav.memory.recall import Recaller, RecallOptions
+from olav.memory.recall.recaller import Recaller, RecallOptions
 from olav.runtime.middleware import (
     AutoRecallMiddleware,
     CompressionMiddleware,
@@ -104,7 +104,7 @@ def open_memory(ws: Workspace, run: RunContext) -> Any:
     files), :class:`MemoryOff` with one warning, a log line and an audit event. An embedder
     mismatch or a wrong setting still refuses to start: it is a configuration error with a
     fix."""
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     try:
         return MemoryStore.for_workspace(ws)

@@ -20,8 +20,8 @@ from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from olav.core.log import get_logger
-from olav.memory.capture import ToolEvent
-from olav.memory.recall import Recaller, RecallResult
+from olav.memory.ingest.capture import ToolEvent
+from olav.memory.recall.recaller import Recaller, RecallResult
 
 log = get_logger("runtime.recall")
 
@@ -289,7 +289,7 @@ class CompressionMiddleware(AgentMiddleware):
         return f"olav_compression_{self.agent_name}"
 
     def _compress(self, request: Any) -> Any:
-        from olav.memory.tokens import estimate_tokens
+        from olav.memory.store.tokens import estimate_tokens
 
         messages = list(request.messages)
         total = sum(estimate_tokens(message_text(m)) + 4 for m in messages)

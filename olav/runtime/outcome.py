@@ -18,8 +18,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from olav.memory.capture import ToolEvent, failed
-from olav.memory.schema import MemoryRecord
+from olav.memory.ingest.capture import ToolEvent, failed
+from olav.memory.store.schema import MemoryRecord
 
 DELEGATION = "task"  # handing work to a sub-agent is not doing it
 DIRECTIVE_CATEGORIES = frozenset({"usage_guide", "expert_knowledge", "reflection"})

@@ -18,11 +18,11 @@ from olav.core.errors import ModelError, OlavError
 from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
 from olav.llm.models import translate_model_error
-from olav.memory.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.decisions import DecisionBuffer
+from olav.memory.ingest.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
 from olav.memory.policy import policy_for
-from olav.memory.scopes import private_scope, user_name
-from olav.memory.writer import shared_writer
+from olav.memory.store.scopes import private_scope, user_name
+from olav.memory.store.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
 from olav.runtime.middleware import RunContext, message_text
@@ -415,7 +415,7 @@ class Session:
 
     def _after_run(self, text: str, run_id: str, outcome: str) -> None:
         """The run's bookkeeping. Only what is cheap happens here; embeddings and writes go
-        to the background writer (olav.memory.writer), in order, and nobody waits for them
+        to the background writer (olav.memory.store.writer), in order, and nobody waits for them
         before the next prompt."""
         for rec in self.built.recallers.values():
             rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0, wait=False)
@@ -431,7 +431,7 @@ class Session:
         return next(iter(self.built.recallers.values())).store
 
     def _capture_run(self, text: str, run_id: str, outcome: str) -> None:
-        """L1 capture after every run (olav.memory.capture), on the background writer."""
+        """L1 capture after every run (olav.memory.ingest.capture), on the background writer."""
         finished = outcome not in ("failed", "cancelled")
         try:
             plan = plan_capture(
@@ -482,7 +482,7 @@ class Session:
     def write_episode(self) -> str | None:
         """Store this session's episode (what was asked, done, left open)."""
         from olav.audit.queries import runs_tool_calls, session_runs
-        from olav.memory.episodes import SessionLog, write_episode
+        from olav.memory.recall.episodes import SessionLog, write_episode
 
         if self._built is None or self.turns == 0:
             return None

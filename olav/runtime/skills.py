@@ -2,7 +2,7 @@
 
 An entry of ``tools`` is a tool name, or ``{name: <tool>, capture: true|false}`` to say whether
 L1 capture stores the tool's successful calls as precedents (undeclared: the write-verb rule
-of :mod:`olav.memory.capture`).
+of :mod:`olav.memory.ingest.capture`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from langchain_core.messages import ToolMessage
 from olav.audit.recorder import ToolCallEntry
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
-from olav.memory.capture import ToolEvent
+from olav.memory.ingest.capture import ToolEvent
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.rescue.middleware import tool_schemas
 from olav.runtime.rescue.schema import coerce

@@ -397,7 +397,7 @@ class SessionPool:
         with self._memory_lock:
             if self._store is None:
                 if opener is None:
-                    from olav.memory.store import MemoryStore
+                    from olav.memory.store.table import MemoryStore
 
                     self._store = MemoryStore.for_workspace(self.ws)
                 else:

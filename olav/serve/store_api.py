@@ -1,6 +1,6 @@
 """The LangGraph Store API subset (``client.store`` of langgraph-sdk) over olav's memory.
 
-An item is a memory row the request's operator may read (:func:`olav.memory.scopes.readable`,
+An item is a memory row the request's operator may read (:func:`olav.memory.store.scopes.readable`,
 the rule recall applies): its key is the row's id, its namespace
 ``["memories", <where>, <category>]``, where ``<where>`` is ``private`` (the operator's own
 ``user:`` scope), ``team`` (the team's ``team:`` scope) or the scope itself (``global``, an
@@ -49,7 +49,7 @@ class _Operator:
     """The request's operator: their configuration (``memory.user`` is them) and scopes."""
 
     def __init__(self, server: Any, operator: str) -> None:
-        from olav.memory.scopes import Reader, team_scope, user_name
+        from olav.memory.store.scopes import Reader, team_scope, user_name
         from olav.serve.runs import operator_workspace
 
         self.ws = operator_workspace(server.ws, operator)
@@ -59,7 +59,7 @@ class _Operator:
         self.team = team_scope(self.config)
 
     def namespace(self, scope: str, category: str) -> list[str]:
-        from olav.memory.scopes import TEAM_PREFIX
+        from olav.memory.store.scopes import TEAM_PREFIX
 
         if scope == self.reader.user:
             where = PRIVATE
@@ -127,17 +127,17 @@ class _Reading(_Operator):
         return out
 
     def live(self, *parts: str) -> str:
-        from olav.memory.scopes import readable_where
-        from olav.memory.sql import live_filter
+        from olav.memory.store.scopes import readable_where
+        from olav.memory.store.sql import live_filter
 
         return str(live_filter(extra=" AND ".join([readable_where(self.config), *parts])))
 
     def find(self, namespace: list[str], key: str) -> Any:
         """The live row the operator may read whose id is ``key`` or, for the key of a put
         whose draft was confirmed, the row that draft became (its newest); else 404."""
-        from olav.memory.schema import now
-        from olav.memory.scopes import read_by_id
-        from olav.memory.sql import sql_str
+        from olav.memory.store.schema import now
+        from olav.memory.store.scopes import read_by_id
+        from olav.memory.store.sql import sql_str
 
         rec = read_by_id(self.store, self.config, key)
         if rec is not None:
@@ -238,8 +238,8 @@ def _text_of(value: Any) -> tuple[str, list[str]]:
 def _prefix_where(prefix: list[str], reading: _Reading) -> list[str] | None:
     """SQL conditions for the rows whose namespace starts with ``prefix``; None when no row's
     can."""
-    from olav.memory.scopes import TEAM_PREFIX, USER_PREFIX
-    from olav.memory.sql import sql_str
+    from olav.memory.store.scopes import TEAM_PREFIX, USER_PREFIX
+    from olav.memory.store.sql import sql_str
 
     if not prefix:
         return []
@@ -262,7 +262,7 @@ def _prefix_where(prefix: list[str], reading: _Reading) -> list[str] | None:
 
 
 def _filter_where(value: Any) -> list[str]:
-    from olav.memory.sql import sql_str
+    from olav.memory.store.sql import sql_str
 
     if value is None:
         return []
@@ -338,7 +338,7 @@ async def delete_item(server: Any, request: Request, operator: str) -> Any:
 def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
     from olav.audit.recorder import AuditRecorder
     from olav.learning.curator import GUIDE_CATEGORIES
-    from olav.memory.lifecycle import soft_delete
+    from olav.memory.lifecycle.decay import soft_delete
 
     reading = _Reading(server, operator)
     rec = reading.find(namespace, key)
@@ -375,7 +375,7 @@ def _search(
     limit: int,
     offset: int,
 ) -> dict[str, Any]:
-    from olav.memory.filters import SearchFilter
+    from olav.memory.store.filters import SearchFilter
 
     reading = _Reading(server, operator)
     under = _prefix_where(prefix, reading)

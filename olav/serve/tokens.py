@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.core.errors import NotFoundError, OlavError
-from olav.memory.scopes import _name
+from olav.memory.store.scopes import _name
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from olav.bench.perf import numpy_topk, one_blas_thread
-from olav.memory.embedders import E5Embedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.search import SearchTuning
-from olav.memory.store import MemoryStore
+from olav.memory.store.embedders import E5Embedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import MemoryStore
 from tests.bench.memory_support import NEVER, recall_at_k
 from tests.bench.support import (
     WARMUP,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from olav.bench.perf import write_guides
-from olav.memory.embedders import E5Embedder, HashEmbedder
-from olav.memory.guides import import_guides
-from olav.memory.store import MemoryStore
+from olav.memory.ingest.guides import import_guides
+from olav.memory.store.embedders import E5Embedder, HashEmbedder
+from olav.memory.store.table import MemoryStore
 from tests.bench.support import report
 
 pytestmark = pytest.mark.bench

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from olav.memory.embedders import CachedEmbedder, E5Embedder
-from olav.memory.filters import SearchFilter
 from olav.memory.policy import DEFAULTS
-from olav.memory.recall import Recaller, RecallOptions
-from olav.memory.schema import MemoryRecord
-from olav.memory.search import SearchTuning
-from olav.memory.store import MemoryStore
+from olav.memory.recall.recaller import Recaller, RecallOptions
+from olav.memory.store.embedders import CachedEmbedder, E5Embedder
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import MemoryStore
 from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
 
 pytestmark = pytest.mark.bench
@@ -109,7 +109,7 @@ def test_bench_autorecall_overhead(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_bench_l1_capture_cost(tmp_path: Path) -> None:
     """L1 capture per write event: one redaction, one e5 embedding and one LanceDB write."""
-    from olav.memory.capture import ToolEvent, capture
+    from olav.memory.ingest.capture import ToolEvent, capture
 
     e5 = E5Embedder()
     store = MemoryStore(tmp_path / "m.lance", e5)

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from olav.bench.perf import numpy_topk, one_blas_thread
-from olav.memory.filters import SearchFilter
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
 from tests.bench.memory_support import DIM, NEVER, recall_at_k
 from tests.bench.support import (
     WARMUP,

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from olav.core.redact import redact, redact_text
-from olav.memory.capture import (
+from olav.memory.ingest.capture import (
     ToolEvent,
     capture,
     event_id,
@@ -12,9 +12,9 @@ from olav.memory.capture import (
     is_write_tool,
     should_capture,
 )
-from olav.memory.filters import SearchFilter
 from olav.memory.policy import DEFAULTS
-from olav.memory.schema import CATEGORIES
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import CATEGORIES
 from tests.helpers import hash_store
 
 

@@ -16,7 +16,7 @@ from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.learning.trace_learner import failed_runs, learn_from_traces
 from olav.llm.models import ScriptedChatModel
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
 from tests.helpers import OlavCli, OlavMain, scripted_ws

@@ -14,8 +14,8 @@ from olav.core.config import Workspace
 from olav.learning.patterns import extract_patterns
 from olav.learning.trace_learner import learn_from_traces
 from olav.llm.models import ScriptedChatModel
-from olav.memory.recall import Recaller
-from olav.memory.store import MemoryStore
+from olav.memory.recall.recaller import Recaller
+from olav.memory.store.table import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.tools import ToolContext, registry
 from tests.helpers import audit_rows, scripted_ws

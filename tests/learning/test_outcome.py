@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from olav.memory.capture import ToolEvent
-from olav.memory.schema import MemoryRecord
+from olav.memory.ingest.capture import ToolEvent
+from olav.memory.store.schema import MemoryRecord
 from olav.runtime.outcome import (
     Directive,
     asks_for_action,

@@ -22,7 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from olav.memory.schema import MemoryRecord, now
+from olav.memory.store.schema import MemoryRecord, now
 from tests.helpers import HASH_CONFIG, clean_env, write_config
 
 HASH32_CONFIG = HASH_CONFIG.replace("hash-64", "hash-32")

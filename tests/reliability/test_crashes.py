@@ -18,9 +18,9 @@ import pytest
 
 from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import build_schema, now
-from olav.memory.store import MemoryStore, reembed
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import build_schema, now
+from olav.memory.store.table import MemoryStore, reembed
 from tests.helpers import hash_store, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from olav.core.config import Workspace
-from olav.memory.embedders import HashEmbedder
-from olav.memory.store import MemoryStore, reembed
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.table import MemoryStore, reembed
 from tests.helpers import hash_store, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
@@ -92,7 +92,7 @@ class _FrozenDatetime(datetime):
 def test_two_reembeds_within_one_second_keep_two_backups(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import olav.memory.connection as store_mod
+    import olav.memory.store.connection as store_mod
 
     monkeypatch.setattr(store_mod, "datetime", _FrozenDatetime)
     path = tmp_path / "m.lance"

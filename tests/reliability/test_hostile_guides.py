@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from olav.core.errors import GuideError
-from olav.memory.guides import Guide, guide_record, import_guides, load_guide
+from olav.memory.ingest.guides import Guide, guide_record, import_guides, load_guide
 from tests.helpers import hash_store, rec
 from tests.reliability._support import (
     assert_no_crash,

@@ -18,7 +18,7 @@ from olav.cron import CronExpressionError
 from olav.cron.expression import validate_expression
 from olav.learning.curator import CATEGORIES as DRAFT_CATEGORIES
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft, sanitise_intent
-from olav.memory.transfer import FORMAT, export_jsonl, import_jsonl
+from olav.memory.ingest.transfer import FORMAT, export_jsonl, import_jsonl
 from tests.helpers import HASH_CONFIG, hash_store
 from tests.reliability._support import (
     assert_one_line_error,

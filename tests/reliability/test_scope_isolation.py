@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from olav.core.errors import MemoryStoreError, OlavError
-from olav.memory.filters import SearchFilter
-from olav.memory.schema import CATEGORIES, now
-from olav.memory.search import SearchTuning
-from olav.memory.store import SEARCH_MODES
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.schema import CATEGORIES, now
+from olav.memory.store.search import SearchTuning
+from olav.memory.store.table import SEARCH_MODES
 from tests.helpers import hash_store, rec
 
 SCOPES = ("global", "agentA", "agentB", "team:x", "team:y", "user:alice", "user:bob")
@@ -180,8 +180,8 @@ def test_whitespace_scope_cannot_be_written(tmp_path: Path) -> None:
 
 def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
     from olav.core.config import Config
-    from olav.memory.recall import Recaller, RecallOptions
-    from olav.memory.scopes import personal_scopes
+    from olav.memory.recall.recaller import Recaller, RecallOptions
+    from olav.memory.store.scopes import personal_scopes
 
     cfg = Config.load(None, environ={"OLAV_MEMORY_USER": "Alice", "OLAV_MEMORY_TEAM": "x"})
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,7 +195,7 @@ def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
 # -- every read path, through the CLI ---------------------------------------------------------
 
 # the operator of the workspace below, and what they may never read (another operator's
-# private scope, another team's scope); written independently of olav.memory.scopes
+# private scope, another team's scope); written independently of olav.memory.store.scopes
 OPERATORS = {
     "alice of team x": ("  user: alice\n  team: x\n", {"user:bob", "team:y"}),
     "bob, no team": ("  user: bob\n", {"user:alice"}),
@@ -220,7 +220,7 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
     from olav.cli.app import app
     from olav.core.config import Workspace
     from olav.mcp.service import MemoryService
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
     from olav.runtime.tools.memory import recall_memory
     from tests.helpers import HASH_CONFIG, tool_context, write_config
 

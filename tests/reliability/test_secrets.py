@@ -19,9 +19,9 @@ import pytest
 
 from olav.audit.recorder import AuditRecorder, ToolCallEntry
 from olav.core.config import Workspace
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.store import MemoryStore
-from olav.memory.transfer import export_jsonl
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.ingest.transfer import export_jsonl
+from olav.memory.store.table import MemoryStore
 from tests.reliability._support import make_workspace
 from tests.secret_corpus import CORPUS
 

@@ -28,7 +28,7 @@ def test_store_killed_mid_write_then_restarted(
 ) -> None:
     from olav.core.config import Workspace
     from olav.core.errors import OlavError
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     relay = Relay(s3_env.port).start()
     uri = f"s3://{s3_env.bucket()}/olav/team"

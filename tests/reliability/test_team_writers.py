@@ -24,12 +24,12 @@ import json, sys
 from pathlib import Path
 from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
-from olav.memory.capture import ToolEvent, capture
-from olav.memory.lessons import add_reflection
-from olav.memory.schema import MemoryRecord
-from olav.memory.filters import SearchFilter
-from olav.memory.store import MemoryStore
-from olav.memory import writes
+from olav.memory.ingest.capture import ToolEvent, capture
+from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.table import MemoryStore
+from olav.memory.store import writes
 
 me, rounds = sys.argv[1], int(sys.argv[2])
 print("ready", flush=True)
@@ -104,7 +104,7 @@ def test_three_machines_write_one_team_table(tmp_path: Path, s3_env: Any) -> Non
         log.close()
 
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(tmp_path / "A"))
     ids = store.column_values(["id"]).column("id").to_pylist()

@@ -18,8 +18,8 @@ import pytest
 
 from olav.core.config import Workspace
 from olav.cron.jobfile import get_job
-from olav.memory.store import MemoryStore
-from olav.memory.transfer import export_jsonl
+from olav.memory.ingest.transfer import export_jsonl
+from olav.memory.store.table import MemoryStore
 from tests.helpers import CRON_SERVE, clean_env, run_olav, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +48,8 @@ def cron_reflection_job(ws: Any) -> str:
     """A per-minute job: one reflection per firing, then gc."""
     from datetime import UTC, datetime
 
-    from olav.memory.lessons import add_reflection
-    from olav.memory.lifecycle import gc
+    from olav.memory.lifecycle.decay import gc
+    from olav.memory.recall.lessons import add_reflection
 
     store = MemoryStore.for_workspace(ws)
     stamp = datetime.now(UTC).strftime("%H%M%S%f")

@@ -78,7 +78,7 @@ def test_recall_block_reaches_the_model_but_not_the_history(
     assert "guide_core_export_when_asked_to_save" in injected
     assert any(c["decision"] == "injected" for c in json.loads(recalls[0][3]))
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     guide = "guide_core_export_when_asked_to_save"

@@ -22,7 +22,7 @@ from olav.bench.steer import (
 )
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavMain, scripted_ws, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 

@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 
 from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import DelegatingEmbedder, SessionFor, audit_rows, run_olav, scripted_ws
 
 QUERY = "please save the report with format_and_export"

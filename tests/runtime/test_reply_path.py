@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from olav.core.config import Workspace
-from olav.memory.store import MemoryStore
+from olav.memory.store.table import MemoryStore
 from tests.helpers import DelegatingEmbedder, SessionFor
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from langchain_core.messages import ToolMessage
 
 from olav.core.config import Workspace
-from olav.memory.lessons import lesson_record, lessons_naming
-from olav.memory.store import MemoryStore
+from olav.memory.recall.lessons import lesson_record, lessons_naming
+from olav.memory.store.table import MemoryStore
 from olav.runtime.toolguard import LESSONS_HEADER
 from tests.helpers import SessionFor, audit_rows
 

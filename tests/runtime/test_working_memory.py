@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import HumanMessage
 
-from olav.memory.recall import Recaller, RecallOptions
+from olav.memory.recall.recaller import Recaller, RecallOptions
 from tests.helpers import SessionFor
 
 

@@ -1,4 +1,4 @@
-"""The background writer (olav.memory.writer): order, flush, exit and crash semantics."""
+"""The background writer (olav.memory.store.writer): order, flush, exit and crash semantics."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 import threading
 from pathlib import Path
 
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
-from olav.memory.writer import BackgroundWriter
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
+from olav.memory.store.writer import BackgroundWriter
 
 BATCH = 10
 
@@ -21,11 +21,11 @@ BATCH = 10
 CHILD = """
 import sys
 from pathlib import Path
-from olav.memory.capture import CapturePlan, apply_capture
-from olav.memory.embedders import HashEmbedder
-from olav.memory.schema import MemoryRecord
-from olav.memory.store import MemoryStore
-from olav.memory.writer import shared_writer
+from olav.memory.ingest.capture import CapturePlan, apply_capture
+from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.table import MemoryStore
+from olav.memory.store.writer import shared_writer
 
 BATCH = BATCH_SIZE
 store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"))

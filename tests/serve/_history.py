@@ -141,7 +141,7 @@ LESSON_WORDS = {  # a lesson recall adds to a request that mentions these words
 
 def seed_history(ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.table import MemoryStore
 
     opened = Workspace.open(ws)
     store = MemoryStore.for_workspace(opened)
@@ -278,9 +278,9 @@ def _latency(rng: random.Random, back: int, injected: int, k: int) -> float:
 
 
 def _recall(recorder: Any, run_id: str, ask: Ask, records: list[Any], ms: float) -> None:
-    from olav.memory.block import render_block
-    from olav.memory.hits import Hit
-    from olav.memory.recall import Candidate, RecallResult
+    from olav.memory.recall.block import render_block
+    from olav.memory.recall.recaller import Candidate, RecallResult
+    from olav.memory.store.hits import Hit
 
     hits = [Hit(rec, score=0.09 - 0.01 * n) for n, rec in enumerate(records)]
     cands = [Candidate(hit, decision="injected") for hit in hits]

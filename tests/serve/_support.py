@@ -180,7 +180,7 @@ def stop_server(proc: subprocess.Popen[str]) -> str:
 def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dict[str, str]]:
     """A workspace on the stub at ``url``, with tokens for its operator, bob and carol."""
     from olav.core.config import Workspace
-    from olav.memory.scopes import user_name
+    from olav.memory.store.scopes import user_name
     from olav.serve.tokens import TokenStore
 
     ws = ollama_workspace(root, url, NO_NUDGE)

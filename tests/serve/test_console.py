@@ -67,9 +67,9 @@ def _prepare(ws: Path) -> None:
     private scope, made as the store API makes them (it records bob)."""
     from olav.core.config import Workspace
     from olav.learning.curator import DraftRequest, propose_draft
-    from olav.memory.lessons import add_reflection
-    from olav.memory.scopes import user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import user_scope
+    from olav.memory.store.table import MemoryStore
 
     opened = Workspace.open(ws)
     store = MemoryStore.for_workspace(opened)

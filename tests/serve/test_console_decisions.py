@@ -29,9 +29,9 @@ def _prepare(ws: Path) -> None:
     from olav.audit.recorder import AuditRecorder
     from olav.core.config import Workspace
     from olav.memory.decisions import Decision
-    from olav.memory.lessons import add_reflection
-    from olav.memory.scopes import user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import user_scope
+    from olav.memory.store.table import MemoryStore
 
     opened = Workspace.open(ws)
     store = MemoryStore.for_workspace(opened)

@@ -34,9 +34,9 @@ def _prepare(ws: Path) -> None:
     days: two global facts and a decision in alice's private scope."""
     from olav.audit.db import connect
     from olav.core.config import Workspace
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.scopes import user_name, user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.scopes import user_name, user_scope
+    from olav.memory.store.table import MemoryStore
     from olav.runtime.threads import ThreadStore
 
     opened = Workspace.open(ws)
@@ -104,7 +104,7 @@ def _days(rows: list[dict[str, Any]], *keep: str) -> dict[str, tuple[Any, ...]]:
 
 
 def test_the_json_twin_counts_alices_runs_and_recalls(served: Served) -> None:
-    from olav.memory.tokens import estimate_tokens
+    from olav.memory.store.tokens import estimate_tokens
 
     with session(served) as alice:
         got = alice.get("/health", params={"format": "json", "days": "7"})

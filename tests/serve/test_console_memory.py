@@ -31,10 +31,10 @@ IDS: dict[str, str] = {}
 
 def _prepare(ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.memory.lessons import add_reflection
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.scopes import user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.scopes import user_scope
+    from olav.memory.store.table import MemoryStore
 
     opened = Workspace.open(ws)
     store = MemoryStore.for_workspace(opened)

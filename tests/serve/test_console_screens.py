@@ -105,8 +105,8 @@ def _ascii_only(ws: Path) -> None:
     import yaml
 
     from olav.core.config import Workspace
-    from olav.memory.guides import find_guides, import_guides
-    from olav.memory.store import MemoryStore
+    from olav.memory.ingest.guides import find_guides, import_guides
+    from olav.memory.store.table import MemoryStore
 
     cjk = re.compile(r"[\u3400-\u9fff]")
     for path in find_guides(ws):
@@ -127,9 +127,9 @@ def _prepare(ws: Path) -> None:
     from olav.learning.curator import DraftRequest, commit_draft, propose_draft
     from olav.learning.curator.amend import propose_keywords
     from olav.learning.reflector import write_code_fix
-    from olav.memory.lessons import add_reflection
-    from olav.memory.scopes import user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import user_scope
+    from olav.memory.store.table import MemoryStore
 
     config = ws / ".olav" / "olav.yaml"
     config.write_text(config.read_text() + FLOORS)

@@ -38,9 +38,9 @@ MAX_BODY = 20000
 
 def _private_memory(ws: Path) -> None:
     from olav.core.config import Workspace
-    from olav.memory.lessons import add_reflection
-    from olav.memory.scopes import user_scope
-    from olav.memory.store import MemoryStore
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import user_scope
+    from olav.memory.store.table import MemoryStore
 
     opened = Workspace.open(ws)
     added, SECRET_ID["id"] = add_reflection(

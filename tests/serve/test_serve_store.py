@@ -29,8 +29,8 @@ SHARED_ID = "fact_store_api_shared_rule"
 def _shared_rows(ws: Path) -> None:
     """A guide and a shared fact (scope global), before the server starts."""
     from olav.core.config import Workspace
-    from olav.memory.schema import MemoryRecord
-    from olav.memory.store import MemoryStore
+    from olav.memory.store.schema import MemoryRecord
+    from olav.memory.store.table import MemoryStore
 
     store = MemoryStore.for_workspace(Workspace.open(ws))
     store.upsert(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from olav.memory.embedders import Embedder
+from olav.memory.store.embedders import Embedder
 
 Progress = Callable[[str], None]
 

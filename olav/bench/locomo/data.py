@@ -224,9 +224,9 @@ REPRESENTATIONS: dict[str, Callable[[Conversation], list[str]]] = {
 
 
 def time_filter(question: str) -> str | None:
-    """The period a question names (olav's own parser, olav.memory.timeq) as a pre-filter on
+    """The period a question names (olav's own parser, olav.memory.store.timeq) as a pre-filter on
     ``created_at``, which holds the session date here; None when it names none."""
-    from olav.memory.timeq import query_period
+    from olav.memory.store.timeq import query_period
 
     period = query_period(question)
     return period.sql("created_at") if period else None

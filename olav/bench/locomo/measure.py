@@ -16,7 +16,7 @@ from olav.bench.locomo.cache import VectorCache
 from olav.bench.locomo.data import Conversation, time_filter
 from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
-from olav.memory.filters import SearchFilter
+from olav.memory.store.filters import SearchFilter
 
 BASELINES = ("bm25", "vector", "langgraph", "olav")
 
@@ -53,7 +53,7 @@ class Measurer:
     out: Measured = field(default_factory=Measured)
 
     def conversation(self, where: Path, conv: Conversation, qv: np.ndarray) -> None:
-        from olav.memory.store import MemoryStore
+        from olav.memory.store.table import MemoryStore
 
         for rep in sorted(self.corpus.needed, key=lambda r: r != "turn"):
             vectors = self.corpus.vectors
@@ -116,7 +116,7 @@ class Measurer:
     def _olav(self, path: Path, conv: Conversation, qv: np.ndarray) -> None:
         """olav's default: the product's records (dated text, context window, event time) and
         ``MemoryStore.search(mode="hybrid")``, with vectors from the cache."""
-        from olav.memory.store import MemoryStore
+        from olav.memory.store.table import MemoryStore
 
         cache = self.cache
         records = olav_records(conv)
@@ -138,15 +138,15 @@ class Measurer:
 
 
 def olav_records(conv: Conversation) -> list[Any]:
-    """The conversation as olav stores it (olav.memory.context.conversation_records)."""
-    from olav.memory.context import Utterance, conversation_records
+    """The conversation as olav stores it (olav.memory.ingest.context.conversation_records)."""
+    from olav.memory.ingest.context import Utterance, conversation_records
 
     turns = [Utterance(t.dia_id, t.speaker, t.text, t.session, t.when) for t in conv.turns]
     return conversation_records(turns, metadata={"conversation": conv.sample_id})
 
 
 def _records(conv: Conversation, texts: Sequence[str], vectors: np.ndarray) -> list[Any]:
-    from olav.memory.schema import MemoryRecord
+    from olav.memory.store.schema import MemoryRecord
 
     fallback = datetime(2000, 1, 1, tzinfo=UTC)
     return [

@@ -18,7 +18,7 @@ from olav.bench.locomo.measure import BASELINES, Corpus, Measured, Measurer
 from olav.bench.locomo.recipes import RECIPES, Recipe
 from olav.bench.locomo.scoring import fuse, summarise
 from olav.core.errors import OlavError
-from olav.memory.embedders import Embedder
+from olav.memory.store.embedders import Embedder
 
 LABELS = {
     "bm25": "BM25 (LanceDB FTS, olav's ICU index)",

@@ -18,9 +18,9 @@ def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:
 
 
 def fuse(rankings: Sequence[tuple[Sequence[str], float]], rrf_k: int, depth: int) -> list[str]:
-    """The product's fusion (olav.memory.fusion.rrf) over the first ``depth`` ids of each
+    """The product's fusion (olav.memory.store.fusion.rrf) over the first ``depth`` ids of each
     weighted ranking, as ``MemoryStore.search`` fuses its own candidates."""
-    from olav.memory.fusion import rrf
+    from olav.memory.store.fusion import rrf
 
     lists = {str(i): list(r[:depth]) for i, (r, _w) in enumerate(rankings)}
     weights = {str(i): w for i, (_r, w) in enumerate(rankings)}

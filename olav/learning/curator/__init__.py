@@ -9,7 +9,7 @@ Turn 2 (:func:`commit_draft`) commits the latest (or named) draft, by category:
 - ``fact`` / ``preference`` / ``decision`` / ``expert_knowledge``: one row, origin user,
   confidence 1.0;
 - ``document``: ~500-token chunks (category document) plus a summary usage_guide
-  (see :mod:`olav.memory.documents`);
+  (see :mod:`olav.memory.ingest.documents`);
 - ``topology``: one row whose metadata names the format (mermaid, dot or svg), detected from
   the source.
 

@@ -155,7 +155,7 @@ def amendment_preview(draft: dict[str, Any]) -> dict[str, Any]:
 def commit_amendment(root: Path, store: Any, draft: dict[str, Any]) -> tuple[str, list[str], str]:
     """Turn 2, after a person's yes: add the keywords to the guide's file and import it.
     Returns (memory id, ids, what was done)."""
-    from olav.memory.guides import import_guides, load_guide
+    from olav.memory.ingest.guides import import_guides, load_guide
 
     amends = draft["amends"]
     path = (root / str(amends["file"])).resolve()

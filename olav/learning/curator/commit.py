@@ -24,7 +24,7 @@ from olav.learning.curator.common import (
     write_json,
 )
 from olav.learning.curator.propose import draft_preview, prepare
-from olav.memory.schema import MemoryRecord
+from olav.memory.store.schema import MemoryRecord
 
 
 def draft_for_consent(
@@ -71,7 +71,7 @@ def _check_confirmed(draft: Draft, run_id: str | None, audit_path: Path | None) 
 def _commit_guide(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[str]]:
     from pydantic import ValidationError
 
-    from olav.memory.guides import Guide, import_guides
+    from olav.memory.ingest.guides import Guide, import_guides
 
     guide = {
         "schema_version": 1,
@@ -103,7 +103,7 @@ def _commit_row(store: Any, d: dict[str, Any], root: Path) -> tuple[str, list[st
     """A fact/preference/decision: the intent is its subject, so a new value for the same
     subject (or a near-duplicate) conflicts with the old row; the workspace's policy says
     what that does (by default the old row is superseded and stays for history)."""
-    from olav.memory.conflicts import remember
+    from olav.memory.lifecycle.conflicts import remember
 
     mem_id = f"{d['category']}_{d['intent']}"
     existing = store.get(mem_id)
@@ -135,7 +135,7 @@ def _commit_row(store: Any, d: dict[str, Any], root: Path) -> tuple[str, list[st
 
 
 def _commit_topology(store: Any, d: dict[str, Any], fmt: str) -> tuple[str, list[str]]:
-    from olav.memory.diagrams import diagram_labels
+    from olav.memory.ingest.diagrams import diagram_labels
 
     mem_id = f"topology_{d['intent']}"
     labels = diagram_labels(d["body"], fmt)
@@ -205,7 +205,7 @@ def _store_draft(root: Path, store: Any, d: dict[str, Any]) -> tuple[str, list[s
         mem_id, ids = _commit_guide(root, store, d)
         return mem_id, ids, f"Committed guide {mem_id} ({info['file']})."
     if cat == "document":
-        from olav.memory.documents import write_document
+        from olav.memory.ingest.documents import write_document
 
         res = write_document(store, info["records"], info["summary"])
         done = (

@@ -53,8 +53,8 @@ _PreviewDumper.add_representer(str, _str_block)
 
 def _resolve_file(root: Path, body: str, category: str) -> Path | None:
     """A document/topology body that is just a file path: the file to read, if it exists."""
-    from olav.memory.diagrams import DIAGRAM_SUFFIXES
-    from olav.memory.documents import DOCUMENT_SUFFIXES
+    from olav.memory.ingest.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.ingest.documents import DOCUMENT_SUFFIXES
 
     text = body.strip()
     if category not in ("document", "topology") or not _PATHLIKE.match(text):
@@ -86,9 +86,9 @@ def _check_agent(root: Path, agent: str) -> None:
 
 def prepare(root: Path, draft: dict[str, Any]) -> dict[str, Any]:
     """Details computed from a draft: the preview fields, and what commit will write."""
-    from olav.memory.chunking import document_title
-    from olav.memory.diagrams import detect_diagram_format
-    from olav.memory.documents import DocumentSpec, document_key_for_file, document_records
+    from olav.memory.ingest.chunking import document_title
+    from olav.memory.ingest.diagrams import detect_diagram_format
+    from olav.memory.ingest.documents import DocumentSpec, document_key_for_file, document_records
 
     cat = draft["category"]
     info: dict[str, Any] = {}
@@ -218,8 +218,8 @@ def _body_and_source(root: Path, body: str, category: str) -> tuple[str, str | N
     path = _resolve_file(root, body, category)
     if path is None:
         return body.strip(), None
-    from olav.memory.diagrams import DIAGRAM_SUFFIXES
-    from olav.memory.documents import DOCUMENT_SUFFIXES, read_text_file
+    from olav.memory.ingest.diagrams import DIAGRAM_SUFFIXES
+    from olav.memory.ingest.documents import DOCUMENT_SUFFIXES, read_text_file
 
     text = read_text_file(path, (*DOCUMENT_SUFFIXES, *DIAGRAM_SUFFIXES)).strip()
     try:

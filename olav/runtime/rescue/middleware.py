@@ -197,7 +197,7 @@ class RescueMiddleware(AgentMiddleware):
         compression (a huge tool result, a long pasted file): the server would cut it."""
         if self._warned_context:
             return
-        from olav.memory.tokens import estimate_tokens
+        from olav.memory.store.tokens import estimate_tokens
 
         parts = [message_text(m) for m in request.messages]
         system = getattr(request, "system_message", None)

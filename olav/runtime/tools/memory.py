@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from olav.core.errors import OlavError
-from olav.memory.filters import SearchFilter
+from olav.memory.store.filters import SearchFilter
 from olav.runtime.tools.base import ToolArgs, ToolContext, tool_error
 
 
@@ -19,7 +19,7 @@ class RecallArgs(ToolArgs):
 def recall_memory(
     ctx: ToolContext, query: str, category: str | None = None, scope: str | None = None
 ) -> str:
-    from olav.memory.scopes import personal_scopes, readable
+    from olav.memory.store.scopes import personal_scopes, readable
 
     if scope and ctx.config and not readable(ctx.config, scope):
         return tool_error(f"scope {scope} is another operator's private memory")
@@ -59,9 +59,9 @@ class LessonArgs(ToolArgs):
 
 def record_reflection(ctx: ToolContext, lesson: str) -> str:
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.lessons import add_reflection
     from olav.memory.policy import policy_for
-    from olav.memory.scopes import private_scope
+    from olav.memory.recall.lessons import add_reflection
+    from olav.memory.store.scopes import private_scope
 
     scope = private_scope(ctx.config) or "global"
     added, rid = add_reflection(

@@ -73,7 +73,7 @@ class Ctx:
     def owner(self) -> str:
         """The workspace's own operator (``memory.user``, else the login name): the one whose
         terminal this is."""
-        from olav.memory.scopes import user_name
+        from olav.memory.store.scopes import user_name
 
         return user_name(self.server.ws.config)
 

@@ -45,7 +45,7 @@ def visible(ctx: Ctx) -> list[tuple[Any, Any]]:
 def _mine(
     ctx: Ctx, kind: str, draft: Any, threads: dict[str, str | None], owners: dict[str, str]
 ) -> bool:
-    from olav.memory.scopes import readable
+    from olav.memory.store.scopes import readable
 
     if kind == "fix":
         return ctx.operator == ctx.owner

@@ -2,7 +2,7 @@
 logged-in operator.
 
 - **Memory blocks:** the share of runs that got a ``<relevant-memories>`` block, and the
-  tokens per block (the one token estimate, :func:`olav.memory.tokens.estimate_tokens`).
+  tokens per block (the one token estimate, :func:`olav.memory.store.tokens.estimate_tokens`).
 - **Outcomes:** runs per day by outcome.
 - **Memory growth:** rows created per day per category, cumulative (every row the operator
   may read, retired ones too: they were created), for the categories that grew in the window.
@@ -77,7 +77,7 @@ def health_data(ctx: Ctx, days: int) -> dict[str, Any]:
 
 
 def _block_tokens(blocks: list[tuple[date, str]]) -> list[dict[str, Any]]:
-    from olav.memory.tokens import estimate_tokens
+    from olav.memory.store.tokens import estimate_tokens
 
     by_day: dict[date, list[int]] = {}
     for day, block in blocks:
@@ -106,7 +106,7 @@ def _outcomes(rows: list[tuple[date, str, int]]) -> list[dict[str, Any]]:
 def _memory_growth(ctx: Ctx, first: date) -> dict[str, Any]:
     """Rows created per day and category from ``first`` on, each day with the running total
     (``before``: the rows created earlier)."""
-    from olav.memory.scopes import readable_where
+    from olav.memory.store.scopes import readable_where
 
     cols = ctx.store().column_values(["category", "created_at"], readable_where(ctx.config))
     before: Counter[str] = Counter()

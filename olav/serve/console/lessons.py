@@ -82,7 +82,7 @@ def gaps(ctx: Ctx) -> list[Any]:
     (another operator's requests are theirs), keeping only the guides they may read."""
     from olav.audit.queries import recall_rows, run_threads
     from olav.learning.gaps import near_misses
-    from olav.memory.scopes import read_by_id
+    from olav.memory.store.scopes import read_by_id
     from olav.serve.console.runs import may_see
 
     rows = recall_rows(ctx.audit_path, limit=RECALLS)

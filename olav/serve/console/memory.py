@@ -2,8 +2,8 @@
 ``/memory/{id}`` (one row in full, with its history from the audit's ``memory_events`` and the
 control plane's decisions about it from ``memory_decisions``).
 
-Only rows the operator may read are ever read (:func:`olav.memory.scopes.readable_where` as a
-pre-filter, :func:`~olav.memory.scopes.read_by_id` by id): another operator's private row is
+Only rows the operator may read are ever read (:func:`olav.memory.store.scopes.readable_where` as a
+pre-filter, :func:`~olav.memory.store.scopes.read_by_id` by id): another operator's private row is
 "not found", as in ``olav memory show``. A page reads one page of rows: a search asks for
 offset + limit hits; the newest-first listing sorts the matching rows' ids and times (two
 columns, in Arrow) and then reads only the rows of the page.
@@ -45,7 +45,7 @@ DECISIONS = 100  # the newest control-plane decisions a page shows
 
 def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
     """The scopes the filters allow (None: any the operator may read)."""
-    from olav.memory.scopes import personal_scopes
+    from olav.memory.store.scopes import personal_scopes
 
     allowed = [agent, "global", *personal_scopes(ctx.config)] if agent else None
     if scope:
@@ -54,7 +54,7 @@ def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
 
 
 def memory_page(ctx: Ctx) -> Page:
-    from olav.memory.schema import CATEGORIES, ORIGINS
+    from olav.memory.store.schema import CATEGORIES, ORIGINS
 
     q = ctx.text("q")
     category = ctx.choice("category", CATEGORIES)
@@ -173,7 +173,7 @@ def created_range(ctx: Ctx) -> tuple[date | None, date | None]:
 
 def _created_where(start: date | None, end: date | None) -> str:
     """The rows created on the days ``start`` to ``end`` (UTC), as a SQL predicate."""
-    from olav.memory.sql import sql_ts
+    from olav.memory.store.sql import sql_ts
 
     def midnight(day: date) -> str:  # no row is older than 1970: a far earlier day is that
         day = max(day, date(1970, 1, 1))
@@ -202,8 +202,8 @@ def _where(
     retired: bool,
     created: str = "",
 ) -> str:
-    from olav.memory.scopes import readable_where
-    from olav.memory.sql import live_filter, sql_str
+    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.sql import live_filter, sql_str
 
     extra = readable_where(ctx.config)
     if origin:
@@ -240,7 +240,7 @@ def _newest(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from olav.memory.sql import sql_in
+    from olav.memory.store.sql import sql_in
 
     store = ctx.store()
     where = _where(ctx, category, origin, scopes, retired, created)
@@ -272,9 +272,9 @@ def _search(
 ) -> tuple[list[Any], dict[str, float], int | None]:
     """One page of the hybrid search's hits (their fused scores by id); the total is unknown
     below the deepest page (None), else the number of hits."""
-    from olav.memory.filters import SearchFilter
-    from olav.memory.scopes import Reader
-    from olav.memory.sql import sql_str
+    from olav.memory.store.filters import SearchFilter
+    from olav.memory.store.scopes import Reader
+    from olav.memory.store.sql import sql_str
 
     want = min(offset + limit, MAX_HITS)
     if offset >= want:
@@ -303,8 +303,8 @@ def _search(
 
 def memory_row_page(ctx: Ctx) -> Page:
     from olav.audit.queries import memory_decisions, memory_events
-    from olav.memory.conflicts import history
-    from olav.memory.scopes import readable
+    from olav.memory.lifecycle.conflicts import history
+    from olav.memory.store.scopes import readable
 
     memory_id = ctx.path_params["memory_id"]
     store = ctx.store()
@@ -383,7 +383,7 @@ def memory_row_page(ctx: Ctx) -> Page:
 
 def _readable(ctx: Ctx, memory_id: str) -> Any:
     """The row if this operator may read it; else "not found", as for a missing row."""
-    from olav.memory.scopes import read_by_id
+    from olav.memory.store.scopes import read_by_id
 
     rec = read_by_id(ctx.store(), ctx.config, memory_id)
     if rec is None:
@@ -395,7 +395,7 @@ def changeable(ctx: Ctx, rec: Any) -> bool:
     """Who may pin or retire a row: the workspace's own operator any row she may read (as
     with `olav memory pin` and `delete` in her terminal), any other operator only the rows of
     their own private scope (as the store API's delete)."""
-    from olav.memory.scopes import user_scope
+    from olav.memory.store.scopes import user_scope
 
     return ctx.operator == ctx.owner or rec.scope == user_scope(ctx.config)
 
@@ -457,7 +457,7 @@ def _guide_note(rec: Any) -> str:
 def quarantined(rec: Any) -> bool:
     """Held back from recall as `olav memory quarantine` lists it (retired, with a
     ``quarantine:`` reason)."""
-    from olav.memory.injection import QUARANTINE
+    from olav.memory.ingest.injection import QUARANTINE
 
     return str(rec.superseded_by or "").startswith(QUARANTINE)
 
@@ -476,7 +476,7 @@ def _changing(ctx: Ctx) -> Any:
 def pin_action(ctx: Ctx) -> Redirect:
     """`olav memory pin`: it never decays and its confidence is 1.0 (audited, with who)."""
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle import pin
+    from olav.memory.lifecycle.decay import pin
 
     rec = _changing(ctx)
     pin(ctx.store(), rec.id)
@@ -488,7 +488,7 @@ def edit_action(ctx: Ctx) -> Redirect:
     """`olav memory edit --text`: the new text, re-embedded, the old one in the audit (with
     who). A guide is refused: it is edited through its YAML file."""
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle import edit_text
+    from olav.memory.lifecycle.decay import edit_text
 
     rec = _changing(ctx)
     if rec.category in GUIDES:
@@ -511,7 +511,7 @@ def quarantine_action(ctx: Ctx) -> Redirect:
     (retired, ``superseded_by = "quarantine:console"``): `olav memory quarantine` lists it
     and ``--release`` (or Release here) returns it. Audited with who."""
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.injection import QUARANTINE
+    from olav.memory.ingest.injection import QUARANTINE
 
     rec = _changing(ctx)
     if rec.invalidated_at is not None:
@@ -540,7 +540,7 @@ def release_action(ctx: Ctx) -> Redirect:
 def delete_action(ctx: Ctx) -> Redirect:
     """`olav memory delete` (not --purge): retired, kept for history, never recalled again."""
     from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle import soft_delete
+    from olav.memory.lifecycle.decay import soft_delete
 
     rec = _changing(ctx)
     soft_delete(ctx.store(), rec.id, actor=ctx.operator, audit=AuditRecorder(ctx.audit_path))
@@ -638,8 +638,8 @@ def visible_decisions(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, An
     own operator, who reads the whole log with `olav memory log`, sees decisions naming one.
     Each kept decision says which of its ids link to a row page (``linked``) and names its run
     only when the operator may see that run."""
-    from olav.memory.scopes import readable
-    from olav.memory.sql import sql_in
+    from olav.memory.store.scopes import readable
+    from olav.memory.store.sql import sql_in
 
     ids = sorted({i for d in rows for i in (d["memory_id"], d["other_id"]) if i})
     found = (
@@ -718,7 +718,7 @@ def decision_json(d: dict[str, Any]) -> dict[str, Any]:
 def rows_of_run(ctx: Ctx, run_id: str, limit: int = 100) -> list[Any]:
     """The rows the operator may read whose metadata names ``run_id`` (``run_id``, or in a
     ``run_ids`` / ``runs`` list): lessons and rows captured from that run, newest first."""
-    from olav.memory.scopes import readable_where
+    from olav.memory.store.scopes import readable_where
 
     needle = run_id.replace("'", "''").replace("%", "")
     where = f"{readable_where(ctx.config)} AND metadata LIKE '%{needle}%'"

@@ -1,7 +1,7 @@
 """The Why page, ``/why``: what AutoRecall would inject for a request, and why each candidate
 was kept or dropped, for the logged-in operator.
 
-It decides with the code `olav memory why` runs (:meth:`olav.memory.recall.Recaller.recall`
+It decides with the code `olav memory why` runs (:meth:`olav.memory.recall.recaller.Recaller.recall`
 with ``dry_run=True``: nothing is bumped or logged), on the operator's config (their
 ``memory.user``, so their private scope and never another's); its JSON twin has the fields of
 `olav memory why --json`.
@@ -28,8 +28,8 @@ def model_tier(ctx: Ctx) -> str:
 
 def explain(ctx: Ctx, query: str, agent: str, tier: str) -> tuple[Any, Any]:
     """(the Recaller, its dry-run RecallResult) for ``query``: `olav memory why`'s code."""
-    from olav.memory.recall import Recaller
-    from olav.memory.scopes import readable
+    from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.scopes import readable
 
     if not readable(ctx.config, agent):  # an agent name is a scope: never another operator's
         raise Refused(f"agent {agent!r} names another operator's scope")

@@ -1,0 +1,1 @@
+"""What enters memory: guides, documents, chat logs, captured turns, transfers."""

@@ -1,0 +1,1 @@
+"""How memories age: decay, pinning, expiry and gc, conflicts, capacity and the archive."""
