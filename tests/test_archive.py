@@ -10,6 +10,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from olav.memory.lifecycle.archive import Archive, enforce_capacity, restore
 from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
 from olav.memory.recall.lessons import add_reflection
 from olav.memory.store.table import MemoryStore
-from tests.helpers import HASH_CONFIG, OlavCli, hash_store, rec, write_config
+from tests.helpers import HASH_CONFIG, OlavCli, hash_store, rec, run_olav, write_config
 
 OLD = datetime.now(UTC) - timedelta(days=90)
 
@@ -150,3 +151,136 @@ def test_olav_memory_archive_list_and_restore(hash_ws: Path, olav: OlavCli) -> N
     assert olav("memory", "archive", "restore", "nope").exit_code != 0
     kinds = json.loads(olav("memory", "log", "--kind", "lifecycle", "--json").output)
     assert {d["action"] for d in kinds} >= {"archived", "restored", "collected"}
+
+
+def test_each_scope_is_bounded_apart(tmp_path: Path) -> None:
+    """One operator's many private rows never push out another's, nor the shared ones."""
+    store = hash_store(tmp_path / "m.lance")
+    store.upsert(
+        [rec(f"alice{i}", f"alice note {i}", scope="user:alice") for i in range(5)]
+        + [rec("bob0", "bob note", scope="user:bob", confidence=0.1, updated_at=OLD)]
+        + [rec(f"team{i}", f"team note {i}", scope="global") for i in range(2)]
+    )
+    moved = enforce_capacity(store, _bounded(fact=2))
+    assert sorted(moved) == ["alice0", "alice1", "alice2"]  # equal value: the oldest ids go
+    live = {r.id for r in store.list_rows()}
+    assert live == {"alice3", "alice4", "bob0", "team0", "team1"}
+
+
+KILL_MID_RESTORE = """
+import os, signal, sys
+from olav.memory.lifecycle import archive
+from tests.helpers import hash_store
+
+store = hash_store(sys.argv[1])
+archive.between_restore_and_delete = lambda: os.kill(os.getpid(), signal.SIGKILL)
+archive.restore(store, ["drop_old"])
+"""
+
+
+def test_a_kill_in_the_middle_of_a_restore_is_finished_not_undone(tmp_path: Path) -> None:
+    path = tmp_path / "m.lance"
+    store = hash_store(path)
+    _facts(store)
+    enforce_capacity(store, _bounded(fact=3))
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_MID_RESTORE, str(path)], cwd=root, capture_output=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    store = hash_store(path)
+    assert "drop_old" in {r.id for r in store.list_rows()}
+    assert "drop_old" in {r.id for r in Archive(store).rows()}  # in both: marked as restoring
+    listed = {r.id: r for r in Archive(store).rows(marked=False)}
+    assert "archive_restoring" not in listed["drop_old"].metadata
+    # the next pass finishes the restore (a restore, not a move, was cut off)
+    assert enforce_capacity(store, _bounded(fact=4)) == []
+    live, cold = {r.id for r in store.list_rows()}, {r.id for r in Archive(store).rows()}
+    assert live == {"keep_used", "keep_sure", "pinned", "drop_old"} and cold == {"drop_unsure"}
+    back = store.get("drop_old")
+    assert back is not None and "archive_restoring" not in back.metadata
+
+
+WRITE_AND_BOUND = """
+import sys
+from olav.memory.lifecycle.archive import enforce_capacity
+from olav.memory.policy import DEFAULTS, MemoryPolicy
+from tests.helpers import hash_store, rec
+
+store = hash_store(sys.argv[1])
+me = sys.argv[2]
+for i in range(4):
+    store.upsert([rec(f"{me}_{i}", f"fact {i} written by process {me}")])
+    enforce_capacity(store, MemoryPolicy(capacity={**DEFAULTS.capacity, "fact": 5}))
+"""
+
+
+def test_processes_writing_at_once_keep_the_capacity_exactly(tmp_path: Path) -> None:
+    """Four processes write and bound one category at once: the table ends at its capacity,
+    every row is live or archived, and none is in both (no surplus archived twice)."""
+    path = tmp_path / "m.lance"
+    hash_store(path).upsert([rec("seed", "the first fact")])
+    root = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITE_AND_BOUND, str(path), f"p{n}"],
+            cwd=root,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err.decode()
+    store = hash_store(path)
+    live, cold = {r.id for r in store.list_rows()}, {r.id for r in Archive(store).rows()}
+    every = {"seed"} | {f"p{n}_{i}" for n in range(4) for i in range(4)}
+    assert len(live) == 5 and not live & cold and live | cold == every
+
+
+def test_a_team_table_on_s3_archives_and_restores_each_operator_s_own(
+    tmp_path: Path, s3_env: Any
+) -> None:
+    """Capacity on a team table in object storage (a real S3-protocol server): alice's
+    private rows are bounded apart from bob's, archived in the bucket, and only she can list
+    or restore them."""
+    from olav.memory.store.scopes import private_scope
+    from tests.s3server import olav_here, team_config, write_workspace
+
+    uri = f"s3://{s3_env.bucket()}/olav/netops"
+
+    def operator(user: str) -> Path:
+        text = team_config(s3_env.endpoint, uri, HASH_CONFIG)
+        text += f"  user: {user}\n  team: netops\n  policy:\n    capacity: {{fact: 2}}\n"
+        return write_workspace(tmp_path / user, text)
+
+    alice, bob = operator("alice"), operator("bob")
+    assert olav_here(alice, "init", ".", "--no-prime").returncode == 0
+    assert olav_here(bob, "init", ".", "--no-prime").returncode == 0
+    ws = Workspace.open(alice)
+    store = MemoryStore.for_workspace(ws)
+    mine = private_scope(ws.config)
+    store.upsert(
+        [
+            rec("a_old", "alice: vlan 30 was guests", scope=mine, confidence=0.2, updated_at=OLD),
+            rec("a_new", "alice: vlan 40 is lab", scope=mine),
+            rec("a_sure", "alice: vlan 20 is data", scope=mine, confidence=0.9),
+            rec("b_only", "bob: vlan 10 is voice", scope="user:bob", confidence=0.1),
+        ]
+    )
+    done = olav_here(alice, "memory", "gc")
+    assert done.returncode == 0, done.stderr
+    assert {r.id for r in Archive(store).rows()} == {"a_old"}  # bob's one row stays
+    bucket, prefix = uri[5:].split("/", 1)
+    keys = [o["Key"] for o in s3_env.client().list_objects_v2(Bucket=bucket)["Contents"]]
+    assert any(k.startswith(f"{prefix}/memory_archive.lance/") for k in keys)
+
+    theirs = json.loads(olav_here(bob, "memory", "archive", "list", "--json").stdout)
+    assert theirs == []  # alice's private archived row is not bob's to see
+    refused = run_olav("memory", "archive", "restore", "a_old", cwd=bob, env=s3_env.env)
+    assert refused.returncode != 0 and "'a_old' is not in the archive" in refused.stderr
+    listed = json.loads(olav_here(alice, "memory", "archive", "list", "--json").stdout)
+    assert [r["id"] for r in listed] == ["a_old"]
+    assert olav_here(alice, "memory", "archive", "restore", "a_old").returncode == 0
+    back = MemoryStore.for_workspace(ws).get("a_old")
+    assert back is not None and back.scope == mine and not Archive(store).rows()

@@ -119,6 +119,19 @@ def test_an_environment_variable_is_the_source_it_names(tmp_path: Path) -> None:
         ("    no_decay_origins: [robot]\n", "memory.policy.no_decay_origins must be a list of"),
         ("    quota: {fact: 1}\n", "unknown key 'memory.policy.quota'"),
         ("    7\n", "memory.policy must be a mapping"),
+        (
+            "    second_look: {close_calls: 0}\n",
+            "memory.policy.second_look.close_calls must be an integer ≥ 1, got 0",
+        ),
+        (
+            "    second_look: {uncalibrated: [0.1, 0.9]}\n",
+            "memory.policy.second_look.uncalibrated must be two numbers [ACCEPT, REJECT]",
+        ),
+        (
+            "    second_look: {uncalibrated: 0.9}\n",
+            "memory.policy.second_look.uncalibrated must be two numbers",
+        ),
+        ("    second_look: {band: 0.1}\n", "unknown key 'memory.policy.second_look.band'"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_key(
@@ -189,6 +202,48 @@ def test_capture_ttl_and_decay_read_the_policy(tmp_path: Path) -> None:
     assert decay_weight(old) > 0.95  # the default 30 days
 
 
+def test_the_second_look_takes_its_band_close_calls_and_first_floors_from_the_policy(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from olav.memory.recall.second_look import RerankFloors, close_calls, for_config
+
+    cfg = _config(
+        tmp_path,
+        "    second_look: {close_calls: 2, uncalibrated: [0.75, 0.1]}\n",
+        extra="  judge_band: 0.05\n",
+    )
+    p = policy_for(cfg)
+    assert (p.judge_band, p.judge_close_calls, p.rerank_uncalibrated) == (0.05, 2, (0.75, 0.1))
+    assert p.source("judge_band").endswith(": memory.judge_band")
+    assert p.source("rerank_uncalibrated").endswith(": memory.policy.second_look.uncalibrated")
+    assert for_config(cfg, tmp_path) is None  # neither a reranker nor a judge configured
+
+    # a reranker no calibration has measured decides with the policy's floors
+    reranked = Config.load(
+        tmp_path / "olav.yaml",
+        environ={
+            "OLAV_RERANKER_PROVIDER": "rerank",
+            "OLAV_RERANKER_BASE_URL": "http://127.0.0.1:9",
+        },
+    )
+    look = for_config(reranked, tmp_path)
+    assert look is not None
+    assert (look.floors, look.floors_source) == (RerankFloors(0.75, 0.1), "uncalibrated")
+    assert (look.band, look.close_most) == (0.05, 2)
+
+    # the judge is asked about the nearest close calls, no more than the policy allows
+    def cand(margin: float) -> SimpleNamespace:
+        sig = SimpleNamespace(margin=margin, floor=0.0, rerank=None)
+        return SimpleNamespace(signals=sig, hit=SimpleNamespace(record=rec("m", "fact")))
+
+    cands = [cand(m) for m in (0.04, -0.01, 0.2, 0.02, -0.03)]
+    picked = close_calls(cands, RerankFloors.off(), look.band, look.close_most)
+    assert [c.signals.margin for c in picked] == [-0.01, 0.02]
+    assert len(close_calls(cands, RerankFloors.off(), 0.05, 6)) == 4
+
+
 def test_olav_memory_policy_prints_every_value_with_its_source(
     hash_ws: Path, olav: OlavCli
 ) -> None:
@@ -241,8 +296,10 @@ CONSTANT_NAMES = (
     "UPSTREAM_DEDUP",
     "CALIBRATED_FLOORS",
     "DOCUMENT_CONFIDENCE",
+    "MAX_CLOSE",
+    "UNCALIBRATED",
 )
-CONSTANT_PARTS = ("_FLOOR", "_DISTANCE", "HALF_LIFE", "_TTL", "DEDUP", "QUOTA")
+CONSTANT_PARTS = ("_FLOOR", "_DISTANCE", "HALF_LIFE", "_TTL", "DEDUP", "QUOTA", "_BAND")
 PARAMETER_PARTS = ("distance", "half_life", "quota", "ttl", "floor")
 # not decisions: the golden benchmark's sweep grid and margin (it measures the dedup distance),
 # the runner's access-count write batching, and how long a team table's write leases live
@@ -347,6 +404,7 @@ def test_no_memory_decision_constant_lives_outside_the_policy() -> None:
             "DEFAULT_HALF_LIFE_DAYS",
         ),
         "olav.memory.recall.episodes": ("EVERY_N_TURNS",),
+        "olav.memory.recall.second_look": ("MAX_CLOSE", "DEFAULT_BAND", "UNCALIBRATED"),
     }.items():
         mod = importlib.import_module(module)
         assert [n for n in names if hasattr(mod, n)] == [], module

@@ -111,6 +111,20 @@ def test_the_reranker_injects_what_it_is_sure_of_and_leaves_out_the_rest(
     assert _ours(plain)["fact_kafka"]["relevant"] is True  # the floors alone let it through
 
 
+def test_an_uncalibrated_reranker_decides_with_the_policy_s_floors(
+    tmp_path: Path, stub: tuple[str, RerankStubState]
+) -> None:
+    url, _ = stub
+    policy = "  policy:\n    second_look: {uncalibrated: [0.5, 0.02]}\n"
+    root = _workspace(tmp_path / "ws", _config(NOTHING, _reranker(url, floors="auto"), policy))
+    why = _why(root)
+    look = why["second_look"]
+    assert look["rerank_floors"] == {"accept": 0.5, "reject": 0.02}
+    assert look["rerank_floors_from"] == "uncalibrated"
+    assert "relevant by the reranker (0.970 >= 0.5)" in _ours(why)["fact_logrotate"]["reason"]
+    assert why["injected"] == ["fact_logrotate"]
+
+
 @pytest.mark.parametrize(
     ("mode", "words"),
     [("slow", "is slow: no answer within 300 ms"), ("garbage", "is malformed"), ("", "is down")],

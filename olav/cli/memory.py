@@ -469,7 +469,7 @@ def archive_list(
     where = readable_where(ws.config)
     where += f" AND category = {sql_str(category)}" if category else ""
     epoch = datetime.min.replace(tzinfo=UTC)
-    rows = Archive(open_store(ws)).rows(where)
+    rows = Archive(open_store(ws)).rows(where, marked=False)
     rows.sort(key=lambda r: r.updated_at or r.created_at or epoch, reverse=True)
     if as_json:
         print_json([r.to_json() | {"vector": None, "context_vector": None} for r in rows])

@@ -114,9 +114,9 @@ SETTINGS: tuple[Setting, ...] = (
         "reranker.floors",
         str,
         "auto",
-        "When its score decides: auto = calibrated by `olav memory calibrate` (until then only "
-        "0.9 and above injects, below 0.02 leaves out); off = scores shown only; or two "
-        "numbers, ACCEPT REJECT.",
+        "When its score decides: auto = calibrated by `olav memory calibrate` (until then "
+        "memory.policy.second_look.uncalibrated: 0.9 and above injects, below 0.02 leaves "
+        "out); off = scores shown only; or two numbers, ACCEPT REJECT.",
     ),
     Setting(
         "reranker.timeout_ms",

@@ -131,6 +131,13 @@ class MemoryPolicy:
     floors: Floors | None = None  # the floors memory.relevance sets by hand
     calibrated_floors: Mapping[str, Floors] = field(default_factory=_default_floors)
     second_opinion: str = "auto"  # memory.second_opinion
+    # the second look (a reranker, the chat model as judge; both off unless configured): a
+    # margin this near its floor is a close call for the judge (memory.judge_band; margin
+    # units, e5's margins span about 0.06 from p10 to p90), at most this many per judge call,
+    # and the reranker's accept/reject floors until `olav memory calibrate` measures it
+    judge_band: float = 0.01
+    judge_close_calls: int = 6
+    rerank_uncalibrated: tuple[float, float] = (0.9, 0.02)
     # -- write decisions -------------------------------------------------------------------
     write_verbs: frozenset[str] = frozenset(
         {
@@ -388,6 +395,21 @@ def _capacity(b: _Builder, key: str, raw: Any) -> int | None:
     return raw
 
 
+def _accept_reject(b: _Builder, key: str, raw: Any) -> tuple[float, float]:
+    """A reranker's two floors: a score at least ACCEPT injects, below REJECT leaves out."""
+    want = "two numbers [ACCEPT, REJECT] with REJECT ≤ ACCEPT"
+    fix = "e.g. [0.9, 0.02]: a score of at least 0.9 injects, below 0.02 leaves out"
+    pair = list(raw) if isinstance(raw, list | tuple) else []
+    numbers = [
+        float(v)
+        for v in pair
+        if not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+    ]
+    if len(pair) != 2 or len(numbers) != 2 or numbers[1] > numbers[0]:
+        raise b.fail(key, want, raw, fix)
+    return (numbers[0], numbers[1])
+
+
 def _conflict(b: _Builder, key: str, raw: Any) -> str:
     if raw not in CONFLICT_MODES:
         raise b.fail(key, "one of " + ", ".join(CONFLICT_MODES), raw)
@@ -437,6 +459,7 @@ def _from_settings(b: _Builder, config: Any) -> None:
     simple = {
         "token_budget": ("memory.token_budget", int),
         "half_life_days": ("memory.half_life_days", float),
+        "judge_band": ("memory.judge_band", float),
     }
     for name, (key, kind) in simple.items():
         value = kind(_setting(config, key))
@@ -479,6 +502,7 @@ def _apply_policy(b: _Builder, raw: Any) -> None:
         "dedup",
         "conflicts",
         "capacity",
+        "second_look",
     )
     got = b.mapping("", raw, sections) if raw is not None else {}
     cats = tuple(CATEGORIES)
@@ -568,6 +592,16 @@ def _apply_policy(b: _Builder, raw: Any) -> None:
             _per_category(b, "conflicts", got["conflicts"], lambda k, v: _conflict(b, k, v), cats)
         )
         b.changes["conflicts"] = _ro(modes)
+    if "second_look" in got:
+        look = b.mapping("second_look", got["second_look"], ("close_calls", "uncalibrated"))
+        if "close_calls" in look:
+            key = f"{POLICY_KEY}.second_look.close_calls"
+            b.changes["judge_close_calls"] = _int(b, key, look["close_calls"], 1)
+            src("judge_close_calls", "second_look.close_calls")
+        if "uncalibrated" in look:
+            key = f"{POLICY_KEY}.second_look.uncalibrated"
+            b.changes["rerank_uncalibrated"] = _accept_reject(b, key, look["uncalibrated"])
+            src("rerank_uncalibrated", "second_look.uncalibrated")
     if "capacity" in got:
         asked = got["capacity"]
         guides = sorted(set(asked) & DEFAULTS.never_archived) if isinstance(asked, Mapping) else []
@@ -604,6 +638,7 @@ _POLICY_SETTINGS = (
     "memory.relevance",
     "memory.second_opinion",
     "memory.dedup_distance",
+    "memory.judge_band",
 )
 
 

@@ -12,7 +12,11 @@ Both are off by default, and both only ever overrule the floors' decision
   nothing.
 - **The judge** (:mod:`olav.memory.recall.judge`) is asked once per request about the candidates the
   reranker left undecided whose margin lies within ``band`` of their floor, at most
-  :data:`MAX_CLOSE` of them. Its verdict decides those.
+  ``close_calls`` of them. Its verdict decides those.
+
+The band, the close calls per judge call and the reranker's floors before calibration are the
+policy's (:class:`olav.memory.policy.MemoryPolicy`: ``judge_band``, ``judge_close_calls``,
+``rerank_uncalibrated``).
 
 A reranker or judge that fails leaves every decision as the floors made it; the caller shows one
 line why (:attr:`olav.memory.recall.recaller.RecallResult.notes`).
@@ -24,13 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.recall.relevance import Signals
-
-MAX_CLOSE = 6  # close calls one judge call decides (the nearest to their floors first)
-DEFAULT_BAND = 0.01  # in the margin's unit: e5's margins span about 0.06 from p10 to p90
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,14 @@ class RerankFloors:
         )
 
 
-# until `olav memory calibrate` measures a reranker: only scores it is very sure of decide
-UNCALIBRATED = RerankFloors(0.9, 0.02)
+def uncalibrated(policy: MemoryPolicy = DEFAULTS) -> RerankFloors:
+    """The floors of a reranker `olav memory calibrate` has not measured: only scores it is
+    very sure of decide."""
+    return RerankFloors(*policy.rerank_uncalibrated)
 
 
 def parse_rerank_floors(raw: str) -> RerankFloors | None:
-    """``reranker.floors``: ``auto`` (None: calibrated, else :data:`UNCALIBRATED`), ``off``
+    """``reranker.floors``: ``auto`` (None: calibrated, else :func:`uncalibrated`), ``off``
     (scores shown, never deciding), or two numbers ``ACCEPT REJECT``."""
     from olav.core.errors import ConfigError
 
@@ -118,9 +122,9 @@ def undecided(signals: Signals, floors: RerankFloors) -> bool:
     return s is None or floors.reject <= s < floors.accept
 
 
-def close_calls(cands: Sequence[Any], floors: RerankFloors, band: float) -> list[Any]:
+def close_calls(cands: Sequence[Any], floors: RerankFloors, band: float, most: int) -> list[Any]:
     """The candidates whose margin lies within ``band`` of their floor and that the reranker
-    did not decide, nearest first, at most :data:`MAX_CLOSE`."""
+    did not decide, nearest first, at most ``most``."""
     close = []
     for c in cands:
         sig = c.signals
@@ -132,7 +136,7 @@ def close_calls(cands: Sequence[Any], floors: RerankFloors, band: float) -> list
         if gap <= band:
             close.append((gap, c))
     close.sort(key=lambda pair: pair[0])
-    return [c for _, c in close[:MAX_CLOSE]]
+    return [c for _, c in close[:most]]
 
 
 @dataclass
@@ -157,13 +161,15 @@ class Look:
 
 @dataclass
 class SecondLook:
-    """The workspace's reranker and judge, with the reranker's floors and the judge's band."""
+    """The workspace's reranker and judge, with the reranker's floors, the judge's band and
+    how many close calls one judge call decides (the policy's, by default)."""
 
     reranker: Any = None  # olav.memory.recall.rerank.Reranker
-    floors: RerankFloors = UNCALIBRATED
+    floors: RerankFloors = field(default_factory=uncalibrated)
     judge: Any = None  # olav.memory.recall.judge.Judge
-    band: float = DEFAULT_BAND
+    band: float = DEFAULTS.judge_band
     floors_source: str = "uncalibrated"  # calibrated | reranker.floors | uncalibrated
+    close_most: int = DEFAULTS.judge_close_calls
 
     def look(self, query: str, cands: Sequence[Any]) -> Look:
         """Score the candidates and ask about the close calls, overruling the floors'
@@ -184,7 +190,7 @@ class SecondLook:
                     c.signals.rerank = score
                     overrule(c.signals, self.floors)
         if self.judge is not None:
-            close = close_calls(cands, self.floors, self.band)
+            close = close_calls(cands, self.floors, self.band, self.close_most)
             if close:
                 verdict = self.judge.decide(query, [memory_body(c.hit) for c in close])
                 out.judge_ms = verdict.ms
@@ -280,9 +286,11 @@ def for_config(config: Any, directory: Any, judge_model: Any = None) -> SecondLo
     """The second look the workspace's settings ask for (None: neither a reranker nor a
     judge). ``judge_model``: the chat model for verdicts, built by the layer above memory
     (:func:`olav.llm.models.verdict_model`); without it there is no judge."""
+    from olav.memory.policy import policy_for
     from olav.memory.recall.judge import Judge
     from olav.memory.recall.rerank import Reranker
 
+    policy = policy_for(config)
     config = _Settings(config)
     reranker = None
     if str(config["reranker.provider"]) != "none":
@@ -300,6 +308,5 @@ def for_config(config: Any, directory: Any, judge_model: Any = None) -> SecondLo
     floors, source = parse_rerank_floors(str(config["reranker.floors"])), "reranker.floors"
     if floors is None:
         saved = read_rerank_floors(directory, reranker_key(config))
-        floors, source = (saved, "calibrated") if saved else (UNCALIBRATED, "uncalibrated")
-    band = float(config["memory.judge_band"])
-    return SecondLook(reranker, floors, judge, band, source)
+        floors, source = (saved, "calibrated") if saved else (uncalibrated(policy), "uncalibrated")
+    return SecondLook(reranker, floors, judge, policy.judge_band, source, policy.judge_close_calls)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,18 +78,33 @@ def file_guard(lock: Any) -> Any:
 
 
 class RemoteGuards:
-    """The write and maintenance leases of one remote table, re-entrant within a process
-    (maintain() inside gc, a write inside re-embed)."""
+    """The write and maintenance leases of one remote table, re-entrant within a thread
+    (maintain() inside gc, a write inside re-embed, a restore's upsert) and taken by one
+    thread of the process at a time: another thread waits for it as another machine does."""
 
     def __init__(self, loc: MemoryLocation, timeout: float) -> None:
         self.loc, self.timeout = loc, timeout
         self._depth = {WRITE_LEASE: 0, MAINTENANCE_LEASE: 0}
+        self._threads = {WRITE_LEASE: threading.RLock(), MAINTENANCE_LEASE: threading.RLock()}
         # run once a lease is taken: the store moves to the latest table version, since
         # reads may reuse an older one for loc.refresh_seconds
         self.on_taken: Callable[[], Any] | None = None
 
     @contextmanager
     def _held(self, name: str, ttl: float, timeout: float) -> Iterator[None]:
+        mine = self._threads[name]
+        got = mine.acquire(timeout=timeout) if timeout > 0 else mine.acquire(blocking=False)
+        if not got:  # another thread of this process holds the lease
+            with remote_errors(self.loc):
+                raise Lease(self.loc, name, ttl).held_error()
+        try:
+            with self._lease(name, ttl, timeout):
+                yield
+        finally:
+            mine.release()
+
+    @contextmanager
+    def _lease(self, name: str, ttl: float, timeout: float) -> Iterator[None]:
         if self._depth[name]:
             self._depth[name] += 1
             try:
