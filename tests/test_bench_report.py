@@ -1,15 +1,30 @@
-"""`olav bench report` (what `make bench` runs) on a tiny configuration: every section present."""
+"""`olav bench report` (what `make bench` runs) on a tiny configuration: every section present;
+without its LoCoMo file the report says what it skipped; a bad option is one line. The report
+runs once for the module (a minute of CPU on two cores)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.helpers import run_olav
 from tests.locomo_sample import synthetic
 
 
-def test_report_writes_every_section(tmp_path: Path) -> None:
+@dataclass
+class Report:
+    data: Path
+    out: Path
+    raw: Path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
+    tmp_path = tmp_path_factory.mktemp("report")
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps(synthetic()), encoding="utf-8")
     out = tmp_path / "benchmarks.md"
@@ -40,6 +55,11 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
+    return Report(data, out, raw)
+
+
+def test_report_writes_every_section(report: Report) -> None:
+    data, out, raw = report.data, report.out, report.raw
     text = out.read_text(encoding="utf-8")
     for heading in (
         "## Machine and versions",
@@ -78,3 +98,19 @@ def test_report_writes_every_section(tmp_path: Path) -> None:
     assert console["why_page"]["p50_ms"] > 0 and set(console["met"]) == {"memory", "why"}
     faults = report["thread_faults"]
     assert faults["threads_lost"] == 0 and faults["corrupted"] == 0 and faults["resumed"]
+
+
+def test_a_report_without_the_dataset_says_it_was_skipped(report: Report) -> None:
+    from olav.bench.report import markdown
+
+    raw: dict[str, Any] = json.loads(report.raw.read_text(encoding="utf-8"))
+    raw["recall"] = None
+    raw["skipped"]["recall"] = "LoCoMo file not found: missing.json"
+    text = markdown(raw, command=["olav", "bench", "report", "--locomo", "missing.json"])
+    assert "_Not run: LoCoMo file not found: missing.json._" in text
+    assert "## 2. Golden suite: what reaches the model" in text and "| **olav** |" not in text
+
+
+def test_a_bad_option_is_one_line(tmp_path: Path) -> None:
+    bad = run_olav("bench", "report", "--sizes", "ten", cwd=tmp_path)
+    assert bad.returncode != 0 and "--sizes 'ten'" in bad.stderr and "Traceback" not in bad.stderr

@@ -21,6 +21,7 @@ from tests.helpers import (
     spawn_olav,
     write_config,
 )
+from tests.s3server import olav_here
 from tests.stubs.ollama_stub import StubState, ollama_stub
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
@@ -45,7 +46,10 @@ REQUEST = "save the device list as a markdown file"
 
 
 def ask(ws: Path) -> dict:  # type: ignore[type-arg]
-    res = run_olav("ask", REQUEST, "--json", cwd=ws)
+    """`olav ask` in this process: the real command and the real model client over HTTP to
+    the stub, without a fresh interpreter's 3-5 s of imports a run (the tests of what a
+    person sees on failure still run `olav` as a process)."""
+    res = olav_here(ws, "ask", REQUEST, "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
