@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import HASH_CONFIG, OlavCli, audit_rows, run_olav, scripted_ws, write_config
+from tests.s3server import olav_here
 from tests.stubs.rerank_stub import RerankStubState, rerank_stub
 
 QUERY = "how do we rotate the nginx logs"
@@ -64,7 +65,9 @@ def _reranker(url: str, floors: str = "0.9 0.05", extra: str = "") -> str:
 
 
 def _why(root: Path, query: str = QUERY) -> dict[str, Any]:
-    done = run_olav("memory", "why", query, "--json", cwd=root)
+    """`olav memory why --json` in this process (the real command and clients, without a
+    fresh interpreter's seconds of imports)."""
+    done = olav_here(root, "memory", "why", query, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
