@@ -172,23 +172,3 @@ def write_workspace(root: Path, config: str) -> Path:
     (root / ".olav").mkdir(parents=True, exist_ok=True)
     (root / ".olav" / "olav.yaml").write_text(config)
     return root
-
-
-def olav_here(root: Path, *args: str, input: str | None = None) -> Any:
-    """The same ``olav`` command in this process, with ``root`` as the working directory:
-    for the many successful steps of a scenario, which a fresh interpreter would make cost
-    2-3 s each (lancedb's import). A step that fails raises its error, so a test that checks
-    what a user sees on failure (the one-line error on stderr) runs ``olav`` as a process."""
-    from typer.testing import CliRunner
-
-    from olav.cli.app import app
-
-    previous = Path.cwd()
-    os.chdir(root)
-    try:
-        result = CliRunner().invoke(app, list(args), input=input, catch_exceptions=True)
-    finally:
-        os.chdir(previous)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)

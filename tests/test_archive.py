@@ -23,7 +23,7 @@ from olav.memory.lifecycle.archive import Archive, enforce_capacity, restore
 from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
 from olav.memory.recall.lessons import add_reflection
 from olav.memory.store.table import MemoryStore
-from tests.helpers import HASH_CONFIG, OlavCli, hash_store, rec, run_olav, write_config
+from tests.helpers import HASH_CONFIG, OlavCli, hash_store, olav_here, rec, run_olav, write_config
 
 OLD = datetime.now(UTC) - timedelta(days=90)
 
@@ -245,7 +245,7 @@ def test_a_team_table_on_s3_archives_and_restores_each_operator_s_own(
     private rows are bounded apart from bob's, archived in the bucket, and only she can list
     or restore them."""
     from olav.memory.store.scopes import private_scope
-    from tests.s3server import olav_here, team_config, write_workspace
+    from tests.s3server import team_config, write_workspace
 
     uri = f"s3://{s3_env.bucket()}/olav/netops"
 

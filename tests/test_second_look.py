@@ -15,8 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HASH_CONFIG, OlavCli, audit_rows, run_olav, scripted_ws, write_config
-from tests.s3server import olav_here
+from tests.helpers import (
+    HASH_CONFIG,
+    OlavCli,
+    audit_rows,
+    olav_here,
+    run_olav,
+    scripted_ws,
+    write_config,
+)
 from tests.stubs.rerank_stub import RerankStubState, rerank_stub
 
 QUERY = "how do we rotate the nginx logs"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HASH_CONFIG, run_olav
-from tests.s3server import olav_here, team_config, write_workspace
+from tests.helpers import HASH_CONFIG, olav_here, run_olav
+from tests.s3server import team_config, write_workspace
 
 
 def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> tuple[Path, str]:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HASH_CONFIG, run_olav
+from tests.helpers import HASH_CONFIG, olav_here, run_olav
 from tests.reliability._support import assert_one_line_error
-from tests.s3server import olav_here, team_config, write_workspace
+from tests.s3server import team_config, write_workspace
 
 LESSON = "before upgrading zorblax firmware drain the bgp sessions"
 

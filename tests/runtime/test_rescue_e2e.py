@@ -15,13 +15,13 @@ from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
 from olav.core.config import Workspace
 from olav.llm.window import model_window
 from tests.helpers import (
+    olav_here,
     ollama_workspace,
     openai_workspace,
     run_olav,
     spawn_olav,
     write_config,
 )
-from tests.s3server import olav_here
 from tests.stubs.ollama_stub import StubState, ollama_stub
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 

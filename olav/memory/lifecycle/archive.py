@@ -86,11 +86,11 @@ class Archive:
         found = [MemoryRecord.from_row(r) for r in q.to_list()]
         return found if marked else [_without_mark(r) for r in found]
 
-    def _ids_and_marks(self, where: str) -> dict[str, bool]:
+    @staticmethod
+    def _ids_and_marks(table: Any, where: str) -> dict[str, bool]:
         """id -> whether a restore marked it, for the archived rows ``where`` selects (no
         vectors read)."""
-        table = self._open(create=False)
-        total = 0 if table is None else table.count_rows()
+        total = table.count_rows()
         if not total:
             return {}
         got = table.search().where(where).select(["id", "metadata"]).limit(total).to_list()
@@ -147,7 +147,10 @@ class Archive:
         loses its archive copy when a restore marked it, else its live copy; a marked row
         that never got back into ``memory`` is written back. Returns the ids settled. The
         caller holds the write lock."""
-        found = self._ids_and_marks(f"category = {sql_str(category)}")
+        table = self._open(create=False)
+        found = (
+            {} if table is None else self._ids_and_marks(table, f"category = {sql_str(category)}")
+        )
         if not found:
             return []
         live = {r.id for r in self.store.list_rows(sql_in("id", list(found)))}
@@ -157,7 +160,6 @@ class Archive:
             self.store.upsert(self.rows(sql_in("id", unfinished), marked=False), restore=True)
         restored = sorted(marked)
         if restored:
-            table = self._open(create=False)
             table.delete(sql_in("id", restored))
         moved = sorted(live - marked)
         if moved:
@@ -203,8 +205,7 @@ def enforce_capacity(
         # one pass per category under the write lock: the count, the choice and the move
         # see no other writer's rows come or go in between
         with store.write_lock():
-            if ARCHIVE_TABLE in store._tables():
-                archive.finish_interrupted(category)
+            archive.finish_interrupted(category)  # nothing to read before the first move
             live = store.list_rows(live_filter(categories=[category], at=now), with_vector=True)
             if len(live) <= cap:
                 continue
