@@ -255,6 +255,7 @@ class Chat:
                 self.agent_name = self.session.agent_name
                 self.console.print(f"continuing {info.id} with {info.agent or self.agent_name}")
                 show_last_turns(self.console, self.session.threads, info.id)
+        elif cmd == "/agent":
             if not arg:
                 self.console.print(f"current agent: {self.session.agent_name}")
             else:
