@@ -120,6 +120,8 @@ def test_margin_and_floor_bars_share_one_scale() -> None:
     assert 'bar-margin w100"' in _bars(0.2, 0.1, 0.2) and "relevance off" in _bars(
         None, None, 0.0, relevance_on=False
     )
+    # above the floor but left out (weaker, over a quota): never the green of an injected row
+    assert 'bar bar-margin left w100"' in _bars(0.2, 0.1, 0.2, injected=False)
 
 
 def test_an_unrelated_request_gets_nothing_and_the_cli_agrees(gated: Served, page: Any) -> None:

@@ -370,11 +370,14 @@ def _background(store: MemoryStore) -> Background | None:
 
 
 def _order(c: Candidate, policy: MemoryPolicy) -> tuple[Any, ...]:
-    """snake_case matches and asked-for episodes (newest first) lead; then fused relevance
-    weighted by confidence and decay; origin breaks ties (``policy.origin_order``)."""
+    """snake_case matches and asked-for episodes (newest first) lead; then the memories whose
+    own keywords the request uses, most matched first (a guide written for the request is not
+    crowded out of its quota by one that only lies near it); then fused relevance weighted by
+    confidence and decay; origin breaks ties (``policy.origin_order``)."""
     rec = c.hit.record
     newest = rec.created_at.timestamp() if rec.category == "episode" and rec.created_at else 0.0
-    return (not c.boosted, -newest, -c.rank_score, policy.origin_rank(rec.origin))
+    worded = len(c.signals.keywords)
+    return (not c.boosted, -worded, -newest, -c.rank_score, policy.origin_rank(rec.origin))
 
 
 def select(
@@ -389,12 +392,16 @@ def select(
     memory of its kind (lessons apart); within its category's ceiling (``policy.quotas``),
     the tier's total and the token budget. Pure, so the benchmarks can replay other floors
     on the same hits."""
-    best: dict[bool, float] = {}
+    # the best margin of each kind (lessons apart) among the memories that match at least n
+    # of the request's words in their own keywords: a memory is weaker only than one with as
+    # much word evidence as its own, never than one that merely lies nearer in vector space
+    best: dict[tuple[bool, int], float] = {}
     for c in cands:
         m = c.signals.margin
         if c.signals.relevant and m is not None:
             lesson = c.hit.record.category == "reflection"
-            best[lesson] = max(best.get(lesson, m), m)
+            for worded in range(len(c.signals.keywords) + 1):
+                best[lesson, worded] = max(best.get((lesson, worded), m), m)
     total_cap = policy.tier_total(tier)
     used: dict[str, int] = {}
     tokens = estimate_tokens(render_block([]) or "<relevant-memories></relevant-memories>") + 40
@@ -408,7 +415,7 @@ def select(
         elif (
             m is not None
             and not c.signals.vouched  # the reranker or the judge said it applies
-            and m < best[rec.category == "reflection"] - floors.spread
+            and m < best[rec.category == "reflection", len(c.signals.keywords)] - floors.spread
         ):
             c.decision = "weaker"
         elif used.get(rec.category, 0) >= policy.quota(rec.category):

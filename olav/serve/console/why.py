@@ -148,7 +148,13 @@ def _candidates(cands: list[Any], *, relevance_on: bool = True) -> Markup:
                 _num(r["distance"], "{:.3f}"),
                 _num(r["fts_score"], "{:.1f}"),
                 _num(r["score"], "{:.4f}"),
-                _bars(r["margin"], r["floor"], span, relevance_on=relevance_on),
+                _bars(
+                    r["margin"],
+                    r["floor"],
+                    span,
+                    relevance_on=relevance_on,
+                    injected=r["decision"] == "injected",
+                ),
                 r["reason"] or ("relevant" if c.signals.relevant else ""),
             ]
         )
@@ -164,17 +170,24 @@ def _pct(value: float, span: float) -> int:
 
 
 def _bars(
-    margin: float | None, floor: float | None, span: float, *, relevance_on: bool = True
+    margin: float | None,
+    floor: float | None,
+    span: float,
+    *,
+    relevance_on: bool = True,
+    injected: bool = True,
 ) -> Markup:
-    """Two bars on the page's scale: the margin (red when below the floor or negative) over
-    the floor; CSS classes set the widths (the console's CSP allows no inline style)."""
+    """Two bars on the page's scale: the margin over the floor. The margin is green only for a
+    memory that was injected; red when below the floor or negative; amber when above the floor
+    but left out (weaker, over a quota or the budget). CSS classes set the widths (the
+    console's CSP allows no inline style)."""
     if margin is None and floor is None:
         note = "decided by words alone" if relevance_on else "relevance off"
         return h('<span class="hint no-bars">{}</span>', note)
     below = margin is not None and (margin < 0 or (floor is not None and margin < floor))
     parts = []
     for name, value, cls in (
-        ("margin", margin, "bar-margin" + (" below" if below else "")),
+        ("margin", margin, "bar-margin" + (" below" if below else "" if injected else " left")),
         ("floor", floor, "bar-floor"),
     ):
         text = "-" if value is None else f"{value:+.3f}"
