@@ -47,6 +47,20 @@ def list_agents(as_json: bool = typer.Option(False, "--json", help="Print JSON."
     console.print(table)
 
 
+def _check_tools(folder: Path, tools: list[str]) -> None:
+    """An agent that lists a tool olav does not have would fail every run it is asked to
+    make: refused at install, naming the tools there are."""
+    from olav.compose import known_tools, unknown_tools
+
+    unknown = unknown_tools(tools)
+    if unknown:
+        names = ", ".join(repr(n) for n in unknown)
+        raise OlavError(
+            f"{folder / 'SKILL.md'}: tools lists {names}, which olav does not have",
+            hint="Known tools: " + ", ".join(known_tools()),
+        )
+
+
 def _unpack(source: Path, tmp: Path) -> Path:
     if source.is_dir():
         return source
@@ -74,6 +88,7 @@ def install(
     with tempfile.TemporaryDirectory() as tmp:
         folder = _unpack(source, Path(tmp))
         agent = load_agent(folder)
+        _check_tools(folder, agent.spec.tools)
         for guide in find_guides(folder):
             load_guide(guide)  # fail before copying anything
         dest = ws.root / agent.name
@@ -93,3 +108,45 @@ def install(
         prime_guides(ws, store)
         console.print("  the embedder changed; template guides were re-primed")
     console.print(f"  guides primed: {len(summary.added)} added, {len(summary.updated)} updated")
+
+
+@app.command("remove")
+def remove(
+    name: str = typer.Argument(..., help="The agent to remove (see `olav agent list`)."),
+) -> None:
+    """Remove an agent: its folder, and its guides from memory. Memories the agent learned or
+    was told (precedents, lessons, facts in its scope) stay, as after any change of guides."""
+    from olav.admin.setup import open_store_for_priming
+    from olav.memory.ingest.guides import import_guides
+    from olav.runtime.skills import load_agents
+
+    ws = open_workspace()
+    agents = load_agents(ws)
+    if name not in agents:
+        known = ", ".join(sorted(agents)) or "none"
+        raise OlavError(f"no agent named {name!r}", hint=f"The agents are: {known}")
+    if name == "core":
+        raise OlavError(
+            "core is the orchestrator every chat starts with; it cannot be removed",
+            hint="Edit core/SKILL.md to change what it does",
+        )
+    if name in ws.config.agents:
+        raise OlavError(
+            f"{ws.config_path}: agents.{name} configures this agent",
+            hint=f"Delete the agents.{name} section of olav.yaml first",
+        )
+    folder = agents[name].folder
+    store, _ = open_store_for_priming(ws)
+    # the folder moves aside first (one rename), so the guides it held are gone from disk
+    # when memory is pruned; a prune that fails puts it back, and nothing is half removed
+    aside = folder.with_name(f".{folder.name}.removing")
+    folder.rename(aside)
+    try:
+        summary = import_guides(store, [], base=ws.root, prune_under=folder)
+    except BaseException:
+        aside.rename(folder)
+        raise
+    shutil.rmtree(aside)
+    console.print(
+        f"[green]✓[/] removed agent [bold]{name}[/] ({len(summary.pruned)} guides retired)"
+    )

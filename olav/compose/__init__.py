@@ -5,6 +5,13 @@ agents list (drafts, commits, error scans) and trace learning after every run th
 wrong."""
 
 from olav.compose.session import agent_session, learning_hooks, trace_learning
-from olav.compose.tools import LEARNING_TOOLS
+from olav.compose.tools import LEARNING_TOOLS, known_tools, unknown_tools
 
-__all__ = ["LEARNING_TOOLS", "agent_session", "learning_hooks", "trace_learning"]
+__all__ = [
+    "LEARNING_TOOLS",
+    "agent_session",
+    "known_tools",
+    "learning_hooks",
+    "trace_learning",
+    "unknown_tools",
+]

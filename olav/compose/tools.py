@@ -210,3 +210,17 @@ LEARNING_TOOLS: dict[str, ToolSpec] = {
         "Write a fix proposal to exports/reflections/ (code lane; never applied).",
     ),
 }
+
+
+def known_tools() -> list[str]:
+    """Every tool an agent may list in SKILL.md: the engine's registry (with any tool a
+    plugin registered) and the learning tools composed here."""
+    from olav.runtime.tools.registry import tool_names
+
+    return sorted({*tool_names(), *LEARNING_TOOLS})
+
+
+def unknown_tools(names: list[str]) -> list[str]:
+    """The names in ``names`` that are no tool (in their order)."""
+    known = set(known_tools())
+    return [n for n in names if n not in known]

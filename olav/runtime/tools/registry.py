@@ -97,6 +97,11 @@ _SPECS: dict[str, ToolSpec] = {
 BUILTIN_TOOLS = tuple(_SPECS)
 
 
+def tool_names() -> list[str]:
+    """The registry's tool names, registered plugins' included."""
+    return sorted(_SPECS)
+
+
 def register_tool(
     name: str, fn: Callable[..., str], args_schema: type[BaseModel], description: str
 ) -> None:
