@@ -52,6 +52,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check olav tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python -m tests.redos_check olav  # ReDoS: regexploit and a scaling probe
 
 fmt: $(STAMP)
 	$(BIN)/ruff format olav tests

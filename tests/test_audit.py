@@ -30,6 +30,10 @@ def test_migrations_are_numbered_recorded_and_idempotent(tmp_path: Path) -> None
         "ended_at",
         "outcome",
         "thread_id",
+        "operator",
+        "pid",
+        "host",
+        "process",
     ]
     assert [v[0] for v in versions] == [v for v, _, _ in MIGRATIONS]
 

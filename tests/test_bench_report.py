@@ -52,6 +52,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
         "1",
         "--console-rows",
         "200",
+        "--hostile-samples",
+        "3",
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -70,11 +72,13 @@ def test_report_writes_every_section(report: Report) -> None:
         "## 4. Steering a real model",
         "## 5. Tool calls written as text",
         "### The held-out corpus",
+        "### When the rescue layer asks again",
         "## 6. Threads: continuing a long conversation",
         "### Three processes, one killed",
         "## 7. Runs as datasets",
         "## 8. `olav serve`: what the server adds",
         "## 9. The web console on a large memory table",
+        "## 10. Hostile input",
     ):
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text

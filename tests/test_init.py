@@ -5,11 +5,12 @@ import json
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from olav.admin.setup import init_workspace, template_dir
 from olav.core.config import Workspace
 from olav.memory.store.table import MemoryStore
-from tests.helpers import rec, write_config
+from tests.helpers import OlavMain, rec, write_config
 
 
 def _store(root: Path) -> MemoryStore:
@@ -89,3 +90,50 @@ def test_init_reprimes_when_embedder_changed_and_only_template_guides_exist(
     assert report.reprimed_for_embedder
     store = _store(root)
     assert store.embedder.dim == 32 and store.count() == n
+
+
+def test_init_refuses_to_nest_a_workspace_inside_another(
+    hash_ws: Path, olav_main: OlavMain
+) -> None:
+    res = olav_main("init", str(hash_ws / "netops"))
+    assert res.returncode == 1
+    assert f"inside the workspace {hash_ws}" in res.stderr and "Traceback" not in res.stderr
+    assert not (hash_ws / "netops" / ".olav").exists()
+    assert not (hash_ws / "netops" / "core").exists()
+
+
+def test_a_failed_first_init_leaves_nothing_behind(
+    tmp_path: Path, olav_main: OlavMain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    # an S3 endpoint nobody listens on: priming the team table fails
+    args = ["--memory-uri", "s3://nobucket/x", "--memory-endpoint", "http://127.0.0.1:9"]
+    for target in (tmp_path / "fresh", kept):
+        res = olav_main("init", str(target), *args)
+        assert res.returncode == 1
+        assert res.stderr.startswith("error: ") and "s3://nobucket/x" in res.stderr
+        assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    assert not (tmp_path / "fresh").exists()
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]
+
+
+def test_a_broken_olav_yaml_names_its_line_and_reset_config_recovers(
+    hash_ws: Path, olav_main: OlavMain
+) -> None:
+    config = hash_ws / ".olav" / "olav.yaml"
+    broken = config.read_text() + "\nllm: [unclosed\n"
+    config.write_text(broken)
+    res = olav_main("memory", "stats")
+    assert res.returncode == 1
+    assert "is not valid YAML" in res.stderr and "line " in res.stderr
+    assert "olav init --reset-config" in res.stderr
+    res = olav_main("init", "--reset-config")
+    assert res.returncode == 0, res.stderr
+    backups = list((hash_ws / ".olav" / "backups").rglob("olav.yaml"))
+    assert [b.read_text() for b in backups] == [broken]
+    assert olav_main("memory", "stats").returncode == 0

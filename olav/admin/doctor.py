@@ -201,6 +201,31 @@ def _audit_check(audit_path: Path) -> Check:
         return Check("audit db", "fail", exc.message, exc.hint or "")
 
 
+def check_private(ws: Any, *, repair: bool) -> list[Check]:
+    """The databases, logs and exports hold every operator's conversations: one warning for
+    each of their folders or files that the group or others can read (olav.core.private).
+    Every other command tightens what olav owns as it opens the workspace; --repair does it
+    here. A folder configured outside the workspace is left to its owner."""
+    import shlex
+
+    from olav.core.private import DIR_MODE, FILE_MODE, loose_paths, secure_workspace
+
+    if repair:
+        secure_workspace(ws)
+    checks = []
+    for path, mode in loose_paths(ws):
+        want = DIR_MODE if path.is_dir() else FILE_MODE
+        checks.append(
+            Check(
+                "private files",
+                "warn",
+                f"{path} can be read by other users (mode {mode:o})",
+                f"chmod {want:o} {shlex.quote(str(path))}",
+            )
+        )
+    return checks or [Check("private files", "ok", "databases, logs and exports are private")]
+
+
 def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
     from olav.core.config import Workspace, find_root
 
@@ -208,11 +233,12 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
     try:
         root = find_root(start)
         checks.append(Check("workspace", "ok", str(root)))
-        ws = Workspace.open(root)
+        ws = Workspace.open(root, tighten=False)  # report the modes as they are
         checks.append(Check("config", "ok", str(ws.config_path)))
     except OlavError as exc:
         checks.append(Check("workspace/config", "fail", exc.message, exc.hint or ""))
         return checks
+    checks += check_private(ws, repair=repair)
 
     try:
         from olav.memory.store.remote import memory_location

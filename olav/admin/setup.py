@@ -12,6 +12,7 @@ from typing import Any
 
 from olav.core.config import CONFIG_NAME, OLAV_DIR, Workspace, render_default_config
 from olav.core.errors import EmbeddingDimMismatchError, OlavError
+from olav.core.private import make_folders, private_dir
 
 MANIFEST = "template-manifest.json"
 
@@ -52,6 +53,7 @@ class InitReport:
     backups: list[str] = field(default_factory=list)
     primed: Any = None  # ImportSummary
     reprimed_for_embedder: bool = False
+    config_reset: bool = False  # olav.yaml was started again from the default
 
 
 def sync_template(root: Path, report: InitReport) -> None:
@@ -128,23 +130,91 @@ def memory_uri_settings(uri: str, endpoint: str = "") -> dict[str, Any]:
     return values
 
 
+def enclosing_workspace(root: Path) -> Path | None:
+    """The workspace that ``root`` lies inside (a parent folder with ``.olav/olav.yaml``)."""
+    for parent in root.parents:
+        if (parent / OLAV_DIR / CONFIG_NAME).is_file():
+            return parent
+    return None
+
+
 def init_workspace(
-    root: Path, *, prime: bool = True, memory: dict[str, Any] | None = None
+    root: Path,
+    *,
+    prime: bool = True,
+    memory: dict[str, Any] | None = None,
+    reset_config: bool = False,
 ) -> InitReport:
     """Create or refresh the workspace at ``root``; ``memory`` sets memory.* keys first
-    (see :func:`memory_uri_settings`)."""
+    (see :func:`memory_uri_settings`); ``reset_config`` writes the default olav.yaml, the
+    current one kept in .olav/backups/. A workspace is never made inside another, and a new
+    one whose set-up fails leaves nothing behind."""
     root = root.expanduser().resolve()
+    outer = enclosing_workspace(root)
+    if outer is not None:
+        raise OlavError(
+            f"{root} is inside the workspace {outer}: a workspace there would nest its agents "
+            "in the outer one's",
+            hint=f"Run olav in {outer}, or `olav init` a folder outside it",
+        )
     created = not (root / OLAV_DIR).is_dir()
+    # what the folder held before: a failed first init removes everything else in it
+    before = set(root.iterdir()) if root.is_dir() else None
     report = InitReport(root=root, created=created)
-    (root / OLAV_DIR).mkdir(parents=True, exist_ok=True)
+    try:
+        return _init(root, report, prime=prime, memory=memory, reset_config=reset_config)
+    except BaseException:
+        if created:  # nothing of a workspace that could not be made
+            _undo(root, report, before)
+        raise
+
+
+def _undo(root: Path, report: InitReport, before: set[Path] | None) -> None:
+    """Remove what a failed first ``olav init`` made: .olav/, the template files it copied
+    and the folders it created (never a file that was there before), and ``root`` itself
+    when init created it."""
+    shutil.rmtree(root / OLAV_DIR, ignore_errors=True)
+    for rel in report.copied:
+        (root / rel).unlink(missing_ok=True)
+    if before is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    for entry in root.iterdir():
+        if (
+            entry not in before
+            and entry.is_dir()
+            and not any(p.is_file() for p in entry.rglob("*"))
+        ):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _init(
+    root: Path,
+    report: InitReport,
+    *,
+    prime: bool,
+    memory: dict[str, Any] | None,
+    reset_config: bool,
+) -> InitReport:
+    root.mkdir(parents=True, exist_ok=True)
+    private_dir(root / OLAV_DIR)
     config_path = root / OLAV_DIR / CONFIG_NAME
+    if reset_config and config_path.exists():
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        backup = root / OLAV_DIR / "backups" / stamp / CONFIG_NAME
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(config_path, backup)
+        config_path.unlink()
+        report.backups.append(str(backup.relative_to(root)))
+        report.config_reset = True
     if not config_path.exists():
         config_path.write_text(render_default_config(), encoding="utf-8")
     if memory:
         set_memory_settings(config_path, memory)
     ws = Workspace.open(root)
-    for folder in (ws.databases, ws.logs, ws.exports):
-        folder.mkdir(parents=True, exist_ok=True)
+    make_folders(ws)  # 0700: what the libraries create inside stays the owner's
+    if not ws.config["memory.uri"]:
+        private_dir(ws.memory_path)  # lancedb takes the empty folder as a new database
     sync_template(root, report)
 
     from olav.audit.db import migrate
@@ -152,7 +222,20 @@ def init_workspace(
     migrate(ws.audit_path)
     load_domain_data(ws)
     if prime:
-        report.primed, report.reprimed_for_embedder = prime_guides(ws)
+        try:
+            report.primed, report.reprimed_for_embedder = prime_guides(ws)
+        except OlavError:
+            raise
+        except Exception as exc:
+            uri = ws.config["memory.uri"]
+            if not uri:
+                raise
+            # a remote table that cannot be reached: one line, not the storage layer's trace
+            first = " ".join(str(exc).split(",")[0].split())[:200]
+            raise OlavError(
+                f"cannot open the memory table at {uri}: {first}",
+                hint="Check the bucket name, the AWS_* credentials and --memory-endpoint",
+            ) from exc
     return report
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.core.errors import OlavError
+from olav.core.private import tighten
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (
@@ -143,6 +144,20 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        6,
+        "who ran a run, and which process",
+        # operator: whose run it is (memory.user, a token's operator for olav serve), so a
+        # run is shown by its own operator, not by whoever owns its thread id now; pid, host
+        # and process (olav.core.procs.this_process): a run a killed process left 'running'
+        # is told from one still running, and settled (olav.audit.recorder.settle_orphans)
+        """
+        ALTER TABLE runs ADD COLUMN operator VARCHAR;
+        ALTER TABLE runs ADD COLUMN pid INTEGER;
+        ALTER TABLE runs ADD COLUMN host VARCHAR;
+        ALTER TABLE runs ADD COLUMN process VARCHAR;
+        """,
+    ),
 )
 
 
@@ -165,7 +180,10 @@ def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Itera
     for attempt in range(attempts):
         try:
             with guard:  # DuckDB's cache of open files races when one process's threads meet
+                created = not read_only and not path.exists()
                 con = duckdb.connect(str(path), read_only=read_only)
+                if created:  # DuckDB makes it 0644; it holds every operator's runs
+                    tighten(path)
             break
         except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
             if not _is_lock_error(exc) or attempt == attempts - 1:

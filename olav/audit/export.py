@@ -54,7 +54,9 @@ class RunFilter:
     """Which runs: ``salvaged``/``nudged`` True keeps only those runs, False drops them,
     None keeps both. ``until`` is exclusive. ``turns`` counts the run's assistant messages.
     ``threads``: only the runs of these threads (None: any run); ``but_threads``: not the runs
-    of these (a run without a thread stays). ``offset`` skips that many, after the order."""
+    of these (a run without a thread stays). ``operator``: only the runs recorded as that
+    operator's, and with ``or_unnamed`` those that name none too (recorded before runs named
+    their operator, or by olav's own jobs). ``offset`` skips that many, after the order."""
 
     outcomes: tuple[str, ...] = ()
     agent: str | None = None
@@ -67,6 +69,8 @@ class RunFilter:
     threads: tuple[str, ...] | None = None
     but_threads: tuple[str, ...] = ()
     offset: int = 0
+    operator: str | None = None
+    or_unnamed: bool = False
 
 
 @dataclass(slots=True)
@@ -116,6 +120,7 @@ class Run:
     nudged: int
     loop_guard: int
     context_full: int
+    operator: str | None = None  # whose run it is (None: recorded before runs said)
     steps: list[Step] = field(default_factory=list)
     source: str = "steps"  # steps, or messages for a run recorded before schema 4
     injected: list[str] = field(default_factory=list)
@@ -195,7 +200,8 @@ SELECT r.id, r.agent, r.session_id, r.thread_id, r.status, coalesce(r.outcome, r
        CASE WHEN s.n > 0 THEN s.n ELSE coalesce(m.n, 0) + 2 * coalesce(t.n, 0) END AS n_steps,
        CASE WHEN s.n > 0 THEN s.calls ELSE coalesce(t.n, 0) END AS n_calls,
        coalesce(e.salvaged, 0) AS salvaged, coalesce(e.nudged, 0) AS nudged,
-       coalesce(e.loop_guard, 0) AS loop_guard, coalesce(e.context_full, 0) AS context_full
+       coalesce(e.loop_guard, 0) AS loop_guard, coalesce(e.context_full, 0) AS context_full,
+       r.operator
 FROM runs r
 LEFT JOIN s ON s.run_id = r.id LEFT JOIN m ON m.run_id = r.id
 LEFT JOIN t ON t.run_id = r.id LEFT JOIN e ON e.run_id = r.id
@@ -236,6 +242,10 @@ def _where(flt: RunFilter) -> tuple[str, list[Any]]:
     if flt.but_threads:
         clauses.append("(thread_id IS NULL OR thread_id NOT IN (SELECT unnest(?::VARCHAR[])))")
         params.append(list(flt.but_threads))
+    if flt.operator is not None:
+        unnamed = " OR operator IS NULL" if flt.or_unnamed else ""
+        clauses.append(f"(operator = ?{unnamed})")
+        params.append(flt.operator)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 

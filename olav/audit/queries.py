@@ -138,6 +138,18 @@ def run_threads(path: Path, run_ids: list[str]) -> dict[str, str | None]:
     return {str(rid): tid for rid, tid in rows}
 
 
+def run_operators(path: Path, run_ids: list[str]) -> dict[str, str | None]:
+    """The operator each of the given runs names (None: one recorded before runs named
+    theirs, or by olav's own jobs); unknown ids are left out."""
+    if not run_ids:
+        return {}
+    with connect(path) as con:
+        rows = con.execute(
+            "SELECT id, operator FROM runs WHERE id IN (SELECT unnest(?::VARCHAR[]))", [run_ids]
+        ).fetchall()
+    return {str(rid): op or None for rid, op in rows}
+
+
 def run_start(path: Path, run_id: str | None) -> tuple[str, float] | None:
     """(id, start as epoch seconds) of ``run_id``, or of the newest run still marked running
     when ``run_id`` is None; None when there is no such run."""

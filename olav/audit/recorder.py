@@ -3,11 +3,18 @@
 Each write opens a short-lived connection (see :mod:`olav.audit.db`), so the chat and a
 scheduler process can both write without "Conflicting lock" errors reaching the user. A
 failed audit write never breaks a run: it is reported once on stderr and dropped.
+
+A run row names its operator and the process that runs it. A process killed mid-run leaves
+its row ``running``; :func:`settle_orphans` (when olav serve or a chat session opens the
+workspace, and when the console lists runs) makes it ``error``, with why, once that process is
+gone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import uuid
 from collections.abc import Sequence
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.audit.db import connect
+from olav.core.procs import process_gone, this_process
 from olav.core.redact import redact, redact_text
 
 MAX_TEXT = 20000
@@ -88,9 +96,41 @@ def _id() -> str:
     return uuid.uuid4().hex
 
 
+def settle_orphans(path: Path) -> int:
+    """Make every run that a process left ``running`` when it ended (``kill -9``, a crash)
+    ``error``, with why; how many were. A run of a live process, of another machine, or from
+    before runs named their process is left as it is. Never raises: the audit must not stop
+    whatever opens the workspace."""
+    try:
+        if not Path(path).is_file():
+            return 0
+        with connect(Path(path)) as con:
+            rows = con.execute(
+                "SELECT id, pid, host, process FROM runs "
+                "WHERE status = 'running' AND pid IS NOT NULL"
+            ).fetchall()
+            gone = [
+                (rid, pid, host) for rid, pid, host, mark in rows if process_gone(pid, host, mark)
+            ]
+            for rid, pid, host in gone:
+                why = f"the process that ran it (pid {pid} on {host}) stopped before it ended"
+                con.execute(
+                    "UPDATE runs SET status = 'error', outcome = 'failed', error = ? "
+                    "WHERE id = ? AND status = 'running'",
+                    [why, rid],
+                )
+    except Exception as exc:
+        print(f"olav: audit runs not settled ({exc}); continuing", file=sys.stderr)
+        return 0
+    return len(gone)
+
+
 class AuditRecorder:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, operator: str = "") -> None:
+        """``operator``: whose runs this recorder records (memory.user; "" for olav's own
+        jobs, which only the workspace's own operator sees)."""
         self.path = Path(path)
+        self.operator = operator
         self._warned = False
         self._migrated = False
 
@@ -109,8 +149,21 @@ class AuditRecorder:
         run_id = _id()
         self._write(
             "INSERT INTO runs (id, agent, session_id, status, query, model, started_at, "
-            "thread_id) VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-            [run_id, agent, session_id, redact_text(query)[:MAX_TEXT], model, _now(), thread_id],
+            "thread_id, operator, pid, host, process) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                agent,
+                session_id,
+                redact_text(query)[:MAX_TEXT],
+                model,
+                _now(),
+                thread_id,
+                self.operator or None,
+                os.getpid(),
+                socket.gethostname(),
+                this_process(),
+            ],
         )
         return run_id
 

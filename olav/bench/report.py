@@ -42,6 +42,7 @@ class ReportOptions:
     serve_runs: int = 30  # runs per row of the server benchmark (section 8)
     console_rows: int = 100_000  # memory rows under the web console (section 9)
     fault_rounds: int = 3  # kill -9 rounds of the thread store (section 6)
+    hostile_samples: int = 200  # GET /ok answers timed under each hostile request (section 10)
 
 
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
@@ -76,6 +77,9 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.toolcalls import heldout_corpus
 
     out["toolcalls_heldout"] = run_toolcalls(load_cases(heldout_corpus()))
+    from olav.bench.nudge import run_nudge_bench
+
+    out["nudge"] = run_nudge_bench()
     say("threads: continuing a long conversation")
     from olav.bench.threads import run_threads_bench
 
@@ -91,6 +95,10 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.serve import run_serve_bench
 
     out["serve"] = run_serve_bench(runs=opts.serve_runs)
+    say("olav serve under hostile requests")
+    from olav.bench.serve_hostile import run_hostile_bench
+
+    out["hostile"] = run_hostile_bench(progress=say, samples=opts.hostile_samples)
     say("the web console on a large memory table")
     from olav.bench.console import run_console_bench
 
@@ -202,6 +210,19 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             "",
             markdown_toolcalls(report["toolcalls_heldout"]),
         ]
+    if report.get("nudge"):
+        from olav.bench.nudge import markdown_nudge
+
+        lines += [
+            "### When the rescue layer asks again (the nudge)",
+            "",
+            "Narrations (the corpora's `narration` cases) should be asked again once; plain "
+            'answers (`olav/bench/data/nudge/plain*.jsonl`: "Noted.", summaries, '
+            "explanations, questions back) never. The held-out rows were not looked at while "
+            "the rule was written.",
+            "",
+            markdown_nudge(report["nudge"]),
+        ]
     if report.get("threads"):
         from olav.bench.threads import markdown_threads
 
@@ -233,5 +254,13 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             "## 9. The web console on a large memory table",
             "",
             markdown_console(report["console"]),
+        ]
+    if report.get("hostile"):
+        from olav.bench.serve_hostile import markdown_hostile
+
+        lines += [
+            "## 10. Hostile input: one request never stalls the server",
+            "",
+            markdown_hostile(report["hostile"]),
         ]
     return lines

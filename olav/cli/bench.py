@@ -172,6 +172,9 @@ def report_cmd(
     console_rows: int = typer.Option(
         100_000, "--console-rows", min=1, help="Memory rows under the web console benchmark."
     ),
+    hostile_samples: int = typer.Option(
+        200, "--hostile-samples", min=1, help="GET /ok answers timed under each hostile request."
+    ),
     remote: bool = typer.Option(
         False,
         "--remote",
@@ -205,6 +208,7 @@ def report_cmd(
             serve_runs=serve_runs,
             fault_rounds=fault_rounds,
             console_rows=console_rows,
+            hostile_samples=hostile_samples,
         )
         report = run_all(opts, progress)
     command = ["olav", "bench", "report", *_given_options(ctx)]
@@ -241,9 +245,17 @@ def _given_options(ctx: typer.Context) -> list[str]:
 
 
 def _register_more() -> None:
-    from olav.cli import bench_golden, bench_perf, bench_rerank, bench_steer, bench_toolcalls
+    from olav.cli import (
+        bench_golden,
+        bench_hostile,
+        bench_perf,
+        bench_rerank,
+        bench_steer,
+        bench_toolcalls,
+    )
 
-    for module in (bench_golden, bench_perf, bench_rerank, bench_steer, bench_toolcalls):
+    modules = (bench_golden, bench_hostile, bench_perf, bench_rerank, bench_steer, bench_toolcalls)
+    for module in modules:
         module.register(app)
 
 

@@ -91,7 +91,11 @@ def ask(
     agent: str = typer.Option("core", "--agent", "-a", help="Agent to ask."),
     as_json: bool = typer.Option(False, "--json", help="Print the answer and run id as JSON."),
     auto_approve: bool = typer.Option(
-        False, "--auto-approve", help="Run dangerous tools without asking (else they are denied)."
+        False,
+        "--auto-approve",
+        "--yes",
+        "-y",
+        help="Run dangerous tools without asking (else they are refused).",
     ),
     resume_last: bool = typer.Option(
         False, "--continue", "-c", help="Continue this agent's last conversation."
@@ -100,7 +104,8 @@ def ask(
         None, "--thread", "-t", help="Continue this thread, or start it under this id."
     ),
 ) -> None:
-    """Ask once, print the answer and exit (non-zero on error)."""
+    """Ask once, print the answer and exit: non-zero on error, and when the run's only action
+    was a tool that was refused (nobody is here to approve it: pass --yes)."""
     from olav.compose import agent_session
     from olav.runtime.hooks import Callbacks
     from olav.runtime.tools import NEEDS_CONSENT
@@ -141,6 +146,19 @@ def ask(
         )
     else:
         console.print(result.answer, markup=False, soft_wrap=True)
+    denied = list(dict.fromkeys(result.rescue.get("denied") or ()))
+    if denied:
+        names = ", ".join(denied)
+        err_console.print(
+            f"! {names} {'was' if len(denied) == 1 else 'were'} refused: `olav ask` runs a "
+            "dangerous tool only with --yes (the chat asks you instead)",
+            style="yellow",
+            markup=False,
+            soft_wrap=True,
+        )
+        ran = [e for e in session.run.tool_events if e.status == "success"]
+        if not ran:  # the answer may claim otherwise, but nothing was done
+            raise typer.Exit(1)
 
 
 def _new_thread_id(value: str) -> str:

@@ -11,9 +11,11 @@ _MARK = {"ok": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]"}
 
 def doctor(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    repair: bool = typer.Option(False, "--repair", help="Remove leftovers of interrupted work."),
+    repair: bool = typer.Option(
+        False, "--repair", help="Remove leftovers of interrupted work; make olav's files private."
+    ),
 ) -> None:
-    """Check the workspace, config, embedder, memory, indexes, audit DB and Ollama."""
+    """Check the workspace, config, file modes, embedder, memory, indexes, audit DB and Ollama."""
     from dataclasses import asdict
 
     from olav.admin.doctor import run_checks

@@ -24,15 +24,24 @@ def init(
         "--memory-endpoint",
         help="S3-compatible endpoint for --memory-uri, e.g. http://minio:9000.",
     ),
+    reset_config: bool = typer.Option(
+        False,
+        "--reset-config",
+        help="Write the default olav.yaml (the current one is kept in .olav/backups/).",
+    ),
 ) -> None:
     """Create a workspace (or refresh one): config, agents, memory and the audit database."""
     from olav.admin.setup import init_workspace, memory_uri_settings
 
     memory = memory_uri_settings(memory_uri, memory_endpoint) if memory_uri else None
     with console.status("Creating the workspace and priming guides into memory…"):
-        report = init_workspace(directory, prime=not no_prime, memory=memory)
+        report = init_workspace(
+            directory, prime=not no_prime, memory=memory, reset_config=reset_config
+        )
     verb = "Created" if report.created else "Refreshed"
     console.print(f"[green]✓[/] {verb} workspace [bold]{report.root}[/]")
+    if report.config_reset:
+        console.print(f"  olav.yaml is the default again; yours is in [cyan]{report.backups[0]}[/]")
     if report.copied:
         console.print(f"  {len(report.copied)} template files copied")
     for rel in report.refreshed:

@@ -47,6 +47,10 @@ def _turn_stats(rescue: dict[str, Any]) -> str:
         parts.append("tool call salvaged from text")
     if rescue.get("nudged"):
         parts.append("nudged once")
+    if rescue.get("approval_s"):
+        parts.append(f"{rescue['approval_s']:.1f} s waiting for you")
+    for name in rescue.get("denied") or ():
+        parts.append(f"{name} refused")
     return "  " + " · ".join(parts)
 
 
@@ -89,6 +93,7 @@ class Chat:
                 thread=self.thread,
                 callbacks=Callbacks(
                     approver=self.approve,
+                    approver_reads_terminal=True,
                     on_token=self.token,
                     on_tool_start=self.tool_start,
                     on_tool_end=self.tool_end,

@@ -144,11 +144,18 @@ class Config:
             except yaml.YAMLError as exc:
                 mark = getattr(exc, "problem_mark", None)
                 where = f" line {mark.line + 1}" if mark else ""
+                problem = getattr(exc, "problem", None)
                 raise ConfigError(
-                    f"{path}:{where} is not valid YAML", hint="Fix the syntax or re-run `olav init`"
+                    f"{path}:{where} is not valid YAML" + (f" ({problem})" if problem else ""),
+                    hint=f"Fix that line, or start again from the default with `olav init "
+                    f"--reset-config` (it keeps {CONFIG_NAME} in .olav/backups/)",
                 ) from None
             if not isinstance(loaded, dict):
-                raise ConfigError(f"{path} must hold a mapping", hint="Re-run `olav init`")
+                raise ConfigError(
+                    f"{path} must hold a mapping",
+                    hint="Start again from the default with `olav init --reset-config` (it "
+                    "keeps a backup)",
+                )
             raw = loaded
         agents = raw.pop("agents", None) or {}
         memory = raw.get("memory")
@@ -180,10 +187,17 @@ class Workspace:
     config: Config
 
     @classmethod
-    def open(cls, root: Path | None = None) -> Workspace:
+    def open(cls, root: Path | None = None, *, tighten: bool = True) -> Workspace:
+        """The workspace at ``root`` (else found from the cwd). Its databases, logs and
+        exports are made private as it opens (olav.core.private); ``tighten=False`` leaves
+        the modes as they are (``olav doctor`` reports them)."""
         root = root.resolve() if root else find_root()
         ws = cls(root=root, config=Config.load(root / OLAV_DIR / CONFIG_NAME))
         ws._check_agent_overrides()
+        if tighten:
+            from olav.core.private import secure_workspace
+
+            secure_workspace(ws)
         return ws
 
     def _check_agent_overrides(self) -> None:

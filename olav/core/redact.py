@@ -38,34 +38,57 @@ SECRET_KEYS = (
     "凭证",
 )
 _KEY_ALT = "|".join(re.escape(k) for k in SECRET_KEYS) + r"|auth(?!or)"
+# the first letters of those words: a lookahead for them skips the alternation at most offsets
+_KEY_FIRST = "[" + re.escape("".join(sorted({k[0] for k in SECRET_KEYS} | {"a"}))) + "]"
 
+# Every pattern here runs on untrusted text of any size (chat messages, tool results, logs) in
+# the thread that writes the audit, so each must cost time linear in the text. Two habits keep
+# them so: a run of key characters is entered only at its first character (the lookbehinds),
+# and what has been matched is not given back (possessive quantifiers, atomic groups), so a
+# failed attempt costs its own run once instead of once for every offset inside it.
+# tests/test_redact_linear.py times them on a megabyte of the worst shapes.
 _SHAPES = (
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    re.compile(r"(?i)\b(?:bearer|basic|digest)\s+[A-Za-z0-9\-._~+/]{8,}=*"),
+    # a key cut off before its END line (a truncated log) still loses its whole base64 lines
+    re.compile(
+        r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:(?:(?!-----(?:BEGIN|END) ).)*+"
+        r"-----END [A-Z ]{0,40}PRIVATE KEY-----|(?:\r?\n[A-Za-z0-9+/=]++(?=\r?\n|\Z))++)",
+        re.S,
+    ),
+    re.compile(r"(?i)\b(?:bearer|basic|digest)\s++[A-Za-z0-9\-._~+/]{8,}+=*+"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
-    re.compile(r"\b(?:sk|pk|rk|ghp|gho|ghs|ghu|xox[abpr])[-_][A-Za-z0-9_-]{12,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"),
+    # a JWT at the start of a run of base64url, else after the run's last "-eyJ"
+    # (session-eyJ…: "keep" is the part of the run before it)
+    re.compile(
+        r"(?<![A-Za-z0-9_-])(?:eyJ|(?>(?P<keep>[A-Za-z0-9_-]*-)eyJ(?=[A-Za-z0-9_-]{5})))"
+        r"[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]{5,}+"
+    ),
+    re.compile(r"\b(?:sk|pk|rk|ghp|gho|ghs|ghu|xox[abpr])[-_][A-Za-z0-9_-]{12,}+"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{20,}+"),
 )
-_URL_CREDS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^\s:/@]*):(?P<pw>[^\s@/]+)@")
-_CURL_USER = re.compile(r"(?P<flag>(?:^|\s)(?:-u|--user)\s+)(?P<user>[^\s:]+):(?P<pw>\S+)")
-# key = value, key: value, "key": "value", 密码：value
+# found by its "://", whatever the scheme (HTTPS:// too)
+_URL_CREDS = re.compile(r"(?P<scheme>://)(?P<user>[^\s:/@]*+):(?P<pw>[^\s@/]++)@")
+_CURL_USER = re.compile(r"(?P<flag>(?:^|\s)(?:-u|--user)\s++)(?P<user>[^\s:]++):(?P<pw>\S+)")
+# key = value, key: value, "key": "value", 密码：value. The key is the whole run of [\w.-]
+# around a secret word (DB_PASSWORD, x-api-key); the first such word found in the run decides.
 _KV = re.compile(
-    r"(?i)(?P<key>[\"']?[\w.\-]*(?:" + _KEY_ALT + r")[\w.\-]*[\"']?)"
-    r"(?P<sep>\s*[=:：]\s*)"
-    r"(?P<val>\[REDACTED\]|\"[^\"\n]*\"|'[^'\n]*'|[^\s,;&\"'}\]]+)"  # a mask stays one
+    r"(?i)(?P<key>[\"']?(?<![\w.\-])(?>[\w.\-]*?(?=" + _KEY_FIRST + r")(?:" + _KEY_ALT + r"))"
+    r"[\w.\-]*+[\"']?)"
+    r"(?P<sep>\s*+[=:：]\s*+)"
+    r"(?P<val>\[REDACTED\]|\"[^\"\n]*+\"|'[^'\n]*+'|[^\s,;&\"'}\]]++)"  # a mask stays one
 )
-# --password VALUE, password 0 VALUE, enable secret 5 VALUE, community VALUE
+# --password VALUE, password 0 VALUE, enable secret 5 VALUE, community VALUE. A flag is the
+# whole run of [\w-] from its start, so long as a secret word follows a "-" in it.
 _SPACED = re.compile(
-    r"(?i)(?P<key>(?:--?[\w-]*(?:password|passwd|token|secret|api-?key|psk)[\w-]*)"
-    r"|\b(?:password|secret|community|key-string)(?:\s+\d{1,2})?)"
-    r"(?P<sep>\s+)(?P<val>(?!(?:is|was|for|of|to|and|the|a|an|must|should|will|expired|"
-    r"reset|change|policy|length|required)\b)[^\s\"']\S*|\"[^\"\n]*\")"
+    r"(?i)(?P<key>(?<![\w-])(?>\w*+-[\w-]*?(?=[apst])(?:password|passwd|token|secret|api-?key|psk))"
+    r"[\w-]*+|\b(?:password|secret|community|key-string)(?:\s++\d{1,2})?)"
+    r"(?P<sep>\s++)(?P<val>(?!(?:is|was|for|of|to|and|the|a|an|must|should|will|expired|"
+    r"reset|change|policy|length|required)\b)[^\s\"']\S*|\"[^\"\n]*+\")"
 )
-_SNMP_C = re.compile(r"(?i)(?P<pre>\bsnmp\w*\b[^\n]*?\s-c\s+)(?P<val>\S+)")
+# from one "snmp…" word to the next on its line at most, so each line is read once
+_SNMP_C = re.compile(r"(?i)(?P<pre>\bsnmp\w*+(?:(?!\bsnmp)[^\n])*?\s-c\s++)(?P<val>\S+)")
 _JUNOS_PSK = re.compile(
-    r"(?i)(?P<pre>pre-shared-key\s+(?:ascii-text|hexadecimal)\s+)"
-    r"(?P<val>\"[^\"\n]*\"|\S+)"
+    r"(?i)(?P<pre>pre-shared-key\s++(?:ascii-text|hexadecimal)\s++)"
+    r"(?P<val>\"[^\"\n]*+\"|\S+)"
 )
 
 
@@ -80,12 +103,16 @@ def _mask(value: str) -> str:
     return REDACTED
 
 
+def _mask_shape(m: re.Match[str]) -> str:
+    return (m.groupdict().get("keep") or "") + REDACTED
+
+
 def redact_text(text: str) -> str:
     """Mask secrets in free text (see the module docstring for the shapes)."""
     if not text:
         return text
     for pat in _SHAPES:
-        text = pat.sub(REDACTED, text)
+        text = pat.sub(_mask_shape, text)
     text = _URL_CREDS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
     text = _CURL_USER.sub(lambda m: f"{m['flag']}{m['user']}:{REDACTED}", text)
     text = _JUNOS_PSK.sub(lambda m: m["pre"] + _mask(m["val"]), text)

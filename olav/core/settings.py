@@ -79,6 +79,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("embedder.cache_size", int, 256, "Query embeddings kept in the LRU cache."),
     Setting(
+        "embedder.window",
+        int,
+        0,
+        "The embedder's window in tokens: text beyond it is not embedded. 0: the model "
+        "family's (e5 512, bge-m3 8192, nomic-embed 2048, OpenAI text-embedding 8191, else 512).",
+    ),
+    Setting(
         "reranker.provider",
         str,
         "none",
@@ -259,6 +266,7 @@ _MINIMUMS = {
     "llm.num_predict": 16,
     "llm.temperature": 0,
     "embedder.cache_size": 0,
+    "embedder.window": 0,
     "reranker.timeout_ms": 1,
     "memory.judge_timeout_ms": 1,
     "memory.judge_band": 0,

@@ -8,10 +8,10 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from logging.handlers import RotatingFileHandler
 from typing import Any
 
 from olav.core.config import Workspace
+from olav.core.log import PrivateFileHandler
 from olav.core.redact import redact_text
 
 LOG_FILE = "cron.log"
@@ -52,7 +52,7 @@ def cron_logger(ws: Workspace, *, stderr: bool = False) -> Iterator[logging.Logg
     logger.propagate = False
     formatter = _LineFormatter()
     handlers: list[logging.Handler] = [
-        RotatingFileHandler(ws.logs / LOG_FILE, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+        PrivateFileHandler(ws.logs / LOG_FILE, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     ]
     if stderr:
         handlers.append(logging.StreamHandler(sys.stderr))

@@ -8,8 +8,10 @@ from typing import Any
 
 from olav.core.errors import OlavError
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+# a think block ends at the first </think> and never spans another <think> (so an opener with
+# no closer is read to the next opener, not to the end of the text, once per opener)
+_THINK = re.compile(r"<think>(?:(?!</?think>).)*+</think>", re.S | re.I)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*+(.*?)```", re.S)
 
 
 class ParseError(OlavError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*b\b", re.I)
+_SIZE = re.compile(r"(?<!\d)(\d++(?:\.\d++)?)\s*+b\b", re.I)  # from a number's first digit
 
 
 def model_tier(model: str, override: str = "auto") -> str:

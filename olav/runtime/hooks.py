@@ -47,6 +47,9 @@ class Callbacks:
     streaming callbacks for the answer's tokens and each tool call's start and end."""
 
     approver: Callable[[str, dict[str, Any]], bool] | None = None
+    # the approver reads the terminal: it is asked on the thread that called ``ask`` (the
+    # graph runs in a worker of its own, olav.runtime.cancel), never on the run's worker
+    approver_reads_terminal: bool = False
     on_token: Callable[[str], None] | None = None
     on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
     on_tool_end: Callable[[str, str, str, float], None] | None = None

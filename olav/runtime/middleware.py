@@ -41,6 +41,8 @@ class RescueState:
     last_prompt: int = 0  # the last call's prompt tokens
     reasoning: list[str] = field(default_factory=list)
     first_token_s: float | None = None  # seconds from the run's start to its first token
+    denied: list[str] = field(default_factory=list)  # the tools a person (or no one) refused
+    approval_s: float = 0.0  # seconds spent waiting for a person's yes or no
 
     def summary(self) -> dict[str, Any]:
         """The run's rescue marks for the audit and ``olav ask --json``."""
@@ -51,6 +53,8 @@ class RescueState:
             "model_calls": self.model_calls,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
+            "denied": list(self.denied),
+            "approval_s": round(self.approval_s, 3),
         }
 
 

@@ -63,7 +63,8 @@ _WH = re.compile(
     re.I,
 )
 _ZH_QUESTION = re.compile(r"什么|为什么|为何|怎么|怎样|如何|哪|是否|多少|多久|吗\s*$|呢\s*$")
-_IDENT = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+# tried only where a run of [a-z0-9] starts, so a long word is read once, not once per offset
+_IDENT = re.compile(r"(?<![a-z0-9])[0-9]*+([a-z][a-z0-9]*+(?:_[a-z0-9]++)+)")
 
 
 def asks_for_action(request: str) -> bool:
@@ -78,6 +79,61 @@ def is_question(request: str) -> bool:
     if _POLITE.search(text):
         return False
     return bool(_WH.search(text) or text.endswith(("?", "？")) or _ZH_QUESTION.search(text))
+
+
+# an answer that announces, starts or claims an action instead of calling the tool for it:
+# "I'll back up ...", "Let me query ...", "Calling take_snapshot ...", "我现在导出 ...",
+# "正在查询 ...". Offers ("I can ..."), requests for detail ("let me know") and explanations
+# ("let me explain") are answers, not narration.
+_NOT_ACTS = (
+    r"know|explain|clarify|summari[sz]e|recap|describe|answer|help|see if i understand|"
+    r"be clear|walk you through|break (?:it|this) down|illustrate|point out|note"
+)
+_ANNOUNCE_EN = re.compile(
+    r"(?:^|[.!?:\n]|\b(?:sure|ok(?:ay)?|understood|alright|got it|right|great)\b[,.!]?)"
+    r"[ \t\-—–*]{0,4}"
+    r"(?:(?:first|next|now|then)[,:]?[ \t]{1,3}|next step:[ \t]{0,3})?"
+    r"(?:i(?:'ll|’ll| will| shall| am going to|'m going to|’m going to)"
+    r"|let me|let's|let us|now i(?:'ll| will)?)"
+    rf"[ \t]{{1,3}}(?:now[ \t]{{1,3}}|first[ \t]{{1,3}}|then[ \t]{{1,3}}|go ahead and[ \t]{{1,3}})?"
+    rf"(?!(?:{_NOT_ACTS})\b)[a-z]",
+    re.I,
+)
+_STARTS_EN = re.compile(
+    r"(?:^|\n)[ \t\-—–*]{0,4}(?:calling|running|executing|searching|querying|fetching|"
+    r"exporting|saving|backing up|creating|taking|checking|starting|proceeding|listing|pinging|"
+    r"restoring|applying|deploying|restarting|writing|looking up)\b",
+    re.I,
+)
+_CLAIMS_EN = re.compile(
+    r"\bi(?:'ve|’ve| have)[ \t]{1,3}(?:now[ \t]{1,3}|just[ \t]{1,3}|successfully[ \t]{1,3})?"
+    r"(?:backed up|saved|exported|created|written|taken|run|ran|called|stored|updated|"
+    r"deleted|restarted|deployed|uploaded|applied|recorded)\b"
+    r"|\b(?:has|have) been (?:successfully )?(?:saved|exported|backed up|created|written|"
+    r"stored|deployed|uploaded|applied|recorded)\b"
+    r"|^[ \t]{0,4}done\b[.:!]",
+    re.I,
+)
+_ANNOUNCE_ZH = re.compile(
+    r"我(?:现在|将|马上|这就|立即|立刻|先|来|会(?:调用|依次|先|马上))|让我|正在|接下来我|"
+    r"请稍候|稍等|已(?:经)?(?:为您|帮你|帮您)?(?:备份|保存|导出|创建|生成|写入|记录|执行|调用)"
+)
+
+
+def narrates(answer: str, offered: Iterable[str] = ()) -> bool:
+    """The answer announces, starts or claims an action ("I'll back up ...", "Calling
+    take_snapshot ...", "我现在导出 ...") or names a tool it was offered, instead of calling it.
+    The nudge asks again only for such an answer: a plain one ("Noted.", a summary, an
+    explanation, a question back) is left as it is."""
+    head = answer.strip()[:600]
+    if not head:
+        return False
+    if _ANNOUNCE_EN.search(head) or _STARTS_EN.search(head) or _CLAIMS_EN.search(head):
+        return True
+    if _ANNOUNCE_ZH.search(head):
+        return True
+    known = set(offered)
+    return bool(known) and any(name in known for name in _IDENT.findall(head.lower()))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from olav.audit.db import migrate
 from olav.audit.queries import NARRATED_EVENT
-from olav.audit.recorder import AuditRecorder
+from olav.audit.recorder import AuditRecorder, settle_orphans
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.core.log import configure as configure_logging
@@ -24,6 +24,7 @@ from olav.memory.policy import policy_for
 from olav.memory.store.scopes import private_scope, user_name
 from olav.memory.store.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
+from olav.runtime.cancel import Cancel, CancelledByPerson, Relay, stream_in_worker
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
 from olav.runtime.middleware import RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
@@ -46,11 +47,13 @@ def _is_main(meta: dict[str, Any]) -> bool:
 
 
 def _migrate_audit(ws: Workspace) -> None:
-    """A workspace made by an older olav gains the new audit columns before its first run."""
+    """A workspace made by an older olav gains the new audit columns before its first run,
+    and runs a killed process left running are settled."""
     try:
         migrate(ws.audit_path)
     except Exception as exc:  # auditing must never stop the chat
         log.warning("audit migration failed: %s", exc)
+    settle_orphans(ws.audit_path)
 
 
 class RunCancelled(OlavError):
@@ -71,6 +74,7 @@ class TurnResult:
 
 
 _NO_RESUME: Any = object()  # ask(): a new request, not the answer to an interrupt
+CANCELLED_NOTE = "(cancelled by the user)"  # ends what a cancelled run's thread keeps
 INTERRUPT_EVENT = "interrupt"  # events.kind: a run paused for a person's answer
 
 
@@ -102,12 +106,16 @@ class Session:
         self.ws = ws
         configure_logging(ws.logs)
         _migrate_audit(ws)
-        self.audit = AuditRecorder(ws.audit_path)
+        self.audit = AuditRecorder(ws.audit_path, operator=user_name(ws.config))
         # memory's decisions made on the background writer, written here (olav.memory.decisions)
         self.decisions = DecisionBuffer()
         self.run = RunContext(
             audit=self.audit,
-            approver=callbacks.approver,
+            approver=(
+                self._on_caller(callbacks.approver)
+                if callbacks.approver is not None and callbacks.approver_reads_terminal
+                else callbacks.approver
+            ),
             on_tool_start=callbacks.on_tool_start,
             on_tool_end=callbacks.on_tool_end,
         )
@@ -229,8 +237,11 @@ class Session:
         try:
             final = self._stream(built, text, started, resume)
             waiting = self._waiting(built)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, CancelledByPerson):
             outcome = "cancelled"
+            kept = self._keep_cancelled(built)
+            if kept:
+                self.audit.message(run_id, "assistant", kept)
             self.audit.end_run(run_id, "cancelled", "cancelled by the user (Ctrl-C)")
             raise RunCancelled("cancelled") from None
         except OlavError as exc:
@@ -247,7 +258,9 @@ class Session:
                 answer = message_text(final) if final is not None else ""
                 outcome = self._finish(run_id, text, answer, first_recall)
         finally:
-            self._record_thread(built, text, run_id)
+            # a cancelled run's steps are its request and what the person saw, both already
+            # in the audit: the prompt comes back without a third write
+            self._record_thread(built, text, run_id, steps=outcome != "cancelled")
             self._after_run(text, run_id, outcome)
         rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
         rescue["first_token_s"] = self.run.rescue.first_token_s
@@ -276,7 +289,9 @@ class Session:
         state = self.built.graph.get_state(self._config())
         return list((state.values or {}).get("messages") or [])
 
-    def _record_thread(self, built: BuiltAgent, text: str, run_id: str) -> None:
+    def _record_thread(
+        self, built: BuiltAgent, text: str, run_id: str, *, steps: bool = True
+    ) -> None:
         """After a run (finished or not): the thread's index catches up with its checkpoint,
         and the audit keeps the run's steps. Neither may break the run."""
         try:
@@ -295,7 +310,7 @@ class Session:
             if start is None:  # the answer to an interrupt: the run it continues, whole
                 humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
                 start = humans[-1] if humans else None
-            if start is not None:
+            if start is not None and steps:
                 self.audit.steps(run_id, messages[start:])
         except Exception as exc:
             log.warning("thread %s not indexed after run %s: %s", self.thread_id, run_id, exc)
@@ -305,9 +320,11 @@ class Session:
     ) -> AIMessage | None:
         """Run the graph, streaming the top-level agent's tokens (without reasoning or a
         tool call written as text: olav.runtime.rescue.stream); the last AI message."""
-        config = self._config()
+        cancel = Cancel()
+        config = {**self._config(), "callbacks": [cancel]}
         final: AIMessage | None = None
         self._guards: dict[str, StreamGuard] = {}
+        self._shown: list[str] = []
         modes = ["messages", "values", *(["updates"] if self.on_step else [])]
         if resume is None or resume is _NO_RESUME:
             graph_input: Any = {"messages": [HumanMessage(content=text)]}
@@ -315,11 +332,14 @@ class Session:
             from langgraph.types import Command
 
             graph_input = Command(resume=resume)
-        for mode, payload in built.graph.stream(
-            graph_input,
-            config=config,
-            stream_mode=modes,
-        ):
+
+        def produce(relay: Relay) -> Any:
+            self._relay = relay
+            return built.graph.stream(graph_input, config=config, stream_mode=modes)
+
+        # the graph runs in a worker: Ctrl-C reaches this thread at once and stops the model
+        # call itself (olav.runtime.cancel), instead of waiting for it to return
+        for mode, payload in stream_in_worker(produce, cancel):
             if self.on_step is not None and mode != "messages":
                 self.on_step(mode, payload)
             if mode == "messages":
@@ -337,15 +357,46 @@ class Session:
         piece = message_text(chunk)
         if not piece:
             return
-        if self.run.rescue.first_token_s is None:
-            self.run.rescue.first_token_s = round(time.perf_counter() - started, 3)
+        if self.run.rescue.first_token_s is None:  # the person's approvals are not the model's
+            waited = self.run.rescue.approval_s
+            self.run.rescue.first_token_s = round(time.perf_counter() - started - waited, 3)
         key = chunk.id or ""
         if key not in self._guards:
             self._flush_guards()  # a new message: what the last one held back is final
         guard = self._guards.setdefault(key, StreamGuard())
         shown = guard.feed(piece)
         if shown and self.on_token:
+            self._shown.append(shown)
             self.on_token(shown)
+
+    def _on_caller(
+        self, approver: Callable[[str, dict[str, Any]], bool]
+    ) -> Callable[[str, dict[str, Any]], bool]:
+        """``approver`` asked on the thread that streams the run (the terminal's)."""
+
+        def asked(name: str, args: dict[str, Any]) -> bool:
+            relay = getattr(self, "_relay", None)
+            return bool(relay.call(approver, name, args) if relay else approver(name, args))
+
+        return asked
+
+    def _keep_cancelled(self, built: BuiltAgent) -> str:
+        """A cancelled run's thread keeps what the person saw of the answer, marked as
+        cancelled, as the run's last message: the next request is a turn of its own, and the
+        model knows the answer before it was cut off. Returns that message ("" if not kept)."""
+        seen = "".join(getattr(self, "_shown", [])).strip()
+        text = f"{seen}\n\n{CANCELLED_NOTE}" if seen else CANCELLED_NOTE
+        try:
+            state = built.graph.get_state(self._config())
+            messages = list((state.values or {}).get("messages") or [])
+            if not messages or not isinstance(messages[-1], HumanMessage):
+                return ""  # cancelled after its answer was kept (or before the request was)
+            note = AIMessage(content=text, response_metadata={"olav_cancelled": True})
+            built.graph.update_state(self._config(), {"messages": [note]})
+        except Exception as exc:  # the thread stays as it was; the run is cancelled anyway
+            log.warning("thread %s: the cancelled answer was not kept: %s", self.thread_id, exc)
+            return ""
+        return text
 
     def _flush_guards(self) -> None:
         """Show what earlier messages of this run held back and turned out to be text (a

@@ -19,7 +19,7 @@ from olav.core.errors import OlavError
 ORCHESTRATOR = "core"
 TOOL_CAP_ORCHESTRATOR = 7
 TOOL_CAP_SUBAGENT = 5
-_FRONT = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.S)
+_FRONT = re.compile(r"\A---[^\S\n]*+\n(.*?)\n---[^\S\n]*+(?:\n|\Z)", re.S)
 
 
 class SkillError(OlavError):

@@ -26,8 +26,15 @@ machine it ran, so a crashed host's claim is taken over at once instead of holdi
 
 The schema carries a version (``olav_meta``): a file from an older olav, or one that holds only
 checkpoints, is migrated in place, and its threads are indexed from the checkpoints; nothing is
-dropped (version 1 is the index of threads, version 2 adds ``olav_runs``). Processes that set
-up a new PostgreSQL database at once take turns (an advisory lock).
+dropped (version 1 is the index of threads, version 2 adds ``olav_runs``, version 3 the
+number of stream events each run may have sent). Processes that set up a new PostgreSQL
+database at once take turns (an advisory lock).
+
+A thread id is its owner's from the moment it is made: :meth:`ThreadStore.insert` makes the row
+and tells who owns it in one transaction, so of two processes that make one id at once exactly
+one gets it, and the other is told (:class:`ThreadExistsError` when it is another operator's).
+Deleting a thread deletes its checkpoints, its turns and its runs, so an id taken again later
+shows nothing of its earlier owner.
 """
 
 from __future__ import annotations
@@ -46,8 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from olav.core.errors import OlavError
+from olav.core.private import private_file
+from olav.core.procs import pid_alive
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 PREVIEW_CHARS = 80
 TOOL_TEXT_CHARS = 2000  # a tool result in the index (search and show); the checkpoint has all
@@ -59,6 +68,10 @@ class ThreadBusyError(OlavError):
 
 class ThreadNotFoundError(OlavError):
     pass
+
+
+class ThreadExistsError(OlavError):
+    """A thread with this id exists and is another operator's (olav serve answers 409)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,9 @@ class RunRecord:
     pid: int | None = field(default_factory=os.getpid)  # the server process that ran it
     host: str = field(default_factory=socket.gethostname)
     error: str = ""  # why it failed or was interrupted
+    # the stream event numbers its server had reserved: it sent none above this one, so a
+    # stream replayed after that server numbers its events from here on
+    events: int = 0
 
 
 UNFINISHED = ("pending", "running")
@@ -178,20 +194,12 @@ CREATE TABLE IF NOT EXISTS olav_runs (
 CREATE INDEX IF NOT EXISTS olav_runs_thread ON olav_runs (thread_id, created_at);
 """
 
+# version 3: the stream event numbers a run's server reserved (RunRecord.events)
+_EVENTS_COLUMN = "ALTER TABLE olav_runs ADD COLUMN events INTEGER NOT NULL DEFAULT 0"
+
 
 def new_thread_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this machine with this id lives."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
 
 
 # -- the two databases -------------------------------------------------------------------------
@@ -206,6 +214,11 @@ class _Sqlite:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # 0600: SQLite gives its -wal and -shm the same mode
+            # only a new file: closing any descriptor of an open database drops this
+            # process's locks on it, and another process closing its last connection would
+            # then delete the -wal this one still writes (every write since lost)
+            private_file(path)
         self.conn = sqlite3.connect(
             str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
         )
@@ -234,6 +247,9 @@ class _Sqlite:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
         ).fetchone()
         return row is not None
+
+    def columns(self, table: str) -> set[str]:
+        return {str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({table})")}
 
     def checkpointer(self) -> Any:
         """LangGraph's SqliteSaver on this file (its own connection: it commits per call)."""
@@ -328,6 +344,14 @@ class _Postgres:
     def has_checkpoints(self) -> bool:
         row = self.conn.execute("SELECT to_regclass('checkpoints') IS NOT NULL").fetchone()
         return bool(row and row[0])
+
+    def columns(self, table: str) -> set[str]:
+        rows = self.conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = %s",
+            [table],
+        ).fetchall()
+        return {str(r[0]) for r in rows}
 
     def checkpointer(self) -> Any:
         """LangGraph's PostgresSaver on its own connection, its tables set up once."""
@@ -502,6 +526,11 @@ class ThreadStore:
             if version < 2:
                 self.migrated.append("2: the runs of olav serve")
             self._create(con, _RUNS_SCHEMA)  # IF NOT EXISTS: a no-op from version 2 on
+            if version < 3:
+                self.migrated.append("3: the stream events of a run")
+                # a file whose index was lost (version 0) may keep a newer olav_runs
+                if "events" not in self.db.columns("olav_runs"):
+                    con.execute(_EVENTS_COLUMN)
             if version < SCHEMA_VERSION:  # a newer olav's file keeps its version
                 con.execute(
                     "INSERT INTO olav_meta (key, value) VALUES ('schema', ?) "
@@ -545,17 +574,47 @@ class ThreadStore:
     # -- threads ------------------------------------------------------------------------------
 
     def create(
-        self, agent: str, thread_id: str | None = None, name: str = "", owner: str = ""
+        self,
+        agent: str,
+        thread_id: str | None = None,
+        name: str = "",
+        owner: str = "",
+        *,
+        metadata: dict[str, Any] | None = None,
     ) -> ThreadInfo:
+        """The thread, made now, or the one ``owner`` already has with this id (unchanged);
+        :class:`ThreadExistsError` when another operator has it."""
+        return self.insert(agent, thread_id, name, owner, metadata=metadata)[0]
+
+    def insert(
+        self,
+        agent: str,
+        thread_id: str | None = None,
+        name: str = "",
+        owner: str = "",
+        *,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[ThreadInfo, bool]:
+        """Make a thread and say whether this call made it (False: ``owner`` had it already,
+        and it is left as it was). The row is inserted and its owner read in one
+        transaction, so of two processes that make one id at once exactly one makes it; when
+        the id is another operator's, :class:`ThreadExistsError` (nothing is changed)."""
         tid = thread_id or new_thread_id()
         now = time.time()
         with self._tx() as con:
-            con.execute(
-                "INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [tid, agent, owner, name, now, now],
+            made = con.execute(
+                "INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at, "
+                "metadata) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [tid, agent, owner, name.strip(), now, now, _dump(metadata or {})],
+            ).rowcount
+            row = con.execute(f"SELECT {_COLUMNS} FROM olav_threads WHERE id = ?", [tid]).fetchone()
+        info = _info(row)
+        if info.owner != owner:
+            raise ThreadExistsError(
+                f"thread {tid!r} exists",
+                hint="Pick another thread id, or leave it out and one is made for you",
             )
-        return self.get(tid)
+        return info, bool(made)
 
     def find(self, thread_id: str, *, owner: str | None = None) -> ThreadInfo | None:
         """A thread by id or by a unique prefix of it (as `olav threads list` prints);
@@ -639,7 +698,8 @@ class ThreadStore:
         return self.get(info.id)
 
     def delete(self, thread_id: str) -> ThreadInfo:
-        """Delete a thread, its turns and its checkpoints (not while a run holds it)."""
+        """Delete a thread, its turns, its runs and its checkpoints (not while a run holds
+        it): nothing of it is left for whoever takes its id next."""
         info = self.get(thread_id)
         self._check_free(info.id)
         self.checkpointer.delete_thread(info.id)
@@ -656,10 +716,11 @@ class ThreadStore:
         with self._tx() as con:
             con.execute(
                 f"INSERT INTO olav_runs ({_RUN_COLUMNS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET status = excluded.status, "
                 "updated_at = excluded.updated_at, error = excluded.error, "
-                "server_pid = excluded.server_pid, server_host = excluded.server_host",
+                "server_pid = excluded.server_pid, server_host = excluded.server_host, "
+                "events = excluded.events",
                 [
                     run.run_id,
                     run.thread_id,
@@ -674,7 +735,16 @@ class ThreadStore:
                     run.pid,
                     run.host,
                     run.error,
+                    run.events,
                 ],
+            )
+
+    def reserve_events(self, run_id: str, events: int) -> None:
+        """A kept run's server may now send stream events numbered up to ``events``."""
+        with self._tx() as con:
+            con.execute(
+                "UPDATE olav_runs SET events = ? WHERE run_id = ? AND events < ?",
+                [events, run_id, events],
             )
 
     def update_run(
@@ -895,7 +965,7 @@ class ThreadStore:
 _COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id, metadata"
 _RUN_COLUMNS = (
     "run_id, thread_id, assistant_id, owner, status, metadata, kwargs, multitask_strategy, "
-    "created_at, updated_at, server_pid, server_host, error"
+    "created_at, updated_at, server_pid, server_host, error, events"
 )
 
 
@@ -943,6 +1013,7 @@ def _run_record(row: Sequence[Any]) -> RunRecord:
         pid=row[10],
         host=row[11],
         error=row[12],
+        events=int(row[13] or 0),
     )
 
 

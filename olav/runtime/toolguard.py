@@ -83,12 +83,14 @@ class ToolGuardMiddleware(AgentMiddleware):
             refused = self._ask_consent(call, tool)
             if refused is None:
                 return None
+            self.run.rescue.denied.append(name)
             reason = refused
         elif name in DANGEROUS and self.run.approver is not None:
-            approved = self.run.approver(name, args)
+            approved = self._asked(self.run.approver, name, args)
             self._audit_decision(approved, {"tool": name, "args": args})
             if approved:
                 return None
+            self.run.rescue.denied.append(name)
             reason = f"Error: the user denied {name}. Do not retry it; ask what to do instead."
         else:
             return None
@@ -119,8 +121,8 @@ class ToolGuardMiddleware(AgentMiddleware):
         except Exception as exc:  # a value for the model, like any tool failure
             return f"Error: {type(exc).__name__}: {exc}"
         approver = self.run.approver
-        approved = approver is not None and approver(
-            name, {**args, "subject": ask.subject, "preview": ask.preview}
+        approved = approver is not None and self._asked(
+            approver, name, {**args, "subject": ask.subject, "preview": ask.preview}
         )
         detail = {"tool": name, "subject": ask.subject, "asked": approver is not None}
         self._audit_decision(approved, detail)
@@ -128,6 +130,15 @@ class ToolGuardMiddleware(AgentMiddleware):
             return f"Error: {ask.refusal}"
         self._consents[call["id"]] = Consent(by="chat", subject=ask.subject)
         return None
+
+    def _asked(self, approver: Any, name: str, args: dict[str, Any]) -> bool:
+        """The person's answer; the time they took is the run's approval wait, never the
+        tool's time or the model's time to its first token."""
+        started = time.perf_counter()
+        try:
+            return bool(approver(name, args))
+        finally:
+            self.run.rescue.approval_s += time.perf_counter() - started
 
     def _audit_decision(self, approved: bool, detail: dict[str, Any]) -> None:
         if self.run.audit:
@@ -193,7 +204,9 @@ class ToolGuardMiddleware(AgentMiddleware):
         request = self._repaired(request)
         call = request.tool_call
         started = self._start(call)
+        waited = self.run.rescue.approval_s
         result = self._refuse(call, request.tool)
+        started += self.run.rescue.approval_s - waited  # the person's time is not the tool's
         if result is not None:
             self._finish(call, result, started)
             return result
@@ -206,7 +219,9 @@ class ToolGuardMiddleware(AgentMiddleware):
         request = self._repaired(request)
         call = request.tool_call
         started = self._start(call)
+        waited = self.run.rescue.approval_s
         result = self._refuse(call, request.tool)
+        started += self.run.rescue.approval_s - waited  # the person's time is not the tool's
         if result is not None:
             self._finish(call, result, started)
             return result

@@ -6,9 +6,11 @@ Every request but ``/ok`` needs an operator's token (``Authorization: Bearer …
 ``x-api-key`` header langgraph-sdk sends). The token's operator is the request's: their
 threads, their runs, their private memories, nobody else's; a thread of another operator is
 "not found", never "forbidden", so an id reveals nothing. Client mistakes get a 4xx JSON body
-``{"detail": "..."}`` that names the problem; request bodies are size-limited; there is no
-CORS unless origins are given; every request is audited (operator, route, status, latency) by a
-background writer, so the audit costs a request nothing.
+``{"detail": "..."}`` that names the problem, and what a client sends is bounded (ids,
+metadata, limits, the body's size: :mod:`.http`); a 500 is olav's own bug, and even then the
+connection stays usable. There is no CORS unless origins are given, and an ``OPTIONS`` without
+a token is answered only as a preflight from one of them. Every request is audited (operator,
+route template, status, latency) by a background writer, so the audit costs a request nothing.
 """
 
 from __future__ import annotations
@@ -29,22 +31,28 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
+from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
 from olav.core.net import listen
 from olav.serve import openai_api, protocol
 from olav.serve.console import Console
 from olav.serve.console import handles as console_handles
 from olav.serve.http import (
+    MAX_ID,
     HTTPError,
+    bounded_object,
     error_response,
+    ident,
     input_text,
     iso,
     jsonsafe,
+    shown,
     stream_modes,
+    unreadable_text,
 )
 from olav.serve.runs import BusyError, Run, RunManager, SessionPool, dump_values, now_iso
 
@@ -52,6 +60,7 @@ log = get_logger("serve")
 DEFAULT_PORT = 2280
 MAX_BODY = 1 << 20
 OPEN_PATHS = {"/ok"}
+NO_ROUTE = "(no route)"  # the audit's route for a path no route matches, before a short prefix
 GRACE_S = 5  # how long a stopping server waits for its open connections
 
 
@@ -134,6 +143,7 @@ class Server:
         tokens: Any = None,
     ) -> None:
         from olav.audit.db import migrate
+        from olav.audit.recorder import settle_orphans
         from olav.runtime.skills import load_agents
         from olav.runtime.threads import ThreadStore
         from olav.serve.tokens import TokenStore
@@ -141,6 +151,7 @@ class Server:
         self.ws = ws
         self.max_body = max_body
         migrate(ws.audit_path)
+        settle_orphans(ws.audit_path)  # runs a killed process left 'running' say so now
         self.tokens = tokens or TokenStore.for_workspace(ws)
         self.threads = ThreadStore.for_workspace(ws)
         self.agents = load_agents(ws)
@@ -156,6 +167,7 @@ class Server:
         self._closed = True
         self.runs.shutdown()
         self.audit.close()
+        flush_log()  # SIGTERM ends the process without atexit: the log's queue is written now
 
     # -- who is asking --------------------------------------------------------------------------
 
@@ -191,12 +203,23 @@ class Server:
             raise HTTPError(422, "the body is not valid JSON: it is nested too deep") from None
         if not isinstance(data, dict):
             raise HTTPError(422, "the body must be a JSON object")
+        # "\ud800" and "\u0000" are the only ways to send text no store keeps; a body
+        # without a backslash-u escape or a raw surrogate (\xed) has neither
+        if b"\\u" in raw or b"\xed" in raw:
+            where = unreadable_text(data)
+            if where:
+                raise HTTPError(
+                    422,
+                    f"{where} holds a lone surrogate or a NUL character, which no text can "
+                    "keep: send valid Unicode",
+                )
         return data
 
     def agent(self, assistant_id: Any) -> str:
         if not isinstance(assistant_id, str) or not assistant_id:
             known = ", ".join(sorted(self.agents))
             raise HTTPError(422, f"assistant_id is required: one of {known}")
+        ident(assistant_id, "assistant_id")
         if assistant_id not in self.agents:
             known = ", ".join(sorted(self.agents))
             raise HTTPError(404, f"no assistant {assistant_id!r}; the assistants are: {known}")
@@ -219,6 +242,7 @@ class Server:
 
     def thread(self, operator: str, thread_id: str) -> Any:
         """The operator's thread (another operator's is not found: an id reveals nothing)."""
+        ident(thread_id, "thread_id")
         info = self.threads.find(thread_id, owner=operator) if thread_id else None
         if info is None or info.id != thread_id:
             raise HTTPError(404, f"no thread {thread_id!r}")
@@ -230,6 +254,7 @@ class Server:
         ambiguity."""
         from olav.runtime.threads import ThreadNotFoundError
 
+        ident(thread_id, "thread_id")
         try:
             info = self.threads.find(thread_id)
         except ThreadNotFoundError:  # a prefix of several ids: none is this one
@@ -350,12 +375,18 @@ class Server:
         strategy = body.get("multitask_strategy") or "reject"
         if strategy not in ("reject", "enqueue"):
             raise HTTPError(
-                422, f"multitask_strategy {strategy!r} is not supported; use 'reject' or 'enqueue'"
+                422,
+                f"multitask_strategy {shown(str(strategy), 40)!r} is not supported; "
+                "use 'reject' or 'enqueue'",
             )
-        metadata = body.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise HTTPError(422, "metadata must be an object")
+        metadata = bounded_object(body.get("metadata"))
         stateless = thread_id is None
+        if resume is not None and stateless:
+            raise HTTPError(
+                409,
+                "a stateless run has no thread that waits for an answer: resume on "
+                "/threads/{thread_id}/runs",
+            )
         if thread_id is None:
             thread_id = uuid.uuid4().hex
             self.threads.create(agent, thread_id, owner=operator)
@@ -366,6 +397,11 @@ class Server:
                     raise HTTPError(404, f"no thread {thread_id!r}")
                 if info is not None:  # another operator's: never run on it, never show it
                     raise HTTPError(409, f"thread {thread_id!r} exists")
+                if resume is not None:  # a new thread waits for nothing
+                    raise HTTPError(
+                        409, f"thread {thread_id} waits for no answer: there is nothing to resume"
+                    )
+                # ThreadExistsError (409) when another operator made it meanwhile
                 self.threads.create(agent, thread_id, owner=operator)
             elif resume is not None and not self.pending(operator, info):
                 raise HTTPError(
@@ -406,8 +442,9 @@ class Server:
             raise HTTPError(409, exc.one_line()) from None
 
     def _forget_thread(self, run: Run) -> None:
-        """A stateless run's thread is deleted once the run ends (on_completion 'delete')."""
-        self.threads.delete(run.thread_id)
+        """A stateless run's thread is deleted once the run ends (on_completion 'delete'),
+        its runs with it."""
+        self.runs.delete_thread(run.thread_id)
 
 
 def _resume_of(command: Any) -> Any:
@@ -442,7 +479,7 @@ def routes(server: Server) -> list[Route]:
         *openai_api.ROUTES,
         *store_api.ROUTES,
     ]
-    out = [Route("/ok", _ok, methods=["GET"])]
+    out = [Route("/ok", _ok, methods=["GET"]), Route("/openapi.json", _openapi, methods=["GET"])]
     for path, method, handler in table:
         out.append(Route(path, _wrap(server, handler), methods=[method]))
     return out
@@ -452,31 +489,50 @@ async def _ok(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
+async def _openapi(request: Request) -> Response:
+    from olav import __version__
+    from olav.serve.openapi import document
+
+    return JSONResponse(document(__version__))
+
+
 def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         operator = request.state.operator
         try:
+            for name, value in request.path_params.items():
+                if len(value) > MAX_ID:  # an id no store holds: said so, never looked up
+                    raise HTTPError(
+                        422, f"{name} is {len(value)} characters long; the most is {MAX_ID}"
+                    )
             if asyncio.iscoroutinefunction(handler):
                 result = await handler(server, request, operator)
             else:  # off the event loop: a state read may build a session (a second or more)
                 result = await anyio.to_thread.run_sync(handler, server, request, operator)
+            if not isinstance(result, Response):
+                result = JSONResponse(result)
         except HTTPError as exc:
             return error_response(exc.status, exc.detail)
         except OlavError as exc:
             return error_response(_status_of(exc), exc.one_line())
-        if isinstance(result, Response):
-            return result
-        return JSONResponse(result)
+        except Exception as exc:  # olav's own bug: a 500 here, never re-raised past the app,
+            return _crashed(request, exc)  # so that the connection stays open (see _Auth)
+        return result
 
     return endpoint
 
 
+def _crashed(request: Request, exc: Exception) -> Response:
+    log.exception("request %s %s failed", request.method, shown(request.url.path))
+    return error_response(500, f"internal error: {type(exc).__name__}")
+
+
 def _status_of(exc: OlavError) -> int:
-    from olav.runtime.threads import ThreadBusyError, ThreadNotFoundError
+    from olav.runtime.threads import ThreadBusyError, ThreadExistsError, ThreadNotFoundError
 
     if isinstance(exc, ThreadNotFoundError):
         return 404
-    if isinstance(exc, ThreadBusyError | BusyError):
+    if isinstance(exc, ThreadBusyError | BusyError | ThreadExistsError):
         return 409
     return 422
 
@@ -488,6 +544,8 @@ class _Auth:
         self.app = app
         self.server = server
         self.console = Console(server)  # the web console: a session of its own, never a token's
+        self.cors = tuple(getattr(getattr(app, "state", None), "cors", ()))
+        self.tables = [getattr(app, "routes", []), self.console.app.routes]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -496,19 +554,21 @@ class _Auth:
         started = time.perf_counter()
         request = Request(scope, receive)
         path = scope.get("path", "")
-        status = {"code": 500}
+        status: dict[str, Any] = {"code": 500, "started": False, "sent": False}
         operator = ""
 
         async def sending(message: Any) -> None:
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                status["code"], status["started"] = message["status"], True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                status["sent"] = True
             await send(message)
 
         try:
             if console_handles(scope.get("method", ""), path):
                 await self.console(scope, receive, sending)
                 return
-            if path not in OPEN_PATHS and scope.get("method") != "OPTIONS":
+            if path not in OPEN_PATHS and not self.preflight(request):
                 try:
                     operator = self.server.operator_of(request)
                 except HTTPError as exc:
@@ -519,8 +579,17 @@ class _Auth:
                     return
             scope.setdefault("state", {})["operator"] = operator
             await self.app(scope, receive, sending)
+        except Exception as exc:
+            # Starlette answers an unhandled error with its 500 and raises it again, and
+            # uvicorn closes a connection whose request raised: the client's next request on
+            # it would be reset. A 500 sent whole ends here; one never started is sent now;
+            # only a response cut off mid-way (a stream) still closes the connection.
+            if not status["started"]:
+                await _crashed(request, exc)(scope, receive, sending)
+            elif not status["sent"]:
+                raise
         finally:
-            route = _route_name(scope)
+            route = _route_name(scope, self.tables)
             self.server.audit.record(
                 {
                     "operator": operator or scope.get("state", {}).get("operator", ""),
@@ -531,10 +600,35 @@ class _Auth:
                 }
             )
 
+    def preflight(self, request: Request) -> bool:
+        """Whether an ``OPTIONS`` is a CORS preflight from an origin ``--cors`` allows: the only
+        request but ``/ok`` that needs no token (a browser sends none with it). Any other
+        ``OPTIONS`` needs one, or it would tell a stranger which routes there are."""
+        if request.method != "OPTIONS" or not self.cors:
+            return False
+        origin = request.headers.get("origin")
+        asked = request.headers.get("access-control-request-method")
+        return bool(origin and asked) and (origin in self.cors or "*" in self.cors)
 
-def _route_name(scope: Any) -> str:
+
+def _route_name(scope: Any, tables: Sequence[Sequence[Any]] = ()) -> str:
+    """The audit's route: the template of the route that answered, or of the one the path
+    matches when none did (a request refused for its token); else ``(no route)`` and a short
+    prefix of the path. Never the whole path: ids stay out of the audit, and a path can be
+    megabytes long."""
     route = scope.get("route")
-    return str(getattr(route, "path", "") or scope.get("path", ""))
+    template = getattr(route, "path", "")
+    if isinstance(template, str) and template:
+        return template
+    for table in tables:
+        for candidate in table:
+            try:
+                match, _ = candidate.matches(scope)
+            except Exception:  # a scope no route can read: no route
+                continue
+            if match is not Match.NONE:
+                return str(candidate.path)
+    return f"{NO_ROUTE} {shown(str(scope.get('path', '')), 48)}"
 
 
 def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
@@ -550,19 +644,20 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
             )
         )
     app = Starlette(routes=routes(server), middleware=middleware)
+    app.state.cors = tuple(cors)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)
+        where = shown(request.url.path)
         if code == 405:
-            return error_response(405, f"{request.method} is not allowed on {request.url.path}")
-        return error_response(code, f"no route {request.url.path}")
+            return error_response(405, f"{shown(request.method, 20)} is not allowed on {where}")
+        return error_response(code, f"no route {where}")
 
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
 
     async def crashed(request: Request, exc: Exception) -> Response:
-        log.exception("request %s %s failed", request.method, request.url.path)
-        return error_response(500, f"internal error: {type(exc).__name__}")
+        return _crashed(request, exc)
 
     app.add_exception_handler(Exception, crashed)
     return app

@@ -1,5 +1,5 @@
-"""What the routes of ``olav serve`` share: the 4xx error, reading an Agent Protocol input,
-and server-sent events."""
+"""What the routes of ``olav serve`` share: the 4xx error, the bounds on what a client sends,
+reading an Agent Protocol input, and server-sent events."""
 
 from __future__ import annotations
 
@@ -15,6 +15,20 @@ from olav.serve.runs import Run
 HEARTBEAT_S = 15.0
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
 
+# The bounds on what a client sends (docs/http-api.md, "Bounds"): each 4xx beyond one names it.
+MAX_ID = 256  # a thread, run or assistant id, a store key, a namespace label, a model name
+MAX_NAME = 256  # a thread's name
+MAX_METADATA = 64 * 1024  # metadata (and a store item's value), as UTF-8 JSON
+MAX_KEYS = 256  # keys of metadata, counted at every level
+MAX_DEPTH = 4  # how deep metadata nests: {"a": {"b": {"c": {"d": 1}}}} is as deep as it goes
+MAX_LIMIT = 1000
+MAX_OFFSET = 2**31 - 1  # SQLite's integers stop at 2**63; nobody pages that far
+MAX_QUERY = 8192  # a search query, in characters (the embedder reads far fewer)
+MAX_EVENT_ID = 10**15  # Last-Event-ID: an event number, never more digits than this
+MAX_LABELS = 16  # labels in a store namespace (olav's have three)
+MAX_TAGS = 64  # a store put's value.tags
+MAX_STORE_OFFSET = 10_000  # a store search asks the table for offset + limit hits
+
 
 class HTTPError(Exception):
     def __init__(self, status: int, detail: str) -> None:
@@ -25,6 +39,109 @@ class HTTPError(Exception):
 
 def error_response(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
+
+
+def shown(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters for a message (a client's path or value is never
+    echoed whole: it may be a megabyte)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- bounds -------------------------------------------------------------------------------------
+
+
+def ident(value: Any, field: str, *, required: bool = True) -> str | None:
+    """A client's id (a thread's, an assistant's, a store key): a non-empty string of at most
+    :data:`MAX_ID` characters; None when it is absent and not ``required``."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise HTTPError(422, f"{field} must be a non-empty string")
+    if len(value) > MAX_ID:
+        raise HTTPError(422, f"{field} is {len(value)} characters long; the most is {MAX_ID}")
+    return value
+
+
+def text_field(value: Any, field: str, most: int) -> str | None:
+    """An optional string of at most ``most`` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise HTTPError(422, f"{field} must be a string")
+    if len(value) > most:
+        raise HTTPError(422, f"{field} is {len(value)} characters long; the most is {most}")
+    return value
+
+
+def bounded_object(value: Any, field: str = "metadata") -> dict[str, Any]:
+    """A client's JSON object kept as it is (metadata, a store item's value): at most
+    :data:`MAX_KEYS` keys in all, :data:`MAX_DEPTH` levels deep and :data:`MAX_METADATA`
+    bytes as JSON. Absent or null is ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise HTTPError(422, f"{field} must be an object")
+    keys = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if isinstance(node, dict):
+            keys += len(node)
+            if keys > MAX_KEYS:
+                raise HTTPError(
+                    422, f"{field} has more than {MAX_KEYS} keys (counted at every level)"
+                )
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= MAX_DEPTH:
+                    raise HTTPError(422, f"{field} nests deeper than {MAX_DEPTH} levels")
+                stack.append((child, depth + 1))
+    size = len(json.dumps(value, ensure_ascii=False).encode())
+    if size > MAX_METADATA:
+        raise HTTPError(422, f"{field} is {size} bytes as JSON; the most is {MAX_METADATA}")
+    return value
+
+
+def window(body: dict[str, Any], default: int, *, max_offset: int = MAX_OFFSET) -> tuple[int, int]:
+    """``limit`` (1 to :data:`MAX_LIMIT`) and ``offset`` (0 to ``max_offset``) of a listing."""
+    limit, offset = body.get("limit", default), body.get("offset", 0)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
+        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= max_offset:
+        raise HTTPError(422, f"offset must be an integer from 0 to {max_offset}")
+    return limit, offset
+
+
+def unreadable_text(data: Any) -> str:
+    """Where a parsed JSON body holds text no store can keep (``metadata.x``, or ``body``
+    for the body itself), or "" where it holds none: a lone surrogate (``"\\ud800"`` is valid
+    JSON but no UTF-8 text, which SQLite and DuckDB refuse) or a NUL (which PostgreSQL
+    refuses)."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if _unreadable(node):
+                return path or "body"
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if _unreadable(key):
+                    return f"a key of {path or 'the body'}"
+                stack.append((child, f"{path}.{shown(key, 40)}" if path else shown(key, 40)))
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+    return ""
+
+
+def _unreadable(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def iso(ts: float) -> str:
@@ -86,7 +203,8 @@ def stream_modes(value: Any, default: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(mode, str) or mode not in STREAM_MODES:
             raise HTTPError(
                 422,
-                f"stream_mode {mode!r} is not supported; use: values, updates, messages-tuple",
+                f"stream_mode {shown(str(mode), 40)!r} is not supported; "
+                "use: values, updates, messages-tuple",
             )
         out.append("messages" if mode == "messages-tuple" else mode)
     return tuple(out)
@@ -121,6 +239,9 @@ def last_event_id(request: Request) -> int:
     raw = request.headers.get("last-event-id", "").strip()
     if not raw:
         return 0
-    if not raw.isdigit():
-        raise HTTPError(422, f"Last-Event-ID {raw!r} is not an event number")
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 15 or int(raw) > MAX_EVENT_ID:
+        raise HTTPError(
+            422, f"Last-Event-ID {shown(raw, 40)!r} is not an event number (0 to {MAX_EVENT_ID})"
+        )
     return int(raw)

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from olav.serve.http import HEARTBEAT_S, HTTPError, content_text
+from olav.serve.http import HEARTBEAT_S, HTTPError, content_text, ident, shown
 from olav.serve.runs import Run
 
 PREFIX = "olav/"
@@ -47,6 +47,7 @@ def models(server: Any, request: Request, operator: str) -> Any:
 def _agent(server: Any, model: Any) -> str:
     if not isinstance(model, str) or not model:
         raise HTTPError(422, "model is required: one of " + _names(server))
+    ident(model, "model")
     name = model[len(PREFIX) :] if model.startswith(PREFIX) else model
     if name not in server.agents:
         raise HTTPError(404, f"no model {model!r}; the models are: {_names(server)}")
@@ -69,7 +70,7 @@ def _conversation(messages: Any) -> tuple[str, list[Any]]:
             raise HTTPError(422, f"messages[{i}] must be an object with a role")
         role = message["role"]
         if role not in ("system", "developer", "user", "assistant", "tool", "function"):
-            raise HTTPError(422, f"messages[{i}].role {role!r} is not a chat role")
+            raise HTTPError(422, f"messages[{i}].role {shown(role, 40)!r} is not a chat role")
         try:
             text = content_text(message.get("content"))
         except HTTPError:

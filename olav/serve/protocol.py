@@ -18,19 +18,22 @@ from starlette.responses import JSONResponse, Response
 
 from olav.core.errors import OlavError
 from olav.runtime.threads import UNFINISHED
-from olav.serve.http import HTTPError, last_event_id, sse_response
+from olav.serve.http import (
+    MAX_LIMIT,
+    MAX_NAME,
+    HTTPError,
+    bounded_object,
+    ident,
+    last_event_id,
+    sse_response,
+    text_field,
+    window,
+)
 from olav.serve.runs import STATUSES
-
-MAX_LIMIT = 1000
 
 
 def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
-    limit, offset = body.get("limit", default), body.get("offset", 0)
-    if not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
-        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    if not isinstance(offset, int) or offset < 0:
-        raise HTTPError(422, "offset must be a non-negative integer")
-    return limit, offset
+    return window(body, default)
 
 
 # -- server and assistants ----------------------------------------------------------------------
@@ -92,39 +95,30 @@ def assistant_schemas(server: Any, request: Request, operator: str) -> Any:
 
 async def threads_create(server: Any, request: Request, operator: str) -> Any:
     body = await server.body(request)
-    metadata = body.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise HTTPError(422, "metadata must be an object")
-    thread_id = body.get("thread_id")
-    if thread_id is not None and (not isinstance(thread_id, str) or not thread_id.strip()):
-        raise HTTPError(422, "thread_id must be a non-empty string")
+    metadata = bounded_object(body.get("metadata"))
+    thread_id = ident(body.get("thread_id"), "thread_id", required=False)
     agent = metadata.get("graph_id") or metadata.get("assistant_id") or ""
     if agent:
         server.agent(agent)
-    if thread_id:
-        existing = server.exact_thread(thread_id)
-        if existing is not None:
-            if existing.owner != operator:
-                raise HTTPError(409, f"thread {thread_id!r} exists")
-            if body.get("if_exists") != "do_nothing":
-                raise HTTPError(409, f"thread {thread_id!r} exists")
-            return await anyio.to_thread.run_sync(
-                lambda: server.thread_json(existing, operator=operator)
-            )
-    info = server.threads.create(agent, thread_id, owner=operator)
-    if metadata:
-        info = server.threads.set_metadata(info.id, metadata)
+    name = text_field(metadata.get("name"), "metadata.name", MAX_NAME) or ""
+    # made and its owner read in one transaction: of two requests (two servers) that make one
+    # id at once, one makes it and the other gets 409 (ThreadExistsError: another operator's)
+    info, made = server.threads.insert(agent, thread_id, name, operator, metadata=metadata)
+    if not made:  # the operator's own thread, left as it was
+        if body.get("if_exists") != "do_nothing":
+            raise HTTPError(409, f"thread {thread_id!r} exists")
+        return await anyio.to_thread.run_sync(lambda: server.thread_json(info, operator=operator))
     return server.thread_json(info, with_values=False)
 
 
 async def threads_search(server: Any, request: Request, operator: str) -> Any:
     body = await server.body(request)
     limit, offset = _limit(body)
-    metadata = body.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        raise HTTPError(422, "metadata must be an object")
+    metadata = bounded_object(body.get("metadata"))
     status = body.get("status")
     agent = metadata.get("graph_id") or metadata.get("assistant_id")
+    if agent is not None and not isinstance(agent, str):
+        raise HTTPError(422, "metadata.graph_id must be a string")
     found = server.threads.recent(agent=agent, owner=operator, limit=MAX_LIMIT * 10)
     out = []
     for info in found:
@@ -149,6 +143,9 @@ async def thread_patch(server: Any, request: Request, operator: str) -> Any:
     metadata = body.get("metadata")
     if not isinstance(metadata, dict):
         raise HTTPError(422, "metadata must be an object")
+    bounded_object(metadata)
+    bounded_object({**info.metadata, **metadata}, "metadata, merged with the thread's,")
+    text_field(metadata.get("name"), "metadata.name", MAX_NAME)
     if isinstance(metadata.get("name"), str):
         server.threads.rename(info.id, metadata["name"])
     return server.thread_json(server.threads.set_metadata(info.id, metadata), with_values=False)
@@ -158,7 +155,7 @@ def thread_delete(server: Any, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     if server.runs.active(info.id) is not None:
         raise HTTPError(409, f"thread {info.id} has a run in progress; cancel it first")
-    server.threads.delete(info.id)
+    server.runs.delete_thread(info.id)  # its runs with it: nothing left for the id's next owner
     return Response(status_code=204)
 
 

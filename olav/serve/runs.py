@@ -17,6 +17,13 @@ Every run is also kept in the thread store (``olav_runs``) when it is accepted a
 of its status, so a GET of it, a list of its thread's runs and a join still find it after a
 restart, or on another server that shares the threads database. A kept run that says it is
 pending or running, though the server that ran it is gone, is reported, and recorded, ``error``.
+The store also keeps how far the run's event numbers may have gone (reserved a block ahead,
+so that a stream costs a write every ``RESERVE`` events, not every token): a stream of the run
+replayed after its server numbers its events after every one a client can have seen, and a
+``Last-Event-ID`` resumes it exactly.
+
+A run is its operator's: every lookup (a run, a thread's runs) names the operator, and another
+operator's run is not found. Deleting a thread forgets its runs here and in the store.
 """
 
 from __future__ import annotations
@@ -36,13 +43,15 @@ from typing import Any
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
-from olav.runtime.threads import UNFINISHED, RunRecord, ThreadNotFoundError, pid_alive
+from olav.core.procs import pid_alive
+from olav.runtime.threads import UNFINISHED, RunRecord, ThreadNotFoundError
 
 log = get_logger("serve.runs")
 WORKERS = 32
 KEEP_FINISHED = 512  # finished runs kept for join, reconnect and GET
 STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
 POLL_S = 0.5  # how often a join of a run that another server runs reads its status again
+RESERVE = 64  # stream event numbers reserved in the store at a time
 STOPPED = {  # why a kept run whose server is gone ended, by the status it was left in
     "pending": "the server stopped before it started",
     "running": "the server stopped while it ran",
@@ -141,9 +150,17 @@ class Run:
     # same database): its status is the store's, its events were that process's
     stored: bool = False
     events: list[tuple[int, str, Any]] = field(default_factory=list)
+    # the number of the event before the first in ``events`` (a replay's: its server's last)
+    first_after: int = 0
+    # event numbers up to this one are reserved in the store; ``reserve`` reserves more
+    reserved: int = 0
+    reserve: Callable[[int], None] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     _cond: threading.Condition = field(default_factory=threading.Condition)
+    # orders the writers of events, so a number is reserved before anyone can see it; the
+    # readers (streams on the event loop) never wait on it, nor on the store
+    _emitting: threading.Lock = field(default_factory=threading.Lock)
     # the event loops' waiters (streams, joins): woken by every event, no thread held
     _waiters: list[tuple[Any, Any]] = field(default_factory=list)
     _message_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
@@ -176,6 +193,7 @@ class Run:
             kwargs={"stream_mode": list(self.stream_modes)},
             multitask_strategy=self.multitask_strategy,
             error=self.error,
+            events=self.reserved,
         )
 
     @classmethod
@@ -197,11 +215,13 @@ class Run:
             updated_at=_iso(rec.updated_at),
             error=rec.error,
             stored=True,
+            first_after=rec.events,
         )
 
     def replay(self, values: dict[str, Any]) -> None:
         """A finished kept run's events, for a stream that joins it after its server: the
-        thread's values (when the run streamed them), its error, and the end."""
+        thread's values (when the run streamed them), its error, and the end, numbered after
+        every event its server can have sent."""
         self.values = values
         if "values" in self.stream_modes:
             self.emit("values", values)
@@ -211,12 +231,31 @@ class Run:
 
     # -- events -------------------------------------------------------------------------------
 
+    @property
+    def last_event(self) -> int:
+        """The number of the run's last event so far."""
+        return self.first_after + len(self.events)
+
     def emit(self, event: str, data: Any) -> None:
-        with self._cond:
+        with self._emitting:
             if self.done.is_set():  # after the end (a run the server gave up at shutdown)
                 return
-            self.events.append((len(self.events) + 1, event, data))
-            self._wake()
+            self._reserve_next()
+            with self._cond:
+                self.events.append((self.last_event + 1, event, data))
+                self._wake()
+
+    def _reserve_next(self) -> None:
+        """Make sure the store knows the next event's number may be sent (a block more when
+        it does not), before anyone can see it."""
+        number = self.last_event + 1
+        if self.reserve is None or number <= self.reserved:
+            return
+        self.reserved = number + RESERVE - 1
+        try:
+            self.reserve(self.reserved)
+        except Exception as exc:  # the store gone: the run goes on, a replay may renumber
+            log.warning("run %s: its event numbers not kept (%s)", self.run_id, exc)
 
     def finish(self, status: str) -> None:
         with self._cond:
@@ -229,14 +268,15 @@ class Run:
         """The last event, ``end``, and ``done`` at once: a stream that sees the run done has
         seen every event, and whoever waits for ``done`` finds the run's aftermath (a stateless
         run's thread deleted) already behind it. Once only."""
-        with self._cond:
+        with self._emitting:
             if self.done.is_set():
                 return
-            self.events.append(
-                (len(self.events) + 1, "end", {"run_id": self.run_id, "status": self.status})
-            )
-            self.done.set()
-            self._wake()
+            self._reserve_next()
+            with self._cond:
+                end = {"run_id": self.run_id, "status": self.status}
+                self.events.append((self.last_event + 1, "end", end))
+                self.done.set()
+                self._wake()
 
     def _wake(self) -> None:
         self._cond.notify_all()
@@ -255,8 +295,8 @@ class Run:
         event = asyncio.Event()
         waiter = (asyncio.get_running_loop(), event)
         with self._cond:
-            if len(self.events) > after or self.done.is_set():
-                return self.events[after:], self.done.is_set()
+            if self.last_event > max(after, self.first_after) or self.done.is_set():
+                return self._after(after), self.done.is_set()
             self._waiters.append(waiter)
         try:
             with contextlib.suppress(TimeoutError):
@@ -265,7 +305,10 @@ class Run:
             with self._cond:
                 self._waiters.remove(waiter)
         with self._cond:
-            return self.events[after:], self.done.is_set()
+            return self._after(after), self.done.is_set()
+
+    def _after(self, after: int) -> list[tuple[int, str, Any]]:
+        return self.events[max(0, after - self.first_after) :]
 
     async def ended(self) -> None:
         """Wait (on the event loop) until the run has ended."""
@@ -274,7 +317,8 @@ class Run:
             events, done = await self.next_events(seen, 60.0)
             if done:
                 return
-            seen += len(events)
+            if events:
+                seen = events[-1][0]
 
     # -- what the session reports -------------------------------------------------------------
 
@@ -483,20 +527,31 @@ class RunManager:
         # a model call that hangs never keeps a stopped server's process alive
         self._slots = threading.BoundedSemaphore(WORKERS)
 
-    def get(self, run_id: str) -> Run | None:
-        return self._runs.get(run_id)
-
-    def runs_of(self, thread_id: str) -> list[Run]:
+    def runs_of(self, thread_id: str, owner: str) -> list[Run]:
+        """This server's runs of the thread that are ``owner``'s."""
         with self._lock:
-            return [r for r in self._runs.values() if r.thread_id == thread_id]
+            return [
+                r for r in self._runs.values() if r.thread_id == thread_id and r.operator == owner
+            ]
+
+    def delete_thread(self, thread_id: str) -> Any:
+        """Delete the thread (its checkpoints, turns and kept runs: ThreadStore.delete) and
+        forget its runs here, so whoever makes a thread with its id later finds none of
+        them. Returns the thread as it was."""
+        info = self.threads.delete(thread_id)
+        with self._lock:
+            for run_id in [r.run_id for r in self._runs.values() if r.thread_id == thread_id]:
+                del self._runs[run_id]
+            self._locks.pop(thread_id, None)
+        return info
 
     # -- the runs kept in the thread store ------------------------------------------------------
 
     def find(self, thread_id: str, run_id: str, owner: str) -> Run | None:
-        """The thread's run: this server's, else one the store keeps (the operator's only)."""
+        """The thread's run, ``owner``'s only: this server's, else one the store keeps."""
         run = self._runs.get(run_id)
         if run is not None:
-            return run if run.thread_id == thread_id else None
+            return run if run.thread_id == thread_id and run.operator == owner else None
         rec = self.threads.get_run(run_id, thread_id=thread_id, owner=owner)
         return Run.from_record(self._settle(rec)) if rec is not None else None
 
@@ -512,7 +567,7 @@ class RunManager:
         """The thread's runs, newest first: this server's, and the ones the store keeps."""
         for rec in self.threads.runs(thread_id, owner=owner, status=UNFINISHED, limit=1000):
             self._settle(rec)
-        mine = self.runs_of(thread_id)
+        mine = self.runs_of(thread_id, owner)
         kept = self.threads.runs(
             thread_id,
             owner=owner,
@@ -567,6 +622,8 @@ class RunManager:
         is not kept). A store that fails costs the run nothing but its durability."""
         if run.stateless:
             return
+        run.reserved = RESERVE  # the first block of event numbers, with the run itself
+        run.reserve = lambda upto: self.threads.reserve_events(run.run_id, upto)
         try:
             self.threads.record_run(run.record())
         except Exception as exc:

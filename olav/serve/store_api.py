@@ -30,14 +30,22 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from olav.serve.http import HTTPError, jsonsafe
+from olav.serve.http import (
+    MAX_ID,
+    MAX_LABELS,
+    MAX_QUERY,
+    MAX_STORE_OFFSET,
+    MAX_TAGS,
+    HTTPError,
+    bounded_object,
+    jsonsafe,
+    text_field,
+    window,
+)
 
 ROOT = "memories"
 PRIVATE = "private"
 TEAM = "team"
-MAX_LIMIT = 1000
-MAX_OFFSET = 10_000
-MAX_KEY = 256
 STORED = ("fact", "decision", "preference", "expert_knowledge", "document", "topology")
 FILTERABLE = ("category", "scope", "origin")
 
@@ -194,32 +202,33 @@ def _labels(value: Any, field: str, *, required: bool = False) -> list[str]:
         raise HTTPError(422, f"{field} must be a list of non-empty strings")
     if required and not value:
         raise HTTPError(422, f"{field} must name at least one label")
+    if len(value) > MAX_LABELS:
+        raise HTTPError(422, f"{field} has {len(value)} labels; the most is {MAX_LABELS}")
+    if any(len(v) > MAX_ID for v in value):
+        raise HTTPError(422, f"a label of {field} is longer than {MAX_ID} characters")
     return list(value)
 
 
 def _key(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise HTTPError(422, "key must be a non-empty string")
-    if len(value) > MAX_KEY:
-        raise HTTPError(422, f"key is longer than {MAX_KEY} characters")
+    if len(value) > MAX_ID:
+        raise HTTPError(422, f"key is {len(value)} characters long; the most is {MAX_ID}")
     return value
 
 
 def _window(body: dict[str, Any], default: int) -> tuple[int, int]:
-    limit, offset = body.get("limit", default), body.get("offset", 0)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
-        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
-        raise HTTPError(422, f"offset must be an integer from 0 to {MAX_OFFSET}")
-    return limit, offset
+    return window(body, default, max_offset=MAX_STORE_OFFSET)
 
 
 def _text_of(value: Any) -> tuple[str, list[str]]:
-    """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``."""
+    """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``;
+    the value is bounded as metadata is (its size, keys and depth)."""
     if not isinstance(value, dict):
         raise HTTPError(422, 'value must be an object, e.g. {"text": "what to remember"}')
     if not value:
         raise HTTPError(422, "value is empty: give it a 'text' to remember")
+    bounded_object(value, "value")
     text = value.get("text")
     if text is not None and not isinstance(text, str):
         raise HTTPError(422, "value.text must be a string")
@@ -228,6 +237,10 @@ def _text_of(value: Any) -> tuple[str, list[str]]:
         not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
     ):
         raise HTTPError(422, "value.tags must be a list of strings")
+    if tags and (len(tags) > MAX_TAGS or any(len(t) > MAX_ID for t in tags)):
+        raise HTTPError(
+            422, f"value.tags: at most {MAX_TAGS} tags of at most {MAX_ID} characters each"
+        )
     if text is None:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     if not text.strip():
@@ -276,6 +289,8 @@ def _filter_where(value: Any) -> list[str]:
             )
         if not isinstance(wanted, str):
             raise HTTPError(422, f"filter.{field} must be a string")
+        if len(wanted) > MAX_ID:
+            raise HTTPError(422, f"filter.{field} is longer than {MAX_ID} characters")
         parts.append(f"{field} = {sql_str(wanted)}")
     return parts
 
@@ -321,7 +336,7 @@ def _draft(
 def get_item(server: Any, request: Request, operator: str) -> Any:
     params = request.query_params
     raw = params.get("namespace", "")
-    namespace = [label for label in raw.split(".") if label] if raw else []
+    namespace = _labels([label for label in raw.split(".") if label], "namespace")
     key = _key(params.get("key"))
     reading = _Reading(server, operator)
     return reading.item(reading.find(namespace, key))
@@ -358,9 +373,9 @@ async def search_items(server: Any, request: Request, operator: str) -> Any:
     prefix = _labels(body.get("namespace_prefix"), "namespace_prefix")
     conditions = _filter_where(body.get("filter"))
     limit, offset = _window(body, 10)
-    query = body.get("query")
-    if query is not None and not isinstance(query, str):
-        raise HTTPError(422, "query must be a string")
+    # refused beyond MAX_QUERY, never cut: a client that sends a page as a query should
+    # hear so (the embedder cuts what it embeds to its own window in any case)
+    query = text_field(body.get("query"), "query", MAX_QUERY)
     return await anyio.to_thread.run_sync(
         _search, server, operator, prefix, conditions, (query or "").strip(), limit, offset
     )
@@ -401,8 +416,10 @@ async def list_namespaces(server: Any, request: Request, operator: str) -> Any:
     prefix = _labels(body.get("prefix"), "prefix")
     suffix = _labels(body.get("suffix"), "suffix")
     depth = body.get("max_depth")
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise HTTPError(422, "max_depth must be a positive integer")
+    if depth is not None and (
+        isinstance(depth, bool) or not isinstance(depth, int) or not 0 < depth <= MAX_LABELS
+    ):
+        raise HTTPError(422, f"max_depth must be an integer from 1 to {MAX_LABELS}")
     limit, offset = _window(body, 100)
     return await anyio.to_thread.run_sync(
         _namespaces, server, operator, prefix, suffix, depth, limit, offset

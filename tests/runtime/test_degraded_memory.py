@@ -14,6 +14,7 @@ from langchain_core.messages import HumanMessage
 
 from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
+from olav.core.log import flush as flush_log
 from olav.memory.store.table import MemoryStore
 from tests.helpers import DelegatingEmbedder, SessionFor, audit_rows, run_olav, scripted_ws
 
@@ -94,6 +95,7 @@ def test_broken_embedder_recalls_by_full_text_and_warns_once_per_run(
     assert event["run_id"] == result.run_id
     assert event["stage"] == "embed" and event["error"] == "RuntimeError"
     assert event["recalled_by"] == "fts"
+    flush_log()  # the log's lines are written by a thread of their own
     logged = (hash_ws / ".olav/logs/olav.core.log").read_text()
     assert "failed at embed" in logged and "RuntimeError: embedding server went away" in logged
     session.ask(QUERY)  # the next run tries again, and says so again

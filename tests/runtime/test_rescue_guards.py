@@ -217,9 +217,56 @@ def test_a_second_narration_is_not_nudged_again(rescue_session: Make, hash_ws: P
     result = session.ask(REQUEST)
     assert len(model.calls) == 2
     assert humans(model.calls[1])[-1].startswith(NUDGE_NOTE)
-    assert result.answer == "Saving the device list as markdown now."
+    # the person sees (and the thread keeps) the first announcement once, not both
+    assert result.answer == NARRATION
     assert result.outcome == "narrated"
     assert [e.get("recovered") for e in events(hash_ws, "nudge")] == [None, False]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "answer"),
+    [
+        ("remember that the change window is Friday 22:00", "Noted."),
+        (
+            "summarise this config and save me the trouble: interface Gi0/1\n no shutdown",
+            "Gi0/1 is enabled; nothing else is configured.",
+        ),
+        ("export the report", "Which report: the BGP audit or the inventory?"),
+    ],
+)
+def test_a_plain_answer_is_never_asked_again(
+    rescue_session: Make, hash_ws: Path, request_text: str, answer: str
+) -> None:
+    session, model = rescue_session(
+        [{"content": answer}, {"content": "(a nudged second call)"}], **{"runtime.nudge": True}
+    )
+    result = session.ask(request_text)
+    assert len(model.calls) == 1 and result.answer == answer
+    assert events(hash_ws, "nudge") == []
+
+
+def test_a_question_answered_with_a_narration_is_asked_again(
+    rescue_session: Make, hash_ws: Path
+) -> None:
+    session, model = rescue_session(
+        [
+            {"content": "Let me query the devices table for the Huawei devices."},
+            {"content": "There are none."},
+        ],
+        **{"runtime.nudge": True},
+    )
+    session.ask("which devices are Huawei?")
+    assert len(model.calls) == 2 and humans(model.calls[1])[-1].startswith(NUDGE_NOTE)
+
+
+def test_the_nudge_rule_on_the_corpora_and_their_held_out_halves() -> None:
+    from olav.bench.nudge import run_nudge_bench
+
+    report = run_nudge_bench()
+    for half in ("corpus", "heldout"):
+        row = report[half]
+        assert row["plain_nudged_ids"] == [], half  # "Noted.", summaries, questions back
+        assert row["nudged"] == row["narrations"], half
 
 
 def test_no_nudge_when_it_is_off(rescue_session: Make, hash_ws: Path) -> None:

@@ -192,7 +192,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
     meta = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
     agent, turns = con.execute("SELECT agent, turns FROM olav_threads").fetchone()
     con.close()
-    assert "task_path" in cols and meta == ("2",)
+    assert "task_path" in cols and meta == ("3",)
     assert (agent, turns) == ("core", 2)
 
 
@@ -281,7 +281,7 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
     con.close()
     store = ThreadStore(db)
     try:
-        assert store.migrated == ["2: the runs of olav serve"]
+        assert store.migrated == ["2: the runs of olav serve", "3: the stream events of a run"]
         info = store.get("v1-thread")
         assert (info.agent, info.owner, info.name, info.turns, info.preview) == (
             "core",
@@ -310,11 +310,12 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
             "server_pid",
             "server_host",
             "error",
+            "events",
         ]
         (version,) = store.conn.execute(
             "SELECT value FROM olav_meta WHERE key = 'schema'"
         ).fetchone()
-        assert version == str(SCHEMA_VERSION) == "2"
+        assert version == str(SCHEMA_VERSION) == "3"
         store.record_run(RunRecord("r1", "v1-thread", "core", "alice", "running", 3.0, 3.0))
     finally:
         store.close()

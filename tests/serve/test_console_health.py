@@ -60,13 +60,14 @@ def _prepare(ws: Path) -> None:
         (None, 60.0, None),  # outside a run: the workspace operator's (alice)
     ]
     started = {rid: at for rid, _, _, at in runs}
+    operators = {THREADS["alice"]: alice, THREADS["bob"]: "bob"}  # whose each run is
     with connect(Path(opened.audit_path)) as con:
         for rid, tid, outcome, at in runs:
             status = "error" if outcome == "failed" else "completed"
             con.execute(
                 "INSERT INTO runs (id, agent, status, outcome, query, started_at, ended_at, "
-                "thread_id) VALUES (?, 'core', ?, ?, ?, ?, ?, ?)",
-                [rid, status, outcome, f"request {rid}", at, at, tid],
+                "thread_id, operator) VALUES (?, 'core', ?, ?, ?, ?, ?, ?, ?)",
+                [rid, status, outcome, f"request {rid}", at, at, tid, operators.get(tid or "")],
             )
         for rid, ms, block in recalls:
             at = started.get(rid or "", D1) + timedelta(seconds=1)

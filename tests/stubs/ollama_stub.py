@@ -37,6 +37,10 @@ class StubState:
     chat_reply: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # what /api/show reports as the model's trained window (None: the model_info has none)
     context_length: int | None = None
+    # a slow model: the answer streamed a word at a time, this many seconds apart (0: at once)
+    word_delay: float = 0.0
+    words_sent: int = 0  # of the streamed answers
+    aborted: int = 0  # streamed answers whose client hung up before the end
 
 
 def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
@@ -136,6 +140,9 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", "application/x-ndjson")
             self.end_headers()
+            if state.word_delay and not turn.get("tool_calls"):
+                self._stream_words(model, message["content"])
+                return
             if state.drop_chat:
                 self.wfile.write(b'{"message": {"role": "assistant", "content": "par')
                 self.wfile.flush()
@@ -151,6 +158,31 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 "eval_count": 5,
             }
             self.wfile.write((json.dumps(final) + "\n").encode())
+
+        def _stream_words(self, model: str, content: str) -> None:
+            import time
+
+            words = content.split(" ")
+            try:
+                for i, word in enumerate(words):
+                    piece = word if i == 0 else " " + word
+                    line = {"model": model, "message": {"role": "assistant", "content": piece}}
+                    self.wfile.write((json.dumps({**line, "done": False}) + "\n").encode())
+                    self.wfile.flush()
+                    state.words_sent += 1
+                    time.sleep(state.word_delay)  # the model's time per token
+                final = {
+                    "model": model,
+                    "message": {"role": "assistant", "content": ""},
+                    "done": True,
+                    "done_reason": "stop",
+                    "prompt_eval_count": 10,
+                    "eval_count": len(words),
+                }
+                self.wfile.write((json.dumps(final) + "\n").encode())
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                state.aborted += 1
 
     return Handler
 

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from olav.memory.store.tokens import CJK, char_counts, estimate_tokens, tokens_from_counts
 
 CHUNK_TOKENS = 500
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+# The shortest title that leaves only blanks and #s after it. It never ends inside a run of
+# #s or of blanks (the run's start would have done), so those offsets are skipped at once
+# instead of each reading the rest of the run: a line of many #s cost its square.
+_HEADING = re.compile(
+    r"^(#{1,6})\s++(.(?=\s*+#*+\s*+$)|.+?(?:(?<!#)|(?!#))(?:(?<!\s)|(?!\s)))\s*+#*+\s*+$"
+)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _BREAKS = (
     re.compile(r"(\n)"),

@@ -16,7 +16,12 @@ _MERMAID_START = re.compile(
 )
 _DOT_START = re.compile(r'^(strict\s+)?(di)?graph(\s+("[^"]*"|[\w.]+))?\s*\{', re.I)
 _EMBEDDED_FENCE = re.compile(r"^\s*```\s*(mermaid|dot|graphviz|gv|svg)\s*$", re.M | re.I)
-_FENCE_LANG = re.compile(r"^\s*```\s*([\w-]*)\s*\n(.*?)\n\s*```\s*$", re.S)
+# ```lang, its blank lines, the body (less the blank lines before the closing fence), ```;
+# matched once per text, without a blank run being split every way between two \s*
+_FENCE_LANG = re.compile(
+    r"^\s*+```(?:\s*+(?=[\w-]))?([\w-]*+)(?:[^\S\n]*+\n)++((?:.*\S)?[^\S\n]*+)\n\s*+```\s*+$",
+    re.S,
+)
 
 
 def _strip_fence(text: str) -> tuple[str, str]:
@@ -63,16 +68,16 @@ def detect_diagram_format(text: str) -> str | None:
 def diagram_labels(text: str, fmt: str, *, limit: int = 60) -> list[str]:
     """Human-readable names in a diagram (node labels, SVG text), for the embedded text."""
     if fmt == "svg":
-        found = re.findall(r"<(?:title|text|tspan|desc)[^>]*>([^<]+)<", text)
+        found = re.findall(r"<(?:title|text|tspan|desc)[^<>]*+>([^<]++)<", text)
     elif fmt == "dot":
         found = re.findall(r'label\s*=\s*"([^"]+)"', text)
         found += re.findall(r"^\s*\"?([\w.-]+)\"?\s*(?:->|--)", text, re.M)
     else:
-        found = [a or b for a, b in re.findall(r'\["?([^"\]]+)"?\]|\("?([^")]+)"?\)', text)]
+        found = [a or b for a, b in re.findall(r'\["?([^"\[\]]++)"?\]|\("?([^"()]++)"?\)', text)]
         found += re.findall(r"subgraph\s+([\w-]+)", text)
     out: list[str] = []
     for item in found:
-        label = " ".join(re.sub(r"<[^>]+>", " ", str(item)).split())
+        label = " ".join(re.sub(r"<[^<>]++>", " ", str(item)).split())
         if label and label not in out:
             out.append(label)
     return out[:limit]

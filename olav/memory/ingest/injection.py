@@ -14,6 +14,10 @@ from datetime import UTC, datetime
 from olav.memory.store.schema import MemoryRecord
 
 QUARANTINE = "quarantine:"
+# Scanned on every tool result and document written to memory, whatever its size, so each
+# pattern costs time linear in the text: the windows are bounded, a tag's attributes stop at
+# the next "<" (XML attributes cannot hold one), and whitespace once matched is not given back
+# (tests/test_redact_linear.py times them on a megabyte of openers with no closers).
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "override",
@@ -30,16 +34,16 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "role tag",
         re.compile(
-            r"<\s*/?\s*(system|assistant|user|im_start|im_end)\b[^>]*>|"
-            r"\[/?(INST|SYS)\]|<<\s*SYS\s*>>|<\|im_(start|end)\|>",
+            r"<\s*+/?\s*+(system|assistant|user|im_start|im_end)\b[^<>]*+>|"
+            r"\[/?(INST|SYS)\]|<<\s*+SYS\s*+>>|<\|im_(start|end)\|>",
             re.I,
         ),
     ),
-    ("block closer", re.compile(r"<\s*/?\s*relevant-memories\s*>", re.I)),
+    ("block closer", re.compile(r"<\s*+/?\s*+relevant-memories\s*+>", re.I)),
     (
         "persona",
         re.compile(
-            r"\byou are now\b|\bnew (system )?instructions?\s*:|"
+            r"\byou are now\b|\bnew (system )?instructions?\s*+:|"
             r"\bfrom now on,? you (must|will|should)\b",
             re.I,
         ),

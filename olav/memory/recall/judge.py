@@ -34,7 +34,9 @@ Notes:
 
 Answer with one JSON object and nothing else: {{"apply": [numbers of the notes that apply]}}.
 Use {{"apply": []}} when none applies."""
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+# never spans another <think>: an opener with no closer is read to the next opener, not to the
+# end of the text once per opener (olav/llm/answers.py strips think blocks the same way)
+_THINK = re.compile(r"<think>(?:(?!</?think>).)*+</think>", re.S | re.I)
 _OBJECT = re.compile(r"\{[^{}]*\}", re.S)
 _pool: ThreadPoolExecutor | None = None
 

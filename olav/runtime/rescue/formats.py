@@ -94,7 +94,7 @@ class Found:
 
 
 _FENCE = re.compile(
-    r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M
+    r"^[ \t]*+```[ \t]*+([\w+#.-]*+)[^\n]*+\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M
 )
 _INLINE = re.compile(r"(?<!`)`[^`\n]+`(?!`)")
 _JSON_LANGS = {"json", "json5", "jsonc", "tool_call", "tool_code", "tool", ""}
@@ -192,39 +192,50 @@ def _json_at(text: str, start: int) -> tuple[Any, int] | None:
 
 # -- the strong formats ----------------------------------------------------------------------
 
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
-_XML_FN = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
+# Model output of any length passes through these on every call. A body trimmed of blanks is
+# written "\s*+((?:.*?\S)??)\s*+": it can end only after a non-blank, so a run of blanks is
+# read once, not once for every place inside it where the body might stop; a part that must
+# be closed stops at the next opener, and a tag's name and attributes at the next "<".
+_HERMES = re.compile(r"<tool_call>\s*+((?:.*?\S)??)\s*+(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
+_XML_FN = re.compile(r"<function=([^<>\n]++)>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
 _XML_PARAM = re.compile(
-    r"<parameter=([^>\n]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S
+    r"<parameter=([^<>\n]++)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S
 )
 _GLM_ARG = re.compile(
-    r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)(?:</arg_value>|(?=<arg_key>)|\Z)", re.S
+    r"<arg_key>\s*+((?:(?:(?!<arg_key>).)*?\S)??)\s*+</arg_key>\s*+<arg_value>(.*?)"
+    r"(?:</arg_value>|(?=<arg_key>)|\Z)",
+    re.S,
 )
-_INVOKE = re.compile(r"<invoke\s+name=[\"']?([^\"'>]+)[\"']?[^>]*>(.*?)(?:</invoke>|\Z)", re.S)
+_INVOKE = re.compile(
+    r"<invoke\s++name=[\"']?+([^\"'<>]++)[\"']?+[^<>]*+>(.*?)(?:</invoke>|\Z)", re.S
+)
 # other attributes may follow the name (DeepSeek V3.2's string="true|false" without DSML)
 _INVOKE_PARAM = re.compile(
-    r"<parameter\s+name=[\"']?([^\"'>]+)[\"']?([^>]*)>(.*?)(?:</parameter>|\Z)", re.S
+    r"<parameter\s++name=[\"']?+([^\"'<>]++)[\"']?+([^<>]*+)>(.*?)(?:</parameter>|\Z)", re.S
 )
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*")
 # v11 tokenizers: NAME[ARGS]{…}; decoded without the control tokens, NAME{…}
 _MISTRAL_NAMED = re.compile(
-    r"([A-Za-z_][\w.\-]*)\s*(?:\[CALL_ID\][\w-]*)?\s*(\[ARGS\])?\s*(?=[\[{])"
+    r"([A-Za-z_][\w.\-]*+)\s*+(?:\[CALL_ID\][\w-]*+)?\s*+(\[ARGS\])?\s*+(?=[\[{])"
 )
 _DS_BAR = "[｜|]"
 _DS_SEP = "[▁_ ]"
 _DEEPSEEK = re.compile(
-    rf"<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin{_DS_BAR}>(.*?)<{_DS_BAR}tool{_DS_SEP}sep{_DS_BAR}>"
+    rf"<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin{_DS_BAR}>"
+    rf"((?:(?!<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin).)*?)<{_DS_BAR}tool{_DS_SEP}sep{_DS_BAR}>"
     rf"(.*?)(?:<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}end{_DS_BAR}>|"
     rf"(?=<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin)|\Z)",
     re.S,
 )
 _KIMI = re.compile(
-    r"<\|tool_call_begin\|>\s*(.*?)\s*<\|tool_call_argument_begin\|>(.*?)"
+    r"<\|tool_call_begin\|>\s*+((?:(?:(?!<\|tool_call_begin\|>).)*?\S)??)\s*+"
+    r"<\|tool_call_argument_begin\|>(.*?)"
     r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",
     re.S,
 )
 _HARMONY = re.compile(
-    r"to=(?:functions\.)?([\w.\-]+)[^<]*(?:<\|channel\|>[^<]*)?(?:<\|constrain\|>\s*\w+\s*)?"
+    r"to=(?:functions\.)?([\w.\-]++)(?:(?!to=)[^<])*+(?:<\|channel\|>[^<]*+)?"
+    r"(?:<\|constrain\|>\s*+\w++\s*+)?"
     r"<\|message\|>(.*?)"
     r"(?:<\|call\|>|<\|end\|>|(?=<\|start\|>)|\Z)",
     re.S,
@@ -235,7 +246,7 @@ _TOKEN_JSON = {
     "llama_python_tag": re.compile(r"<\|python_tag\|>"),
     "internlm": re.compile(r"<\|action_start\|>\s*<\|plugin\|>"),
 }
-_FENCE_TICKS = re.compile(r"^\s*```[\w]*\s*|\s*```\s*$")
+_FENCE_TICKS = re.compile(r"^\s*+```[\w]*+\s*+|(?:(?<!\s)\s++)?```\s*+$")
 
 
 def _hermes(text: str) -> Iterator[Found]:
@@ -243,7 +254,7 @@ def _hermes(text: str) -> Iterator[Found]:
         body, start, end = m.group(1), m.start(), m.end()
         if "<function=" in body:
             continue  # qwen3-coder's XML inside the tags: _qwen3_xml reads it
-        if "<arg_key>" in body or re.fullmatch(r"[\w.\-]+(?:\s*\n?\s*\{.*)?", body, re.S):
+        if "<arg_key>" in body or re.fullmatch(r"[\w.\-]++(?:\s*+\{.*)?", body, re.S):
             yield from _glm(body, start, end)
             continue
         body = _FENCE_TICKS.sub("", body)
@@ -359,16 +370,16 @@ def _deepseek(text: str) -> Iterator[Found]:
 _D = "<[｜|]DSML[｜|]"  # V3.2's tags open with <｜DSML｜ and close with </｜DSML｜ (or </)
 _DD = "</(?:[｜|]DSML[｜|])?"
 _DSML_INVOKE = re.compile(
-    rf"{_D}invoke\b([^>]*)>(.*?)(?:{_DD}invoke>|(?={_D}invoke\b)|(?={_DD}(?:function|tool)_calls>)|\Z)",
+    rf"{_D}invoke\b([^<>]*+)>(.*?)(?:{_DD}invoke>|(?={_D}invoke\b)|(?={_DD}(?:function|tool)_calls>)|\Z)",
     re.S,
 )
 _DSML_PARAM = re.compile(
-    rf"{_D}parameter\b([^>]*)>(.*?)(?:{_DD}parameter>|(?={_D}parameter\b)|(?={_DD}invoke>)|\Z)",
+    rf"{_D}parameter\b([^<>]*+)>(.*?)(?:{_DD}parameter>|(?={_D}parameter\b)|(?={_DD}invoke>)|\Z)",
     re.S,
 )
 _DSML_OPEN = re.compile(rf"{_D}(?:function|tool)_calls>\s*$")
 _DSML_CLOSE = re.compile(rf"\s*{_DD}(?:function|tool)_calls>(?:\s*<｜end▁of▁sentence｜>)?")
-_ATTR = re.compile(r"([\w:-]+)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))")
+_ATTR = re.compile(r"(?<![\w:-])([\w:-]++)\s*+=\s*+(?:\"([^\"]*+)\"|'([^']*+)'|([^\s\"'>]++))")
 
 
 def _attrs(text: str) -> dict[str, str]:
@@ -467,7 +478,7 @@ def _harmony(text: str) -> Iterator[Found]:
         yield Found(m.group(1), m.group(2).strip(), "gpt_oss", start, m.end())
 
 
-_PY_START = re.compile(r"<\|python_start\|>\s*(.*?)\s*(?:<\|python_end\|>|\Z)", re.S)
+_PY_START = re.compile(r"<\|python_start\|>\s*+((?:.*?\S)??)\s*+(?:<\|python_end\|>|\Z)", re.S)
 
 
 def _llama4(text: str) -> Iterator[Found]:

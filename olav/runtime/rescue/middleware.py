@@ -36,11 +36,12 @@ from olav.audit.queries import NUDGE_EVENT
 from olav.core.log import get_logger
 from olav.runtime.middleware import RunContext, last_human_index, message_text
 from olav.runtime.outcome import (
+    DELEGATION,
     DIRECTIVE_CATEGORIES,
     Directive,
-    classify,
     directive,
     named_tools,
+    narrates,
 )
 from olav.runtime.rescue.salvage import Salvage, asks_for_example, salvage
 from olav.runtime.rescue.schema import coerce
@@ -305,9 +306,12 @@ class RescueMiddleware(AgentMiddleware):
         if asks_for_example(text):  # showing a call is the answer, not a narration
             return False
         offered = set(tools) - {"task"}
-        return classify("completed", text, self.run.tool_events, self._named(text, offered)) == (
-            "narrated"
-        )
+        if any(ev.tool != DELEGATION for ev in self.run.tool_events):
+            return False  # a tool ran: the answer may say so truly
+        # the answer itself must announce, start or claim an action (or name a tool it was
+        # offered): a plain answer ("Noted.", a summary, a question back) is never asked again,
+        # whatever the request or the recalled guides suggest
+        return narrates(message_text(msg), offered)
 
     def _named(self, text: str, offered: set[str]) -> list[str]:
         state = self.run.rescue
@@ -341,7 +345,9 @@ class RescueMiddleware(AgentMiddleware):
         again = self._clean(again, request, tools)
         recovered = bool(again.tool_calls)
         self._audit(NUDGE_EVENT, {"agent": self.agent_name, "recovered": recovered})
-        return again if recovered or message_text(again) else msg
+        # a second narration is not shown or kept: the person sees the first answer once,
+        # not the same announcement twice ("I will now back up …I will now back up …")
+        return again if recovered else msg
 
     # -- the loop guard ---------------------------------------------------------------------
 

@@ -114,8 +114,12 @@ def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
 
 
 # addresses say nothing about what the person asks for ("ops@example.com", example.org)
+# each tried where its run of characters starts (a scheme is at most 32 long), so a long
+# word is read once, not once for every offset in it
 _ADDRESSES = re.compile(
-    r"\S+@\S+|\b[a-z][a-z0-9+.-]*://\S+|\b[\w-]+(?:\.[\w-]+)*\.(?:com|org|net)\b", re.I
+    r"(?<!\S)\S+@\S+|\b[a-z][a-z0-9+.-]{0,31}+://\S+"
+    r"|(?<![\w.-])[.-]*+[\w-]++(?:\.[\w-]++)*\.(?:com|org|net)\b",
+    re.I,
 )
 
 

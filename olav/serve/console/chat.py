@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from itertools import pairwise
 from typing import Any
 
-from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect
+from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, visibility
 from olav.serve.console.html import (
     Markup,
     h,
@@ -123,9 +123,10 @@ def _turns(ctx: Ctx, thread_id: str) -> list[dict[str, Any]]:
     tool calls and results, its approvals, and the memory block each recall injected."""
     from olav.audit.export import RunFilter, iter_runs, list_runs, redact_again
 
-    newest = list_runs(
-        ctx.audit_path, RunFilter(threads=(thread_id,), limit=TURNS_SHOWN), read_only=False
-    )
+    # the operator's runs of this id only: a thread deleted and made again by someone else
+    # keeps its earlier owner's runs in the audit
+    flt = RunFilter(threads=(thread_id,), limit=TURNS_SHOWN, **visibility(ctx))
+    newest = list_runs(ctx.audit_path, flt, read_only=False)
     runs = list(iter_runs(ctx.audit_path, newest[::-1], read_only=False))
     turns = [redact_again(_turn_json(r)) for r in runs]
     for before, turn in pairwise(turns):
@@ -397,7 +398,7 @@ async def _events(ctx: Ctx, run: Any) -> AsyncIterator[bytes]:
             sent = number
             for name, payload in translate(kind, data, seen):
                 yield _sse(name, payload)
-        if done and sent >= len(run.events):
+        if done and sent >= run.last_event:
             break
         if not events:
             yield b": heartbeat\n\n"

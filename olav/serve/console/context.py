@@ -4,7 +4,7 @@ a :class:`Redirect`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -108,23 +108,31 @@ class Ctx:
 # -- who sees which runs (the runs, drafts, health and memory pages) ------------------------
 
 VISIBILITY_NOTE = (
-    "You see the runs of your own threads. A run without a thread (olav ask, cron, a "
-    "stateless or OpenAI-endpoint run once its thread is deleted) is shown to the workspace's "
+    "You see your own runs, whoever has their thread's id now. A run that names no operator "
+    "(olav's own jobs, or one recorded before runs named theirs) is shown to the workspace's "
     "own operator only."
 )
 
 
 def visibility(ctx: Ctx) -> dict[str, Any]:
-    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs."""
-    owners = ctx.server.threads.owners()
-    if ctx.operator == ctx.owner:
-        return {"but_threads": tuple(t for t, o in owners.items() if o and o != ctx.operator)}
-    return {"threads": tuple(t for t, o in owners.items() if o == ctx.operator)}
+    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs: the
+    ones recorded as theirs (for the workspace's own operator, and those that name nobody).
+    A run is judged by the operator it names, never by its thread's owner: a thread id taken
+    again after its thread was deleted is another operator's, the runs on it are not."""
+    return {"operator": ctx.operator, "or_unnamed": ctx.operator == ctx.owner}
 
 
-def may_see(ctx: Ctx, thread_id: str | None, owners: dict[str, str] | None = None) -> bool:
-    """Whether the operator may see a run (or a draft) of ``thread_id``."""
-    owner = (owners if owners is not None else ctx.server.threads.owners()).get(thread_id or "")
-    if owner:
-        return owner == ctx.operator
+def may_see(ctx: Ctx, operator: str | None) -> bool:
+    """Whether the operator may see a run (or a draft of one) recorded as ``operator``'s
+    (None or "": a run that names nobody)."""
+    if operator:
+        return operator == ctx.operator
     return ctx.operator == ctx.owner
+
+
+def visible_runs(ctx: Ctx, run_ids: Iterable[str]) -> set[str]:
+    """Which of the audit's ``run_ids`` the operator may see (an unknown id is not one)."""
+    from olav.audit.queries import run_operators
+
+    operators = run_operators(ctx.audit_path, sorted(set(run_ids)))
+    return {rid for rid, operator in operators.items() if may_see(ctx, operator)}

@@ -7,10 +7,10 @@ reaches it, never an API token, and it goes through :func:`olav.learning.drafts.
 does with ``cli``.
 
 **Whose drafts.** A draft that records its operator (a put through the store API) is that
-operator's. Otherwise a draft proposed in a run is the run's (the owner of its thread, as on the
-runs page), and one proposed outside a run (``olav memory promote``, the terminal without a
-thread) or a fix proposal (the reflector's) is the workspace's own operator's. Either way its
-scope must be one the operator may read.
+operator's. Otherwise a draft proposed in a run is the run's (the operator its audit row
+names, as on the runs page), and one proposed outside a run (``olav memory promote``, the
+terminal without a thread) or a fix proposal (the reflector's) is the workspace's own
+operator's. Either way its scope must be one the operator may read.
 """
 
 from __future__ import annotations
@@ -26,25 +26,22 @@ FIX_CHARS = 6000  # a fix proposal's preview is cut here
 
 def visible(ctx: Ctx) -> list[tuple[Any, Any]]:
     """(pending item, its draft or None for a fix proposal) of the operator's, oldest first."""
-    from olav.audit.queries import run_threads
+    from olav.audit.queries import run_operators
     from olav.learning.curator import list_drafts
     from olav.learning.drafts import pending
 
     drafts = {d.intent: d for d in list_drafts(ctx.ws.root)}
     asked = [str(d.data["run_id"]) for d in drafts.values() if d.data.get("run_id")]
-    threads = run_threads(ctx.audit_path, asked)
-    owners = ctx.server.threads.owners()
+    operators = run_operators(ctx.audit_path, asked)
     out = []
     for item in pending(ctx.ws):
         draft = drafts.get(item.id) if item.kind != "fix" else None
-        if _mine(ctx, item.kind, draft, threads, owners):
+        if _mine(ctx, item.kind, draft, operators):
             out.append((item, draft))
     return out
 
 
-def _mine(
-    ctx: Ctx, kind: str, draft: Any, threads: dict[str, str | None], owners: dict[str, str]
-) -> bool:
+def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, str | None]) -> bool:
     from olav.memory.store.scopes import readable
 
     if kind == "fix":
@@ -54,8 +51,8 @@ def _mine(
     if draft.data.get("operator"):
         return bool(draft.data["operator"] == ctx.operator)
     run_id = draft.data.get("run_id")
-    if run_id and str(run_id) in threads:
-        return may_see(ctx, threads[str(run_id)], owners)
+    if run_id and str(run_id) in operators:
+        return may_see(ctx, operators[str(run_id)])
     return ctx.operator == ctx.owner
 
 

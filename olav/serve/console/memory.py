@@ -661,18 +661,9 @@ def visible_decisions(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, An
 
 def _visible_runs(ctx: Ctx, run_ids: set[str]) -> set[str]:
     """Which of ``run_ids`` the operator may see (as the run page decides)."""
-    from olav.audit.db import connect
-    from olav.serve.console.context import may_see
+    from olav.serve.console.context import visible_runs
 
-    if not run_ids:
-        return set()
-    marks = ",".join("?" for _ in run_ids)
-    with connect(ctx.audit_path) as con:
-        threads = con.execute(
-            f"SELECT id, thread_id FROM runs WHERE id IN ({marks})", sorted(run_ids)
-        ).fetchall()
-    owners = ctx.server.threads.owners()
-    return {rid for rid, thread in threads if may_see(ctx, thread, owners)}
+    return visible_runs(ctx, run_ids)
 
 
 def decisions_table(decisions: list[dict[str, Any]], *, with_run: bool = True) -> Markup:

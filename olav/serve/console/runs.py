@@ -4,11 +4,15 @@ recall injected, its events, the control plane's memory decisions made during it
 whose metadata names it). Read through :mod:`olav.audit.export`, as ``olav log`` does,
 and redacted again on the way out.
 
-**Whose runs.** The audit's ``runs`` table names no operator; a run belongs to the owner of its
-thread (the thread store's ``owner``). A run whose thread has no owner, or no thread at all (an
-``olav ask``, a cron job, a thread deleted since: a stateless or OpenAI-endpoint run), is shown
-only to the workspace's own operator (``memory.user``, else the login name), who can read the
-whole audit with ``olav log`` anyway. Another operator's run is "not found".
+**Whose runs.** A run is the operator's its audit row names (``runs.operator``: the session's
+``memory.user``, a token's operator for olav serve), never its thread's owner now: a thread id
+deleted and taken again by another operator shows them none of the earlier owner's runs. A run
+that names no operator (olav's own jobs, a run recorded before runs named theirs) is shown only
+to the workspace's own operator (``memory.user``, else the login name), who can read the whole
+audit with ``olav log`` anyway. Another operator's run is "not found".
+
+Listing the runs first settles the ones a killed process left ``running``
+(:func:`olav.audit.recorder.settle_orphans`): they show as errors that say why.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def recent(ctx: Ctx, limit: int) -> list[Any]:
 
 def runs_page(ctx: Ctx) -> Page:
     from olav.audit.export import RUN_OUTCOMES, RunFilter, count_runs, list_runs
+    from olav.audit.recorder import settle_orphans
 
     outcome = ctx.choice("outcome", RUN_OUTCOMES)
     agent = ctx.choice("agent", sorted(ctx.server.agents))
@@ -67,6 +72,8 @@ def runs_page(ctx: Ctx) -> Page:
         **visibility(ctx),
     )
     runs = list_runs(ctx.audit_path, flt, read_only=False)  # this process writes the audit
+    if any(r.status == "running" for r in runs) and settle_orphans(ctx.audit_path):
+        runs = list_runs(ctx.audit_path, flt, read_only=False)  # a killed process's: errors now
     total = count_runs(ctx.audit_path, flt, read_only=False)
     params = {"outcome": outcome, "agent": agent, "rescue": rescue}
     form = h(
@@ -145,7 +152,7 @@ def run_page(ctx: Ctx) -> Page:
         )
     except OlavError:
         run = None
-    if run is None or not may_see(ctx, run.thread_id):
+    if run is None or not may_see(ctx, run.operator):
         raise Missing(f"no run {run_id!r}", hint="Pick one on /runs")
     from olav.audit.queries import memory_decisions
     from olav.serve.console import memory
