@@ -140,7 +140,9 @@ def test_olav_ask_auto_approve_does_not_commit(hash_ws: Path, olav: OlavCli) -> 
     )
     propose_draft(hash_ws, request)
     res = olav("ask", "--auto-approve", "store the R1 draft")
-    assert res.exit_code == 0, res.output
+    # the refused commit was the run's only action: the answer's "Done." is not the truth
+    assert res.exit_code == 1, res.output
+    assert "commit_to_memory was refused" in res.output and "kb drafts confirm" in res.output
     assert not stored(hash_ws)
     assert [kind for kind, _ in audit_events(hash_ws)] == ["denial"]
 

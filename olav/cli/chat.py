@@ -147,15 +147,17 @@ def ask(
     else:
         console.print(result.answer, markup=False, soft_wrap=True)
     denied = list(dict.fromkeys(result.rescue.get("denied") or ()))
-    if denied:
-        names = ", ".join(denied)
-        err_console.print(
-            f"! {names} {'was' if len(denied) == 1 else 'were'} refused: `olav ask` runs a "
-            "dangerous tool only with --yes (the chat asks you instead)",
-            style="yellow",
-            markup=False,
-            soft_wrap=True,
+    for name in denied:
+        how = (
+            "a memory is stored only on a person's yes: in the chat, or with `olav kb drafts "
+            "confirm`"
+            if name in NEEDS_CONSENT
+            else "`olav ask` runs a dangerous tool only with --yes (the chat asks you instead)"
         )
+        err_console.print(
+            f"! {name} was refused: {how}", style="yellow", markup=False, soft_wrap=True
+        )
+    if denied:
         ran = [e for e in session.run.tool_events if e.status == "success"]
         if not ran:  # the answer may claim otherwise, but nothing was done
             raise typer.Exit(1)

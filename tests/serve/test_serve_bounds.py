@@ -27,7 +27,7 @@ from olav.serve.http import (
     MAX_TAGS,
 )
 from tests.helpers import wait_until
-from tests.serve._inproc import Here, serving_here
+from tests.serve._inprocess import Here, serving_here
 from tests.serve._support import human
 
 JSON = {"Content-Type": "application/json"}

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve._inproc import Here, serving_here
+from tests.serve._inprocess import Here, serving_here
 from tests.serve._support import human
 
 pytestmark = pytest.mark.slow
