@@ -88,7 +88,7 @@ def test_report_writes_every_section(report: Report) -> None:
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
     assert command == (
         f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 "
-        "--export-runs 40 --serve-runs 2 --fault-rounds 1 --console-rows 200"
+        "--export-runs 40 --serve-runs 2 --fault-rounds 1 --console-rows 200 --hostile-samples 3"
     )
     assert "Not run: no workspace with a model" in text
     report = json.loads(raw.read_text(encoding="utf-8"))

@@ -47,13 +47,12 @@ _KEY_FIRST = "[" + re.escape("".join(sorted({k[0] for k in SECRET_KEYS} | {"a"})
 # and what has been matched is not given back (possessive quantifiers, atomic groups), so a
 # failed attempt costs its own run once instead of once for every offset inside it.
 # tests/test_redact_linear.py times them on a megabyte of the worst shapes.
+# a private key: from its BEGIN line to the first END line after it (_mask_keys); a key cut
+# off before any END line (a truncated log) still loses its whole base64 lines
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
+_PEM_LINES = re.compile(r"(?:\r?\n[A-Za-z0-9+/=]++(?=\r?\n|\Z))++")
 _SHAPES = (
-    # a key cut off before its END line (a truncated log) still loses its whole base64 lines
-    re.compile(
-        r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----(?:(?:(?!-----(?:BEGIN|END) ).)*+"
-        r"-----END [A-Z ]{0,40}PRIVATE KEY-----|(?:\r?\n[A-Za-z0-9+/=]++(?=\r?\n|\Z))++)",
-        re.S,
-    ),
     re.compile(r"(?i)\b(?:bearer|basic|digest)\s++[A-Za-z0-9\-._~+/]{8,}+=*+"),
     re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     # a JWT at the start of a run of base64url, else after the run's last "-eyJ"
@@ -103,6 +102,31 @@ def _mask(value: str) -> str:
     return REDACTED
 
 
+def _mask_keys(text: str) -> str:
+    """Every private key block masked, in one pass over the text: a BEGIN line takes
+    everything up to the first END line after it (BEGIN lines inside, nested or repeated,
+    go with it), so masking again finds no BEGIN left and changes nothing."""
+    if "PRIVATE KEY-----" not in text:
+        return text
+    ends = [m.span() for m in _PEM_END.finditer(text)]
+    out: list[str] = []
+    pos = j = 0
+    for begin in _PEM_BEGIN.finditer(text):
+        if begin.start() < pos:  # inside the block masked last
+            continue
+        while j < len(ends) and ends[j][0] < begin.end():
+            j += 1  # an END line that starts before this BEGIN line ends is not its end
+        if j < len(ends):
+            stop = ends[j][1]
+        else:
+            lines = _PEM_LINES.match(text, begin.end())
+            stop = lines.end() if lines else begin.end()
+        out += [text[pos : begin.start()], REDACTED]
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _mask_shape(m: re.Match[str]) -> str:
     return (m.groupdict().get("keep") or "") + REDACTED
 
@@ -111,6 +135,7 @@ def redact_text(text: str) -> str:
     """Mask secrets in free text (see the module docstring for the shapes)."""
     if not text:
         return text
+    text = _mask_keys(text)
     for pat in _SHAPES:
         text = pat.sub(_mask_shape, text)
     text = _URL_CREDS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)

@@ -54,6 +54,7 @@ class BuiltAgent:
     model_name: str
     tier: str
     recallers: dict[str, Recaller]
+    window: int = 0  # the main model's context window in tokens (0: unknown)
 
 
 def system_prompt(agent: Agent, subagents: list[Agent]) -> str:
@@ -280,4 +281,5 @@ def build(
         model_name=main_name,
         tier=model_tier(main_name, ws.config["llm.tier"]),
         recallers=asm.recallers,
+        window=asm.window_for(main, main_name),
     )

@@ -56,6 +56,10 @@ def _migrate_audit(ws: Workspace) -> None:
     settle_orphans(ws.audit_path)
 
 
+class RequestTooLongError(OlavError):
+    """The person's message alone is larger than the model's window."""
+
+
 class RunCancelled(OlavError):
     exit_code = 130
 
@@ -212,6 +216,7 @@ class Session:
 
     def ask(self, text: str, *, resume: Any = _NO_RESUME) -> TurnResult:
         built = self.built
+        self._check_size(built, text)
         self.decisions.drain(self.audit)  # the previous run's, off its reply path
         if self._last_patterns and CORRECTION.search(text):
             why = "the user corrected its SQL in the next message"
@@ -368,6 +373,24 @@ class Session:
         if shown and self.on_token:
             self._shown.append(shown)
             self.on_token(shown)
+
+    def _check_size(self, built: BuiltAgent, text: str) -> None:
+        """A request that cannot fit the model's window by itself is refused before anything
+        is sent or recorded: the server would cut it from the front, and with it the system
+        prompt and the memories (a prompt that only overflows with the thread's history is
+        sent, with the window warning)."""
+        if not built.window or len(text) < built.window:  # at most a token per character
+            return
+        from olav.memory.store.tokens import estimate_tokens
+
+        size = estimate_tokens(text)
+        if size >= built.window:
+            raise RequestTooLongError(
+                f"this message is about {size} tokens, more than the model's window of "
+                f"{built.window}: it was not sent",
+                hint="Send the part that matters, save the rest as a file and ask about it, or "
+                "raise llm.num_ctx (and the server's window)",
+            )
 
     def _on_caller(
         self, approver: Callable[[str, dict[str, Any]], bool]

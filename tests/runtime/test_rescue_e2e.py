@@ -214,18 +214,26 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
 @pytest.mark.slow
 def test_the_window_the_server_reports_is_the_one_olav_works_against(tmp_path: Path) -> None:
     """llama.cpp started with ``-c 600`` cuts at 600 tokens whatever llm.num_ctx says: a
-    prompt that will not fit is warned about once, before the call, and audited."""
+    prompt that will not fit is warned about once, before the call, and audited; a message
+    that cannot fit by itself is not sent at all."""
     state = OpenAIStubState(n_ctx=600)
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
         assert model_window(Workspace.open(ws).config).tokens == 600
         state.chat_script[:] = [{"content": "It is long."}]
-        pasted = "interface Gi0/1 description uplink shutdown\n" * 120
-        res = run_olav("ask", "summarise this config:\n" + pasted, "--json", cwd=ws)
-    assert res.returncode == 0, res.stderr
-    assert "will not fit the model's window (600 tokens)" in res.stderr
-    (full,) = events(ws, "context_full")
-    assert full["before"] is True and full["num_ctx"] == 600 and full["estimated_tokens"] > 600
+        line = "interface Gi0/1 description uplink shutdown\n"
+        # about 330 tokens: it fits, the system prompt and the memories with it do not
+        res = run_olav("ask", "summarise this config:\n" + line * 30, "--json", cwd=ws)
+        assert res.returncode == 0, res.stderr
+        assert "will not fit the model's window (600 tokens)" in res.stderr
+        (full,) = events(ws, "context_full")
+        assert full["before"] is True and full["num_ctx"] == 600
+        assert full["estimated_tokens"] > 600
+        calls = len(state.requests)
+        res = run_olav("ask", "summarise this config:\n" + line * 120, cwd=ws)
+        assert res.returncode == 1
+        assert "more than the model's window of 600: it was not sent" in res.stderr
+        assert len(state.requests) == calls  # nothing reached the server
 
 
 def test_ollama_reports_the_trained_window_and_num_ctx_caps_it(tmp_path: Path) -> None:

@@ -215,6 +215,7 @@ class Recaller:
         result = RecallResult(query=query, agent=self.agent, tier=self.tier)
         if not query.strip():
             return result
+        query = recall_text(query)
         if self.judge is not None:  # its encoding of the request overlaps e5's and the search
             self.judge.opinion.prefetch(query)
         temporal = bool(TEMPORAL.search(query))
@@ -353,6 +354,19 @@ class Recaller:
         select(
             cands, tier=self.tier, token_budget=self.token_budget, floors=floors, policy=self.policy
         )
+
+
+RECALL_EDGE = 1000  # characters of a long request's start and end that recall reads
+
+
+def recall_text(query: str) -> str:
+    """What recall reads of a request: all of it, or of a long one (a pasted config, a log)
+    its start and its end, where people put what they ask for ("summarise this: …", "…
+    what is wrong here?"). The paste itself is the model's to read, not memory's to search:
+    searched whole, its every word is a keyword and its every term a full-text clause."""
+    if len(query) <= 2 * RECALL_EDGE + 100:
+        return query
+    return f"{query[:RECALL_EDGE]} … {query[-RECALL_EDGE:]}"
 
 
 def _background(store: MemoryStore) -> Background | None:
