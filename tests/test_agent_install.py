@@ -90,3 +90,14 @@ def test_remove_refuses_an_agent_olav_yaml_configures(hash_ws: Path, olav_main: 
     res = olav_main("agent", "remove", "netops2")
     assert res.returncode == 1 and "agents.netops2" in res.stderr
     assert (hash_ws / "netops2" / "SKILL.md").is_file()
+
+
+def test_doctor_checks_every_agent_s_tools(hash_ws: Path, olav_main: OlavMain) -> None:
+    res = olav_main("doctor")
+    assert "every tool known" in res.stdout
+    skill = hash_ws / "netops" / "SKILL.md"
+    skill.write_text(skill.read_text().replace("  - list_devices\n", "  - teleport\n", 1))
+    res = olav_main("doctor")
+    assert res.returncode == 1
+    assert "'teleport', which olav does not have" in res.stdout
+    assert "olav agent remove netops" in res.stdout

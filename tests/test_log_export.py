@@ -31,7 +31,7 @@ from olav.audit.export import (
     validate_openai,
     validate_sharegpt,
 )
-from olav.audit.recorder import AuditRecorder, ToolCallEntry
+from olav.audit.recorder import OUTCOMES, AuditRecorder, ToolCallEntry
 from tests.helpers import OlavMain, scripted_ws
 
 # a few representative secret shapes (the reliability suite's corpus is its own): each is
@@ -706,7 +706,8 @@ def test_log_show_of_an_unknown_or_ambiguous_run_is_one_line(
 
 def test_log_export_cli(in_audited: Audited, olav_main: OlavMain, tmp_path: Path) -> None:
     target = tmp_path / "ft.jsonl"
-    result = olav_main("log", "export", "-o", str(target), "--split", "0.2", "--json")
+    every = [w for o in OUTCOMES for w in ("--outcome", o)]
+    result = olav_main("log", "export", "-o", str(target), "--split", "0.2", "--json", *every)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["skipped_by_reason"] == {"unanswered_tool_call": 1, "last_not_assistant": 1}
@@ -714,12 +715,19 @@ def test_log_export_cli(in_audited: Audited, olav_main: OlavMain, tmp_path: Path
     assert train["path"] == str(target) and test["path"] == str(tmp_path / "ft.test.jsonl")
     assert train["runs"] + test["runs"] == summary["exported"] == 8
     assert len(read_lines(target)) == train["runs"]
-    piped = olav_main("log", "export", "-f", "sharegpt", "--agent", "netops")
+    piped = olav_main("log", "export", "-f", "sharegpt", "--agent", "netops", *every)
     assert piped.returncode == 0, piped.stderr
     lines = [json.loads(x) for x in piped.stdout.splitlines()]
     assert len(lines) == 2 and all(validate_sharegpt(x) is None for x in lines)
     assert piped.stderr.count("\n") == 1
     assert "exported 2 runs to stdout (sharegpt), skipped 1: unanswered_tool_call 1" in piped.stderr
+    # by default a training set takes the completed runs only: fewer, and every one completed
+    default = olav_main("log", "export", "--json", "-o", str(tmp_path / "default.jsonl"))
+    assert default.returncode == 0, default.stderr
+    kept = json.loads(default.stdout)["exported"]
+    assert 0 < kept < 8
+    runs = json.loads(olav_main("log", "list", "--json", "--outcome", "completed").stdout)
+    assert kept <= len(runs)
     bad = olav_main("log", "export", "--format", "alpaca")
     assert bad.returncode == 1 and "unknown format 'alpaca'" in bad.stderr
     bad = olav_main("log", "export", "--since", "last tuesday")

@@ -226,6 +226,36 @@ def check_private(ws: Any, *, repair: bool) -> list[Check]:
     return checks or [Check("private files", "ok", "databases, logs and exports are private")]
 
 
+def check_agents(ws: Any) -> list[Check]:
+    """Every agent's SKILL.md loads and lists only tools olav has: an agent that names an
+    unknown tool fails every run it is asked to make."""
+    from olav.compose import known_tools, unknown_tools
+    from olav.runtime.skills import load_agent
+
+    checks: list[Check] = []
+    count = 0
+    for folder in ws.agent_dirs():
+        try:
+            agent = load_agent(folder)
+        except OlavError as exc:
+            checks.append(Check("agents", "fail", exc.message, exc.hint or ""))
+            continue
+        count += 1
+        unknown = unknown_tools(agent.spec.tools)
+        if unknown:
+            names = ", ".join(repr(n) for n in unknown)
+            checks.append(
+                Check(
+                    "agents",
+                    "fail",
+                    f"{folder / 'SKILL.md'}: tools lists {names}, which olav does not have",
+                    "Fix its tools (known: " + ", ".join(known_tools()) + f") or `olav agent "
+                    f"remove {agent.name}`",
+                )
+            )
+    return checks or [Check("agents", "ok", f"{count} agents, every tool known")]
+
+
 def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check]:
     from olav.core.config import Workspace, find_root
 
@@ -239,6 +269,7 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
         checks.append(Check("workspace/config", "fail", exc.message, exc.hint or ""))
         return checks
     checks += check_private(ws, repair=repair)
+    checks += check_agents(ws)
 
     try:
         from olav.memory.store.remote import memory_location

@@ -71,6 +71,7 @@ class RunFilter:
     offset: int = 0
     operator: str | None = None
     or_unnamed: bool = False
+    but_agents: tuple[str, ...] = ()  # not these agents' runs (olav's own jobs)
 
 
 @dataclass(slots=True)
@@ -224,6 +225,9 @@ def _where(flt: RunFilter) -> tuple[str, list[Any]]:
     if flt.agent:
         clauses.append("agent = ?")
         params.append(flt.agent)
+    if flt.but_agents:
+        clauses.append("agent NOT IN (SELECT unnest(?::VARCHAR[]))")
+        params.append(list(flt.but_agents))
     if flt.since is not None:
         clauses.append("started_at >= ?")
         params.append(flt.since)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -247,6 +248,13 @@ def _catalog() -> dict[str, dict[str, Any]]:
     return tool_catalog({**registry._SPECS, **LEARNING_TOOLS})
 
 
+# what a training export takes unless --outcome says otherwise: runs that completed with every
+# tool call succeeding (tool_error covers a refused call too), not the cancelled, narrated or
+# failed ones, which would teach a model to claim work it did not do
+TRAINING_OUTCOMES = ("completed",)
+JOB_AGENTS = ("reflector",)  # the agents of olav's own scheduled jobs
+
+
 @app.command("export")
 def export_cmd(
     fmt: str = typer.Option(
@@ -254,7 +262,10 @@ def export_cmd(
     ),
     output: str = typer.Option("-", "--output", "-o", help="The JSONL file, or - for stdout."),
     outcome: list[str] | None = typer.Option(
-        None, "--outcome", help="Only runs with this outcome (repeatable)."
+        None,
+        "--outcome",
+        help="Only runs with this outcome (repeatable). Default for openai and sharegpt: "
+        "completed (and not the nightly jobs' runs); trajectory: every run.",
     ),
     agent: str | None = typer.Option(None, "--agent", "-a", help="Only this agent's runs."),
     since: str | None = typer.Option(
@@ -301,7 +312,7 @@ def export_cmd(
     if fmt not in FORMATS:
         raise OlavError(f"unknown format {fmt!r}", hint="Use " + ", ".join(FORMATS))
     flt = _filter(
-        outcomes=outcome,
+        outcomes=outcome or (list(TRAINING_OUTCOMES) if fmt != "trajectory" else None),
         agent=agent,
         since=since,
         until=until,
@@ -309,6 +320,10 @@ def export_cmd(
         salvaged=salvaged,
         nudged=nudged,
     )
+    if fmt != "trajectory" and not outcome and agent is None:
+        # a training set teaches what the person's own runs did right: the nightly jobs'
+        # runs are olav's maintenance, asked for by naming their agent
+        flt = dataclasses.replace(flt, but_agents=JOB_AGENTS)
     opts = ExportOptions(
         format=fmt, system=system, memories=memories, reasoning=reasoning, split=split, seed=seed
     )

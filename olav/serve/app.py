@@ -70,19 +70,29 @@ GRACE_S = 5  # how long a stopping server waits for its open connections
 class RequestAudit:
     """One ``http_request`` event per request, written in batches by a background thread: one
     connection and one insert per batch (a connection per row costs tens of milliseconds, more
-    than a request)."""
+    than a request). The queue is bounded: when the audit falls behind (its disk stalls), a
+    request never waits for it; the rows that did not fit are counted, and one event says how
+    many were lost."""
 
     BATCH = 500
+    QUEUE = 20_000
 
     def __init__(self, path: Any) -> None:
         self.path = path
-        self._queue: queue.Queue[tuple[datetime, dict[str, Any]] | None] = queue.Queue()
+        self._queue: queue.Queue[tuple[datetime, dict[str, Any]] | None] = queue.Queue(
+            maxsize=self.QUEUE
+        )
+        self.dropped = 0
+        self._reported = 0
         self._warned = False
         self._thread = threading.Thread(target=self._loop, name="olav-serve-audit", daemon=True)
         self._thread.start()
 
     def record(self, entry: dict[str, Any]) -> None:
-        self._queue.put((datetime.now(UTC), entry))
+        try:
+            self._queue.put_nowait((datetime.now(UTC), entry))
+        except queue.Full:
+            self.dropped += 1
 
     def _loop(self) -> None:
         while True:
@@ -112,6 +122,11 @@ class RequestAudit:
             [uuid.uuid4().hex, None, "http_request", json.dumps(redact(entry), default=str), at]
             for at, entry in batch
         ]
+        lost = self.dropped - self._reported
+        if lost:  # the requests the full queue could not take, said once per gap
+            self._reported += lost
+            detail = json.dumps({"dropped": lost, "queue": self.QUEUE})
+            rows.append([uuid.uuid4().hex, None, "http_audit_dropped", detail, datetime.now(UTC)])
         try:
             with connect(self.path) as con:
                 con.executemany(
@@ -125,7 +140,10 @@ class RequestAudit:
                 log.warning("request audit write failed (%s); continuing", exc)
 
     def close(self) -> None:
-        self._queue.put(None)
+        try:
+            self._queue.put(None, timeout=10)
+        except queue.Full:  # the writer is stuck: it is a daemon, the process ends anyway
+            return
         self._thread.join(timeout=10)
 
 

@@ -69,3 +69,8 @@ def test_ctrl_c_cancels_the_model_request_and_keeps_what_was_seen(tmp_path: Path
     runs = json.loads(olav_here(ws, "log", "list", "--json").stdout)
     outcomes = sorted(r.get("outcome") or r.get("status") for r in runs)
     assert "cancelled" in outcomes
+    # a training export leaves the cancelled run out: nobody saw its answer
+    dataset = tmp_path / "ft.jsonl"
+    olav_here(ws, "log", "export", "-o", str(dataset))
+    exported = dataset.read_text()
+    assert "the second answer" in exported and "configuration-line-000" not in exported

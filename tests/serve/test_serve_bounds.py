@@ -340,3 +340,40 @@ def test_openapi_json_needs_a_token_and_lists_every_route_served(here: Here) -> 
         if path != "/ok":
             assert "401" in op["responses"], (path, method)
             assert op["responses"]["401"]["content"]["application/json"]["schema"]
+
+
+def test_the_request_audit_never_makes_a_request_wait(tmp_path: Path) -> None:
+    """A stalled audit (its writer held) fills its bounded queue; further requests are counted
+    as dropped instead of waiting, and once the writer runs one event says how many."""
+    import threading
+
+    from olav.audit.db import connect, migrate
+    from olav.serve.app import RequestAudit
+
+    db = tmp_path / "audit.duckdb"
+    migrate(db)
+    held = threading.Event()
+    go = threading.Event()
+
+    class Stalled(RequestAudit):
+        QUEUE = 5
+
+        def _write(self, batch: Any) -> None:
+            held.set()
+            go.wait(30)
+            super()._write(batch)
+
+    audit = Stalled(db)
+    audit.record({"route": "/first"})
+    assert held.wait(30)  # the writer holds the first batch, the queue is empty
+    for i in range(12):
+        audit.record({"route": f"/r{i}"})  # returns at once, full or not
+    assert audit.dropped == 7
+    go.set()
+    audit.close()
+    with connect(db) as con:
+        rows = con.execute("SELECT kind, detail FROM events ORDER BY created_at").fetchall()
+    kinds = [k for k, _ in rows]
+    assert kinds.count("http_request") == 6
+    (lost,) = [json.loads(d) for k, d in rows if k == "http_audit_dropped"]
+    assert lost == {"dropped": 7, "queue": 5}
