@@ -7,6 +7,7 @@ import json
 import sys
 import textwrap
 import threading
+import time
 from typing import Any
 
 from rich.console import Console
@@ -122,11 +123,39 @@ class Chat:
 
     def token(self, text: str) -> None:
         if text:
+            self._quiet()
             self._streamed = True
             sys.stdout.write(text)
             sys.stdout.flush()
 
+    def _waiting(self) -> Any:
+        """A spinner with the seconds waited, from the request to the first thing shown
+        (text, a tool, a question): a small model on a busy machine can take seconds before
+        its first visible word, and the stream guard holds a short lead-in back. Only on a
+        terminal."""
+        if not self.console.is_terminal:
+            return None
+        started = time.monotonic()
+        status = self.console.status("thinking…", spinner="dots")
+
+        def tick() -> None:
+            while not self._shown.wait(0.25):
+                status.update(f"thinking… {time.monotonic() - started:.0f} s")
+
+        self._shown = threading.Event()
+        status.start()
+        threading.Thread(target=tick, name="olav-spinner", daemon=True).start()
+        return status
+
+    def _quiet(self) -> None:
+        """The first visible output of a turn ends its spinner."""
+        status, self._status = getattr(self, "_status", None), None
+        if status is not None:
+            self._shown.set()
+            status.stop()
+
     def tool_start(self, agent: str, name: str, args: dict[str, Any]) -> None:
+        self._quiet()
         if self._streamed:
             sys.stdout.write("\n")
             self._streamed = False
@@ -145,6 +174,7 @@ class Chat:
     def approve(self, name: str, args: dict[str, Any]) -> bool:
         from olav.runtime.tools import NEEDS_CONSENT
 
+        self._quiet()
         if name in NEEDS_CONSENT:
             return self.consent(name, args)
         if self.auto_approve:
@@ -291,11 +321,16 @@ class Chat:
         from olav.runtime.runner import RunCancelled
 
         self._streamed = False
+        session = self.session  # its start-up first: the spinner times the request only
+        self._status = self._waiting()
         try:
-            result = self.session.ask(text)
+            result = session.ask(text)
         except RunCancelled:
+            self._quiet()
             self.console.print("\n[yellow]cancelled[/]")
             return
+        finally:
+            self._quiet()
         if not self._streamed and result.answer:
             self.console.print(result.answer, markup=False)
         elif self._streamed:
