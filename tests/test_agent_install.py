@@ -64,7 +64,7 @@ def test_install_then_remove(hash_ws: Path, olav: OlavCli, olav_main: OlavMain) 
 
     res = olav("agent", "remove", "birds")
     assert res.exit_code == 0, res.output
-    assert "removed agent birds (1 guides retired)" in res.output
+    assert "removed agent birds (1 guide retired)" in res.output
     assert not (hash_ws / "birds").exists()
     assert not list(hash_ws.glob(".birds*"))
     found = olav("memory", "list", "--json", "--category", "usage_guide")

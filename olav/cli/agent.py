@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from olav.cli.common import console, open_workspace, print_json
+from olav.cli.common import console, counted, open_workspace, print_json
 from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
@@ -99,9 +99,8 @@ def install(
             shutil.rmtree(dest)
         shutil.copytree(folder, dest)
     summary = import_guides(store, find_guides(dest), base=ws.root, prune_under=dest)
-    console.print(
-        f"[green]✓[/] installed agent [bold]{agent.name}[/] ({len(agent.spec.tools)} tools)"
-    )
+    tools = counted(len(agent.spec.tools), "tool")
+    console.print(f"[green]✓[/] installed agent [bold]{agent.name}[/] ({tools})")
     if reprimed:
         from olav.admin.setup import prime_guides
 
@@ -147,6 +146,5 @@ def remove(
         aside.rename(folder)
         raise
     shutil.rmtree(aside)
-    console.print(
-        f"[green]✓[/] removed agent [bold]{name}[/] ({len(summary.pruned)} guides retired)"
-    )
+    retired = counted(len(summary.pruned), "guide")
+    console.print(f"[green]✓[/] removed agent [bold]{name}[/] ({retired} retired)")

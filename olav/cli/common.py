@@ -14,6 +14,11 @@ console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False)
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``1 turn``, ``2 turns``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def rows_table(title: str, rows: tuple[list[str], list[list[str]]]) -> Any:
     """A rich table from (header, rows), the rows the Markdown writers use; the first column
     left, the others right."""

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from olav.cli.common import console, print_json
+from olav.cli.common import console, counted, print_json
 
 
 def snippet(text: str, width: int = 90) -> str:
@@ -155,9 +155,8 @@ def render_why(result: Any, rec: Any) -> None:
         console.print("nothing is relevant enough: no memory block is sent with this request")
         return
     total = sum(c.tokens for c in result.injected)
-    console.print(
-        f"injected {len(result.injected)} memories, ~{total} tokens (budget {rec.token_budget})"
-    )
+    shown = counted(len(result.injected), "memory", "memories")
+    console.print(f"injected {shown}, ~{total} tokens (budget {rec.token_budget})")
 
 
 def _print_look(rec: Any, result: Any) -> None:

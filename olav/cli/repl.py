@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from olav.cli.common import counted
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 
@@ -241,7 +242,8 @@ class Chat:
         for t in threads:
             mark = "*" if t.id == self.session.thread_id else " "
             self.console.print(
-                f"{mark} {t.id}  {_when(t.updated_at)}  {t.turns:>3} turns  {_title(t)[:70]}",
+                f"{mark} {t.id}  {_when(t.updated_at)}  {counted(t.turns, 'turn'):>9}  "
+                f"{_title(t)[:70]}",
                 markup=False,
             )
 
@@ -449,7 +451,7 @@ def run_repl(
         "/help for commands"
     )
     if info is not None:
-        chat.console.print(f"continuing {info.id} ({info.turns} turns):", style="dim")
+        chat.console.print(f"continuing {info.id} ({counted(info.turns, 'turn')}):", style="dim")
         from olav.runtime.threads import ThreadStore
 
         store = ThreadStore.for_workspace(ws)
