@@ -331,6 +331,12 @@ class Chat:
             self._quiet()
             self.console.print("\n[yellow]cancelled[/]")
             return
+        except OlavError:
+            if self._streamed:  # the error on a line of its own, not glued to the answer
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+                self._streamed = False
+            raise
         finally:
             self._quiet()
         if not self._streamed and result.answer:

@@ -271,11 +271,26 @@ def _openai_error(exc: BaseException, config: Any, model: str) -> ModelError | N
     return None
 
 
-def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
-    """A one-line, actionable ModelError for known failures, else None."""
+def translate_model_error(
+    exc: BaseException, config: Any, model: str, *, answering: bool = False
+) -> ModelError | None:
+    """A one-line, actionable ModelError for known failures, else None. ``answering``: the
+    model had begun to answer, so a lost connection is a server that broke off, not one
+    that cannot be reached."""
+    base = config["llm.base_url"]
+    if (
+        answering
+        and config["llm.provider"] != "openai"  # its own errors say so (_openai_error)
+        and (is_connection_error(exc) or _broke_off(exc))
+    ):
+        return ModelError(
+            f"the model server at {base} broke off its answer ({type(exc).__name__}): what "
+            "was shown is incomplete",
+            hint="Retry; if it happens again, look at the server's log (it may have run out of "
+            "memory or been restarted)",
+        )
     if config["llm.provider"] == "openai":
         return _openai_error(exc, config, model)
-    base = config["llm.base_url"]
     if isinstance(exc, json.JSONDecodeError) and config["llm.provider"] == "ollama":
         return ModelError(
             f"the connection to {base} broke off mid-response",
@@ -294,6 +309,15 @@ def translate_model_error(exc: BaseException, config: Any, model: str) -> ModelE
     except ImportError:  # pragma: no cover - ollama is a dependency
         pass
     return None
+
+
+def _broke_off(exc: BaseException) -> bool:
+    """An HTTP stream that ended before its answer did (the server closed it mid-way)."""
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx comes with ollama
+        return False
+    return isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | json.JSONDecodeError)
 
 
 def warm_up(cfg: Any, model: str) -> bool:

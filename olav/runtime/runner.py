@@ -455,7 +455,8 @@ class Session:
         """Record a run that the model (or the graph) broke; the error to raise instead."""
         self.audit.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
         log.error("run %s failed: %s: %s", run_id, type(exc).__name__, exc)
-        translated = translate_model_error(exc, self.ws.config, model_name)
+        answering = self.run.rescue.first_token_s is not None
+        translated = translate_model_error(exc, self.ws.config, model_name, answering=answering)
         if translated is not None:
             return translated
         return ModelError(f"the run failed: {type(exc).__name__}: {exc}")

@@ -9,7 +9,7 @@ import duckdb
 import pexpect
 import pytest
 
-from tests.helpers import ollama_workspace, run_olav, spawn_olav
+from tests.helpers import OlavMain, ollama_workspace, run_olav, spawn_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -119,3 +119,20 @@ def test_interactive_chat_under_a_pty(tmp_path: Path) -> None:
     # the model was loaded while the prompt waited for the first request
     loads = [body for path, body in state.requests if path == "/api/generate"]
     assert loads and loads[0]["model"] == "qwen3:8b" and not loads[0].get("prompt")
+
+
+def test_a_server_that_breaks_off_mid_answer_is_not_called_unreachable(
+    tmp_path: Path, olav_main: OlavMain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer had begun when the connection was reset: the server broke off, which says
+    what to do (retry, read its log), not "cannot reach ... start it"."""
+    words = " ".join(f"word{i}" for i in range(40))
+    state = StubState(word_delay=0.01, break_after=5, chat_reply=lambda body: {"content": words})
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url, "runtime:\n  nudge: false\n")
+        monkeypatch.chdir(ws)
+        res = olav_main("ask", "hello")
+    assert res.returncode == 1
+    line = res.stderr.strip()
+    assert "broke off its answer" in line and "incomplete" in line
+    assert "cannot reach" not in line and "ollama serve" not in line

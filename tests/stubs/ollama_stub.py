@@ -40,6 +40,7 @@ class StubState:
     # a slow model: the answer streamed a word at a time, this many seconds apart (0: at once)
     word_delay: float = 0.0
     words_sent: int = 0  # of the streamed answers
+    break_after: int = 0  # a server that breaks off: reset the connection after this many words
     aborted: int = 0  # streamed answers whose client hung up before the end
 
 
@@ -170,6 +171,15 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write((json.dumps({**line, "done": False}) + "\n").encode())
                     self.wfile.flush()
                     state.words_sent += 1
+                    if state.break_after and i + 1 >= state.break_after:
+                        import socket
+                        import struct
+
+                        # SO_LINGER 0: close with a reset, as a crashed server's kernel does
+                        linger = struct.pack("ii", 1, 0)
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                        self.connection.close()
+                        return
                     time.sleep(state.word_delay)  # the model's time per token
                 final = {
                     "model": model,
