@@ -334,7 +334,10 @@ def test_a_post_without_the_csrf_token_or_from_another_origin_is_403(served: Ser
         target = "/drafts/pelican_notes/reject"
         tries = [
             ({"Origin": served.url}, {}),  # no CSRF token
-            ({"Origin": served.url}, {"csrf": "x" + token[1:]}),  # a wrong one
+            (
+                {"Origin": served.url},
+                {"csrf": ("y" if token[0] == "x" else "x") + token[1:]},
+            ),  # a wrong one
             ({"Origin": "http://evil.example"}, {"csrf": token}),  # another site
             ({"Referer": "http://evil.example/page"}, {"csrf": token}),
             ({}, {"csrf": token}),  # neither Origin nor Referer

@@ -260,7 +260,10 @@ def test_the_chat_posts_are_the_consoles_only(served: Served) -> None:
             ({"Referer": "http://evil.example/chat"}, allow),
             ({}, allow),  # neither Origin nor Referer
             ({"Origin": served.url}, {**allow, "csrf": ""}),  # no CSRF token
-            ({"Origin": served.url}, {**allow, "csrf": "x" + token[1:]}),  # a wrong one
+            (
+                {"Origin": served.url},
+                {**allow, "csrf": ("y" if token[0] == "x" else "x") + token[1:]},
+            ),  # a wrong one
         ]
         for headers, form in tries:
             got = alice.post("/chat/answer", data=form, headers=headers)
