@@ -40,10 +40,19 @@ def toolcalls(
         False, "--json", help="The report as JSON, with the calls olav would run per case."
     ),
     markdown: bool = typer.Option(False, "--markdown", help="The report as Markdown."),
+    suite: str = typer.Option(
+        "",
+        "--suite",
+        help="A public conformance suite instead of a corpus: canitoolcall (pip install "
+        "canitoolcall).",
+    ),
 ) -> None:
     """Per format family: calls salvaged exactly, wrongly or missed; executions on negatives;
     parse time. Each line of the corpus: {"id", "kind": "call"|"negative"|"narration",
     "request"?, "raw_text", "tools": [{"name", "description", "parameters"}], "expect"}."""
+    if suite:
+        _suite(suite, as_json=as_json, markdown=markdown)
+        return
     from olav.bench.toolcalls import load_cases, markdown_toolcalls, run_toolcalls, shipped_corpus
 
     report = run_toolcalls(load_cases(path or shipped_corpus()))
@@ -63,6 +72,42 @@ def toolcalls(
         markup=False,
     )
     if not all(met.values()):
+        raise typer.Exit(1)
+
+
+def _suite(name: str, *, as_json: bool, markdown: bool) -> None:
+    from olav.bench import toolcall_suite as ts
+    from olav.core.errors import OlavError
+
+    if name != ts.SUITE:
+        raise OlavError(f"unknown suite {name!r}", hint=f"The suite olav replays: {ts.SUITE}")
+    report = ts.run_suite()
+    if as_json:
+        print_json(report)
+    elif markdown:
+        console.print(ts.markdown_suite(report), markup=False, highlight=False)
+    else:
+        from rich.table import Table
+
+        table = Table(title=report["suite"], title_justify="left")
+        for col in ("family", "fixtures", "pass", "calls exact", "unsafe", "leaks", "stream≠"):
+            table.add_column(col, justify="left" if col == "family" else "right")
+        rows = [*report["families"].items(), ("all", report["total"])]
+        for fam, f in rows:
+            table.add_row(
+                fam,
+                str(f["fixtures"]),
+                str(f["good"]),
+                f"{f['calls_exact']}/{f['calls']}",
+                f"[red]{f['unsafe']}[/]" if f["unsafe"] else "0",
+                f"[red]{f['leaks']}[/]" if f["leaks"] else "0",
+                f"[red]{f['stream_differs']}[/]" if f["stream_differs"] else "0",
+                end_section=fam == list(report["families"])[-1],
+            )
+        console.print(table)
+        for miss in report["not_passed"]:
+            console.print(f"not passed: {miss['id']} ({', '.join(miss['failed'][:3])})", markup=False)
+    if not all(report["met"].values()):
         raise typer.Exit(1)
 
 

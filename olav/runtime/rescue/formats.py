@@ -41,10 +41,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from olav.runtime.rescue.lenient import LenientError, loads, scan_value
+from olav.runtime.rescue import grammars as g
+from olav.runtime.rescue.lenient import LenientError, closes_at, loads, scan_value
 
 STRONG = frozenset(
     {
+        "gemma4",
         "hermes",
         "qwen3_xml",
         "glm",
@@ -65,6 +67,8 @@ WEAK = frozenset({"json_fenced", "json", "pythonic"})
 
 # a cheap test before any regex: every format has one of these
 TRIGGERS = (
+    "<|tool_call>",  # gemma 4
+    "<|open|>call",  # kimi k3
     "<tool_call",
     "<function",
     "<invoke",
@@ -87,6 +91,7 @@ class Found:
     family: str
     start: int
     end: int
+    closed: bool = True  # the call's grammar was completed (olav.runtime.rescue.grammars)
 
     @property
     def strong(self) -> bool:
@@ -178,12 +183,15 @@ _DECODER = json.JSONDecoder()
 
 def _json_at(text: str, start: int) -> tuple[Any, int] | None:
     """The JSON value opening at ``start`` and the offset after it: strict JSON at C speed,
-    else read leniently up to where its brackets close."""
+    else read leniently (quotes, trailing commas, Python words), but only up to where its
+    brackets close: a value the model never closed is never completed."""
     try:
         return _DECODER.raw_decode(text, start)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
-    end = scan_value(text, start)
+    end = closes_at(text, start)
+    if end is None:
+        return None
     try:
         return loads(text[start:end]), end
     except LenientError:
@@ -192,20 +200,8 @@ def _json_at(text: str, start: int) -> tuple[Any, int] | None:
 
 # -- the strong formats ----------------------------------------------------------------------
 
-# Model output of any length passes through these on every call. A body trimmed of blanks is
-# written "\s*+((?:.*?\S)??)\s*+": it can end only after a non-blank, so a run of blanks is
-# read once, not once for every place inside it where the body might stop; a part that must
-# be closed stops at the next opener, and a tag's name and attributes at the next "<".
-_HERMES = re.compile(r"<tool_call>\s*+((?:.*?\S)??)\s*+(?:</tool_call>|(?=<tool_call>)|\Z)", re.S)
-_XML_FN = re.compile(r"<function=([^<>\n]++)>(.*?)(?:</function>|(?=<function=)|\Z)", re.S)
-_XML_PARAM = re.compile(
-    r"<parameter=([^<>\n]++)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|\Z)", re.S
-)
-_GLM_ARG = re.compile(
-    r"<arg_key>\s*+((?:(?:(?!<arg_key>).)*?\S)??)\s*+</arg_key>\s*+<arg_value>(.*?)"
-    r"(?:</arg_value>|(?=<arg_key>)|\Z)",
-    re.S,
-)
+# Model output of any length passes through these on every call: each pattern reads a run of
+# characters once (possessive quantifiers), never once for every place it might stop.
 _INVOKE = re.compile(
     r"<invoke\s++name=[\"']?+([^\"'<>]++)[\"']?+[^<>]*+>(.*?)(?:</invoke>|\Z)", re.S
 )
@@ -213,32 +209,10 @@ _INVOKE = re.compile(
 _INVOKE_PARAM = re.compile(
     r"<parameter\s++name=[\"']?+([^\"'<>]++)[\"']?+([^<>]*+)>(.*?)(?:</parameter>|\Z)", re.S
 )
-_MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*")
-# v11 tokenizers: NAME[ARGS]{…}; decoded without the control tokens, NAME{…}
-_MISTRAL_NAMED = re.compile(
-    r"([A-Za-z_][\w.\-]*+)\s*+(?:\[CALL_ID\][\w-]*+)?\s*+(\[ARGS\])?\s*+(?=[\[{])"
-)
-_DS_BAR = "[｜|]"
-_DS_SEP = "[▁_ ]"
-_DEEPSEEK = re.compile(
-    rf"<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin{_DS_BAR}>"
-    rf"((?:(?!<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin).)*?)<{_DS_BAR}tool{_DS_SEP}sep{_DS_BAR}>"
-    rf"(.*?)(?:<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}end{_DS_BAR}>|"
-    rf"(?=<{_DS_BAR}tool{_DS_SEP}call{_DS_SEP}begin)|\Z)",
-    re.S,
-)
-_KIMI = re.compile(
-    r"<\|tool_call_begin\|>\s*+((?:(?:(?!<\|tool_call_begin\|>).)*?\S)??)\s*+"
-    r"<\|tool_call_argument_begin\|>(.*?)"
-    r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>)|\Z)",
-    re.S,
-)
+# gpt-oss (Harmony): a recipient in the role or the channel part of the header, then the body
 _HARMONY = re.compile(
     r"to=(?:functions\.)?([\w.\-]++)(?:(?!to=)[^<])*+(?:<\|channel\|>[^<]*+)?"
-    r"(?:<\|constrain\|>\s*+\w++\s*+)?"
-    r"<\|message\|>(.*?)"
-    r"(?:<\|call\|>|<\|end\|>|(?=<\|start\|>)|\Z)",
-    re.S,
+    r"(?:<\|constrain\|>\s*+\w++\s*+)?<\|message\|>"
 )
 _TOKEN_JSON = {
     "granite": re.compile(r"<\|tool_call\|>|<function_call>"),  # the second: granite-20b-fc
@@ -246,43 +220,83 @@ _TOKEN_JSON = {
     "llama_python_tag": re.compile(r"<\|python_tag\|>"),
     "internlm": re.compile(r"<\|action_start\|>\s*<\|plugin\|>"),
 }
-_FENCE_TICKS = re.compile(r"^\s*+```[\w]*+\s*+|(?:(?<!\s)\s++)?```\s*+$")
 
 
-def _hermes(text: str) -> Iterator[Found]:
-    for m in _HERMES.finditer(text):
-        body, start, end = m.group(1), m.start(), m.end()
-        if "<function=" in body:
-            continue  # qwen3-coder's XML inside the tags: _qwen3_xml reads it
-        if "<arg_key>" in body or re.fullmatch(r"[\w.\-]++(?:\s*+\{.*)?", body, re.S):
-            yield from _glm(body, start, end)
+def _found(calls: Iterator[g.Call], family: str) -> Iterator[Found]:
+    """The readers' calls as finds; a reader's list of calls (one JSON block) shares a span."""
+    for name, args, start, end, closed in calls:
+        if name.startswith("\x00functionary"):
+            yield Found(name[len("\x00functionary") :], args, "functionary", start, end, closed)
+        elif name.startswith("\x00"):
+            for n, a in args:
+                yield Found(n, a, family, start, end, closed)
+        else:
+            yield Found(name, args, family, start, end, closed)
+
+
+_TOOL_CALL = re.compile(r"<tool_call>")
+
+
+def _tool_call_tags(text: str, finished: bool) -> Iterator[Found]:
+    """``<tool_call>``: Hermes's JSON, GLM's name and key/value tags (Qwen3's XML inside the
+    tags is :func:`_qwen3_xml`'s)."""
+    pos = 0
+    while (m := _TOOL_CALL.search(text, pos)) is not None:
+        body = g.skip_ws(text, m.end())
+        if text.startswith("<function=", body):  # Qwen3's XML: skip what it spans
+            xml = next(g.qwen3_xml(text, finished, m.start()), None)
+            pos = xml[3] if xml is not None and xml[3] > m.end() else m.end()
             continue
-        body = _FENCE_TICKS.sub("", body)
-        pos = 0
-        while True:  # one or more JSON values in the block
-            brace = re.search(r"[\[{]", body[pos:])
-            if brace is None:
-                break
-            got = _json_at(body, pos + brace.start())
-            if got is None:
-                break
-            value, pos = got
-            for name, args in json_calls(value) or []:
-                yield Found(name, args, "hermes", start, end)
+        if text.startswith(("{", "[", "```"), body):
+            call = g.hermes(text, m.end(), m.start(), finished)
+            if call is None:
+                pos = m.end()
+                continue
+            yield from _found(iter([call]), "hermes")
+        else:
+            call = g.glm(text, m.end(), m.start(), finished)
+            yield from _found(iter([call]), "glm")
+        pos = max(call[3], m.end())
 
 
-def _glm(body: str, start: int, end: int) -> Iterator[Found]:
-    m = re.match(r"\s*([\w.\-]+)", body)
-    if m is None:
-        return
-    rest = body[m.end() :]
-    args: Any
-    if "<arg_key>" in rest:
-        args = {k.strip(): _scalar(v) for k, v in _GLM_ARG.findall(rest)}
-    else:
-        brace = rest.find("{")
-        args = rest[brace:].strip() if brace >= 0 else {}
-    yield Found(m.group(1), args, "glm", start, end)
+def _qwen3_xml(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.qwen3_xml(text, finished), "qwen3_xml")
+
+
+def _mistral(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.mistral(text, finished), "mistral")
+
+
+def _deepseek(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.deepseek_v3(text, finished), "deepseek")
+
+
+def _dsml(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.dsml(text, finished), "deepseek")
+
+
+def _kimi(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.kimi_k2(text, finished), "kimi")
+    yield from _found(g.kimi_k3(text, finished), "kimi")
+
+
+def _harmony(text: str, finished: bool) -> Iterator[Found]:
+    for m in _HARMONY.finditer(text):
+        start = text.rfind("<|", 0, m.start())
+        head = text[start : m.start()] if start >= 0 else ""
+        start = (
+            start
+            if start >= 0 and re.fullmatch(r"(<\|start\|>assistant)?(<\|channel\|>\w*)?\s*", head)
+            else m.start()
+        )
+        value, end, closed = g._json_then(
+            text, m.end(), ("<|call|>", "<|end|>", "<|return|>"), finished
+        )
+        yield Found(m.group(1), value if closed else None, "gpt_oss", start, end, closed)
+
+
+def _gemma4(text: str, finished: bool) -> Iterator[Found]:
+    yield from _found(g.gemma4(text, finished), "gemma4")
 
 
 def _scalar(text: str) -> Any:
@@ -300,21 +314,6 @@ def _scalar(text: str) -> Any:
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def _qwen3_xml(text: str) -> Iterator[Found]:
-    for m in _XML_FN.finditer(text):
-        body = m.group(2)
-        opened = re.search(r"<tool_call>\s*$", text[: m.start()])
-        start = opened.start() if opened else m.start()
-        end = m.end()
-        close = re.match(r"\s*</tool_call>", text[end:])
-        end += close.end() if close else 0
-        if body.lstrip().startswith(("{", "[")):
-            yield Found(m.group(1).strip(), body.strip(), "functionary", start, end)
-            continue
-        args = {k.strip(): v for k, v in _XML_PARAM.findall(body)}
-        yield Found(m.group(1).strip(), args, "qwen3_xml", start, end)
-
-
 def _minimax(text: str) -> Iterator[Found]:
     for m in _INVOKE.finditer(text):
         args = {k.strip(): _param(v, _attrs(a)) for k, a, v in _INVOKE_PARAM.findall(m.group(2))}
@@ -327,65 +326,7 @@ def _minimax(text: str) -> Iterator[Found]:
         yield Found(m.group(1).strip(), args, "minimax", start, end + (close.end() if close else 0))
 
 
-def _mistral(text: str) -> Iterator[Found]:
-    for m in _MISTRAL.finditer(text):
-        pos = m.end()
-        if pos < len(text) and text[pos] in "[{":
-            got = _json_at(text, pos)
-            if got is not None:
-                for name, args in json_calls(got[0]) or []:
-                    yield Found(name, args, "mistral", m.start(), got[1])
-            continue
-        named = _MISTRAL_NAMED.match(text, pos)
-        if named and (named.group(2) or text[named.end()] == "{"):
-            end = scan_value(text, named.end())
-            yield Found(named.group(1), text[named.end() : end], "mistral", m.start(), end)
-
-
-def _deepseek(text: str) -> Iterator[Found]:
-    for m in _DEEPSEEK.finditer(text):
-        head, body = m.group(1).strip(), m.group(2)
-        if head in ("function", "") or head.endswith("function"):  # V3: the name follows sep
-            nm = re.match(r"\s*([\w.\-]+)", body)
-            if nm is None:
-                continue
-            name, body = nm.group(1), body[nm.end() :]
-        else:  # V3.1: the name comes before sep
-            name = head
-        body = _FENCE_TICKS.sub("", body.strip())
-        end = m.end()
-        close = re.match(rf"\s*<{_DS_BAR}tool{_DS_SEP}calls{_DS_SEP}end{_DS_BAR}>", text[end:])
-        begin = re.search(
-            rf"<{_DS_BAR}tool{_DS_SEP}calls{_DS_SEP}begin{_DS_BAR}>\s*$", text[: m.start()]
-        )
-        yield Found(
-            name,
-            body.strip(),
-            "deepseek",
-            begin.start() if begin else m.start(),
-            end + (close.end() if close else 0),
-        )
-
-
-_D = "<[｜|]DSML[｜|]"  # V3.2's tags open with <｜DSML｜ and close with </｜DSML｜ (or </)
-_DD = "</(?:[｜|]DSML[｜|])?"
-_DSML_INVOKE = re.compile(
-    rf"{_D}invoke\b([^<>]*+)>(.*?)(?:{_DD}invoke>|(?={_D}invoke\b)|(?={_DD}(?:function|tool)_calls>)|\Z)",
-    re.S,
-)
-_DSML_PARAM = re.compile(
-    rf"{_D}parameter\b([^<>]*+)>(.*?)(?:{_DD}parameter>|(?={_D}parameter\b)|(?={_DD}invoke>)|\Z)",
-    re.S,
-)
-_DSML_OPEN = re.compile(rf"{_D}(?:function|tool)_calls>\s*$")
-_DSML_CLOSE = re.compile(rf"\s*{_DD}(?:function|tool)_calls>(?:\s*<｜end▁of▁sentence｜>)?")
-_ATTR = re.compile(r"(?<![\w:-])([\w:-]++)\s*+=\s*+(?:\"([^\"]*+)\"|'([^']*+)'|([^\s\"'>]++))")
-
-
-def _attrs(text: str) -> dict[str, str]:
-    return {
-        m.group(1): next(g for g in m.groups()[1:] if g is not None) for m in _ATTR.finditer(text)
-    }
+_attrs = g.attrs
 
 
 def _param(value: str, attrs: dict[str, str]) -> Any:
@@ -400,35 +341,6 @@ def _param(value: str, attrs: dict[str, str]) -> Any:
         except LenientError:
             return value.strip()
     return _scalar(value)
-
-
-def _dsml(text: str) -> Iterator[Found]:
-    """DeepSeek V3.2's DSML (V4: ``tool_calls`` for ``function_calls``): one ``invoke`` a
-    call, a ``parameter`` an argument, ``string="true"`` for text as written and
-    ``string="false"`` for JSON; or the arguments as one JSON object inside ``invoke``."""
-    for m in _DSML_INVOKE.finditer(text):
-        name = _attrs(m.group(1)).get("name", "").strip()
-        if not name:
-            continue
-        body = m.group(2)
-        args: Any = {}
-        for p in _DSML_PARAM.finditer(body):
-            attrs = _attrs(p.group(1))
-            key = attrs.get("name", "").strip()
-            if not key:
-                continue
-            args[key] = _param(p.group(2), attrs)
-        if not args and body.strip().startswith("{"):
-            args = body.strip()
-        opened = _DSML_OPEN.search(text, 0, m.start())
-        close = _DSML_CLOSE.match(text, m.end())
-        yield Found(
-            name,
-            args,
-            "deepseek",
-            opened.start() if opened else m.start(),
-            close.end() if close else m.end(),
-        )
 
 
 # functionary v3.2 (v3.llama3 template): each turn is ">>>RECIPIENT\n…", "all" for text to
@@ -454,28 +366,6 @@ def _functionary_v32(text: str) -> Iterator[Found]:
             continue
         stop = re.match(r"\s*<\|(?:eot_id|eom_id)\|>", text[end:])
         yield Found(m.group(1), value, "functionary", m.start(), end + (stop.end() if stop else 0))
-
-
-def _kimi(text: str) -> Iterator[Found]:
-    for m in _KIMI.finditer(text):
-        name = re.sub(r":\d+$", "", m.group(1).strip())
-        begin = text.rfind("<|tool_calls_section_begin|>", 0, m.start())
-        start = begin if begin >= 0 and not text[begin + 28 : m.start()].strip() else m.start()
-        end = m.end()
-        close = re.match(r"\s*<\|tool_calls_section_end\|>", text[end:])
-        yield Found(name, m.group(2).strip(), "kimi", start, end + (close.end() if close else 0))
-
-
-def _harmony(text: str) -> Iterator[Found]:
-    for m in _HARMONY.finditer(text):
-        start = text.rfind("<|", 0, m.start())
-        head = text[start : m.start()] if start >= 0 else ""
-        start = (
-            start
-            if start >= 0 and re.fullmatch(r"(<\|start\|>assistant)?<\|channel\|>\w*\s*", head)
-            else m.start()
-        )
-        yield Found(m.group(1), m.group(2).strip(), "gpt_oss", start, m.end())
 
 
 _PY_START = re.compile(r"<\|python_start\|>\s*+((?:.*?\S)??)\s*+(?:<\|python_end\|>|\Z)", re.S)
@@ -607,29 +497,31 @@ def _python_calls(source: str) -> list[tuple[str, Any]] | None:
 # -- all of them -----------------------------------------------------------------------------
 
 
-def find_calls(text: str, *, weak: bool = True) -> list[Found]:
+def find_calls(text: str, *, weak: bool = True, finished: bool = True) -> list[Found]:
     """Every call written in ``text``, in order, outside code the answer shows. Where two
     families claim the same text (a JSON call inside ``<tool_call>`` tags), the first
-    found, strong before weak, keeps it."""
+    found, strong before weak, keeps it. ``finished``: the message ended on a stop token,
+    not on the token limit (a call the text ends in may then be complete)."""
     if not text or not any(t in text for t in TRIGGERS):
         return []
     masked = mask(text)
     found: list[Found] = []
     strong = (
-        _hermes,
+        _gemma4,
+        _tool_call_tags,
         _qwen3_xml,
-        _minimax,
         _mistral,
+        _kimi,  # before deepseek: <|tool_call_begin|> is also deepseek's token in ASCII
         _deepseek,
         _dsml,
-        _functionary_v32,
-        _kimi,
         _harmony,
-        _token_json,
-        _llama4,
     )
     for finder in strong:
-        for f in finder(text):
+        for f in finder(text, finished):
+            if not masked.hides(f.start) and not _overlaps(f, found):
+                found.append(f)
+    for plain in (_minimax, _functionary_v32, _token_json, _llama4):
+        for f in plain(text):
             if not masked.hides(f.start) and not _overlaps(f, found):
                 found.append(f)
     if weak:
@@ -646,8 +538,8 @@ def find_calls(text: str, *, weak: bool = True) -> list[Found]:
 
 def _overlaps(f: Found, found: list[Found]) -> bool:
     """``f`` claims text another find has (several calls in one block share its span)."""
-    for g in found:
-        same_block = (g.start, g.end) == (f.start, f.end) and g.family == f.family
-        if g.start < f.end and f.start < g.end and not same_block:
+    for other in found:
+        same_block = (other.start, other.end) == (f.start, f.end) and other.family == f.family
+        if other.start < f.end and f.start < other.end and not same_block:
             return True
     return False

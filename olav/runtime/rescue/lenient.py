@@ -146,6 +146,33 @@ def scan_value(text: str, start: int) -> int:
     return n
 
 
+def closes_at(text: str, start: int) -> int | None:
+    """The offset just past the JSON object or array opening at ``start``, or None when
+    the text ends before its last bracket (or inside a string): the model never closed it."""
+    depth = 0
+    i, n = start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "\"'":
+            if ch == "'" and i > 0 and text[i - 1].isalnum():
+                i += 1
+                continue
+            m = _STRING_BODY[ch].match(text, i + 1)
+            end = m.end() if m else i + 1
+            if end >= n:
+                return None
+            i = end + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def _skip_string(text: str, start: int) -> int:
     quote = text[start]
     # an apostrophe in a bare word (don't, it's) starts no string

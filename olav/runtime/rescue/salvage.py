@@ -20,14 +20,18 @@ told what to fix; it never runs.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from olav.runtime.rescue.formats import Found, find_calls, mask
+from olav.runtime.rescue.grammars import Typed, Written
+from olav.runtime.rescue.lenient import closes_at
+from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.schema import coerce
-from olav.runtime.rescue.think import split_reasoning
+from olav.runtime.rescue.think import opened_by, split_reasoning
 
 # the person asked to see a call, a format or an example, not to have one run
 _EXAMPLE_REQUEST = re.compile(
@@ -89,6 +93,7 @@ class Salvage:
     answer: str = ""
     reasoning: str = ""
     skipped: str = ""
+    unfinished: list[str] = field(default_factory=list)  # calls cut short: never run
 
     @property
     def families(self) -> list[str]:
@@ -133,25 +138,35 @@ def salvage(
     *,
     request: str = "",
     reasoning: str = "",
+    finished: bool = True,
+    prompt: str = "",
 ) -> Salvage:
     """The calls to run from a message's text. ``tools`` maps each offered tool's name to
     its argument JSON schema; ``request`` is the person's message; ``reasoning`` is what the
-    server returned apart from the content (the reasoning channel)."""
-    answer, thought = split_reasoning(content or "")
+    server returned apart from the content (the reasoning channel). ``finished`` is False
+    when the message stopped on the token limit: a call it ends in is never run, nor
+    completed. ``prompt`` is the end of the prompt the model went on from, when known (a
+    template that opens reasoning there)."""
+    answer, thought = split_reasoning(content or "", opened=opened_by(prompt), finished=finished)
     thought = "\n\n".join(t for t in (reasoning.strip(), thought) if t)
     out = Salvage(answer=answer, reasoning=thought)
     if not tools:
         out.skipped = "no tools offered"
+        out.answer = scrub(answer)
         return out
     if asks_for_example(request):
         out.skipped = "the request asks for an example"
         return out
-    found = find_calls(answer)
+    # a message in Harmony's channels has its own call syntax: JSON in its answer is content
+    weak = "<|channel|>" not in (content or "")
+    found = find_calls(answer, finished=finished, weak=weak)
     taken = _take(found, answer, tools, out, in_reasoning=False)
     if not taken and not out.invalid and thought and len(answer) <= WEAK_PROSE_LIMIT:
-        _take(find_calls(thought), thought, tools, out, in_reasoning=True)
-    if taken:
-        out.answer = _without(answer, taken)
+        _take(find_calls(thought, finished=finished), thought, tools, out, in_reasoning=True)
+    cut = [f for f in found if not f.closed]
+    if taken or cut:
+        out.answer = _without(answer, [*taken, *cut])
+    out.answer = scrub(out.answer)
     return out
 
 
@@ -165,6 +180,9 @@ def _take(
 ) -> list[Found]:
     """Add the calls of ``found`` that may run to ``out``; the finds taken."""
     named = [(f, offered_name(f.name, tools)) for f in found]
+    for f, n in named:
+        if n is None and not f.closed:
+            out.unfinished.append(f.name or "a tool")
     offered = [(f, n) for f, n in named if n is not None]
     if not offered:
         if found and not out.skipped:
@@ -176,13 +194,74 @@ def _take(
         out.skipped = "the JSON or call list reads as the answer's content"
     taken: list[Found] = []
     for f, name in offered:
-        checked = coerce(f.args, tools[name])
+        if not f.closed or (isinstance(f.args, str) and not _complete_json(f.args)):
+            out.unfinished.append(name)
+            continue
+        checked = coerce(typed(f.args, tools[name]), tools[name])
         if not checked.ok:
             out.invalid.append(Invalid(name, f.family, checked.problems))
             continue
         out.calls.append(TextCall(name, checked.args, f.family, in_reasoning))
         taken.append(f)
     return taken
+
+
+def _complete_json(text: str) -> bool:
+    """Arguments given as JSON text are closed (an empty text is no arguments)."""
+    start = next((i for i, ch in enumerate(text) if not ch.isspace()), None)
+    if start is None:
+        return True
+    return text[start] not in "{[" or closes_at(text, start) is not None
+
+
+def typed(args: Any, schema: Mapping[str, Any]) -> Any:
+    """Tagged values as their field's type: text for a string field, else the JSON they
+    spell (``7`` is 7, ``null`` is None, ``False`` is False); a value whose tag names its
+    type (:class:`~olav.runtime.rescue.grammars.Typed`) as the tag says."""
+    if not isinstance(args, dict):
+        return args
+    props = schema.get("properties") or {}
+    return {k: _typed_value(v, props.get(k)) for k, v in args.items()}
+
+
+def _typed_value(value: Any, prop: Any) -> Any:
+    if isinstance(value, Typed):
+        if value.kind == "string":
+            return str(value)
+        return _json_or_text(str(value))
+    if not isinstance(value, Written):
+        return value
+    text = str(value)
+    if text.strip() == "null":  # null whatever the field's type, as the engines read it
+        return None
+    if isinstance(prop, dict) and _text_field(prop):
+        return text
+    return _json_or_text(text)
+
+
+def _text_field(prop: dict[str, Any]) -> bool:
+    kinds = prop.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    options = prop.get("anyOf") or prop.get("oneOf") or []
+    kinds += [o.get("type") for o in options if isinstance(o, dict)]
+    if "enum" in prop and all(isinstance(e, str) for e in prop["enum"]):
+        return True
+    return "string" in kinds and not any(
+        k in kinds for k in ("integer", "number", "boolean", "object", "array")
+    )
+
+
+_PY_LITERALS = {"True": True, "False": False, "None": None}
+
+
+def _json_or_text(text: str) -> Any:
+    stripped = text.strip()
+    if stripped in _PY_LITERALS:
+        return _PY_LITERALS[stripped]
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return text
 
 
 def _weak_allowed(text: str, found: list[Found]) -> bool:

@@ -28,6 +28,7 @@ _TRUE = {"true", "yes", "y", "1", "on"}
 _FALSE = {"false", "no", "n", "0", "off"}
 _NULL = {"none", "null", "nil", ""}
 _QUOTES = "\"'`“”‘’"
+_IDENT = re.compile(r"[\w.:/@-]{1,200}")
 _EG = re.compile(r"\be\.g\.,?\s*([^\s,;)]+)")
 
 
@@ -117,6 +118,8 @@ def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _value(value: Any, schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+    if value is None:  # null as written; the tool's own validation decides whether it may be
+        return None
     schema = _resolve(schema, defs)
     options = schema.get("anyOf") or schema.get("oneOf")
     if options:
@@ -210,8 +213,11 @@ def _typed(value: Any, kind: str, schema: dict[str, Any], defs: dict[str, Any]) 
 
 
 def _string(value: Any) -> str:
-    if isinstance(value, str):  # a name or an id in leaked quotes; content stays as written
-        return strip_quote_leak(value) if "\n" not in value and len(value) <= 200 else value
+    if isinstance(value, str):
+        # a name or an id in leaked quotes ('"sh1-core01"') loses them; anything else stays as
+        # written: a quoted phrase ('"cool units"') or content may mean its quotes
+        bare = strip_quote_leak(value)
+        return bare if bare != value.strip() and _IDENT.fullmatch(bare) else value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from olav.runtime.rescue.think import ThinkFilter
+from olav.runtime.rescue.think import ThinkFilter, opened_by
 
 _MARKERS = (
     "<tool_call",
@@ -23,6 +23,8 @@ _MARKERS = (
     "<invoke",
     "<minimax",
     "[TOOL_CALLS]",
+    "[THINK]",
+    "to=functions.",
     "<|",
     "<｜",
     "functools[",
@@ -34,15 +36,18 @@ _LONGEST = max(len(m) for m in _MARKERS)
 
 
 class StreamGuard:
-    def __init__(self) -> None:
+    def __init__(self, prompt: str = "") -> None:
         self._think = ThinkFilter()
         self._tail = ""
+        self._opened = opened_by(prompt)  # the template opened reasoning: fed first
         self._held = False
         self.shown = ""  # what was printed of this message (empty while only spaces came)
 
     def feed(self, chunk: str) -> str:
         if self._held:
             return ""
+        if self._opened:
+            chunk, self._opened = self._opened + chunk, ""
         text = self._tail + self._think.feed(chunk)
         self._tail = ""
         cut = _first_marker(text, at_start=not self.shown)
@@ -91,3 +96,22 @@ def _partial_marker(text: str) -> int:
         if any(m.startswith(tail) for m in _MARKERS):
             return size
     return 0
+
+
+def unshown(shown: str, answer: str) -> str:
+    """What of the final ``answer`` a stream that printed ``shown`` has still to print: all
+    of it when nothing streamed (a message the guard held back), else its held-back end."""
+    trailing = shown[len(shown.rstrip()) :]
+    shown = shown.strip()
+    if not shown:
+        return answer
+    if answer.startswith(shown):
+        rest = answer[len(shown) :]
+        if trailing and rest.startswith(trailing):  # blanks the stream printed already
+            return rest[len(trailing) :]
+        return rest.lstrip("\n")
+    # the stream showed something the answer is not: reasoning whose opening tag was in the
+    # chat template and whose closing tag came after the stream's hold
+    if shown.endswith(answer.strip()):
+        return ""  # the stream went on to show the whole answer after it
+    return answer if shown not in answer else answer[answer.index(shown) + len(shown) :]

@@ -47,35 +47,119 @@ import re
 # hold would show reasoning the hold is there to hide.
 STREAM_HOLD = 160
 
-_TAG = re.compile(r"<(/?)(?:think|thinking|reasoning)>", re.I)
-_CLOSE = re.compile(r"</(?:think|thinking|reasoning)>", re.I)
-_ANY = re.compile(r"<(?:/?(?:think|reasoning)|\|chan)", re.I)  # cheap: may there be any?
-_HARMONY = re.compile(
-    r"(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(.*?)(?:<\|end\|>|$)", re.S
+# the reasoning tags of the families: <think> (qwen3, deepseek, glm, kimi k2), Mistral's
+# [THINK], Gemma 4's thought channel, Kimi K3's think element; a closing one in a group
+_TAG = re.compile(
+    r"<(/?)(?:think|thinking|reasoning)>|\[(/?)THINK\]|<\|channel>thought\n?|(<channel\|>)"
+    r"|<\|open\|>think<\|sep\|>|(<\|close\|>think<\|sep\|>|<\|open\|>response<\|sep\|>)",
+    re.I,
 )
-_HARMONY_FINAL = re.compile(r"(?:<\|start\|>assistant)?<\|channel\|>final<\|message\|>")
-_TAGS = ("<think>", "<thinking>", "<reasoning>", "</think>", "</thinking>", "</reasoning>")
+_CLOSE = re.compile(
+    r"</(?:think|thinking|reasoning)>|\[/THINK\]|<channel\|>|<\|close\|>think<\|sep\|>"
+    r"|<\|open\|>response<\|sep\|>",
+    re.I,
+)
+_ANY = re.compile(
+    r"<(?:/?(?:think|reasoning)|\|chan|channel\|)|\[/?THINK\]|think<\|sep\|>", re.I
+)  # cheap: may there be any?
+_TAGS = (
+    "<think>",
+    "<thinking>",
+    "<reasoning>",
+    "</think>",
+    "</thinking>",
+    "</reasoning>",
+    "[THINK]",
+    "[/THINK]",
+    "<|channel>thought",
+    "<channel|>",
+    "<|open|>think<|sep|>",
+    "<|close|>think<|sep|>",
+    "<|open|>response<|sep|>",
+)
 _LONGEST_TAG = max(len(t) for t in _TAGS)
+# where a call written in a family's tokens begins: reasoning tags after it are its text
+_CALL_START = re.compile(
+    r"<tool_call>|<\|tool_call>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
+    r"|\[TOOL_CALLS\]|<[｜|]tool[▁_ ]calls?[▁_ ]begin[｜|]>|<[｜|]DSML[｜|]|<function="
+    r"|<\|open\|>(?:tools|call)\b|<\|python_tag\|>|<invoke\b"
+)
+# what a prompt ends with when the template opened reasoning for the model
+_OPENERS = (
+    ("<think>", "<think>"),
+    ("[THINK]", "[THINK]"),
+    ("<|channel>thought", "<|channel>thought\n"),
+    ("<|open|>think<|sep|>", "<|open|>think<|sep|>"),
+    ("<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>"),
+)
 
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """``(answer, reasoning)`` of a model message's text."""
-    if not text or not _ANY.search(text):
+def _closing(tag: re.Match[str]) -> bool:
+    return bool(tag.group(1) or tag.group(2) or tag.group(3) or tag.group(4))
+
+
+def opened_by(prompt: str) -> str:
+    """The reasoning opener a prompt ends in (the template opened reasoning for the model),
+    or "": a qwen3 or deepseek prompt ending ``<think>\n``, Kimi K3's think element."""
+    tail = prompt.rstrip()
+    for written, opener in _OPENERS:
+        if tail.endswith(written):
+            return opener
+    return ""
+
+
+def split_reasoning(text: str, *, opened: str = "", finished: bool = True) -> tuple[str, str]:
+    """``(answer, reasoning)`` of a model message's text. ``opened``: the reasoning opener
+    the prompt ended in (:func:`opened_by`), so the text starts inside reasoning."""
+    text = opened + text if opened else text
+    if not text:
         return text, ""
     thoughts: list[str] = []
-    if "<|" in text:
+    if "<|message|>" in text or "<|channel|>" in text:
+        text, thoughts = _harmony(text, finished)
+    if not _ANY.search(text):
+        return text.strip(), "\n\n".join(t.strip() for t in thoughts if t.strip())
+    head, tail = text, ""
+    for call in _CALL_START.finditer(text):  # reasoning tags inside a call are its text
+        probe = ThinkFilter(hold=len(text))
+        probe.feed(text[: call.start()])
+        rest = text[call.start() :]
+        # a call in reasoning that is never closed ends it (a prefilled <think> the model
+        # left open to call a tool, as llama.cpp reads it)
+        if not probe.inside(rest) or (finished and not _CLOSE.search(rest)):
+            head, tail = text[: call.start()], rest
+            break
+    f = ThinkFilter(hold=len(head))  # the whole text at once: no bound on the template's
+    shown = f.feed(head) + f.flush()
+    thoughts += f.thoughts()
+    return (shown + tail).strip(), "\n\n".join(t.strip() for t in thoughts if t.strip())
 
-        def keep(m: re.Match[str]) -> str:
-            thoughts.append(m.group(1))
-            return ""
 
-        text = _HARMONY.sub(keep, text)
-        text = _HARMONY_FINAL.sub("", text).replace("<|return|>", "").replace("<|end|>", "")
-    if _ANY.search(text):
-        f = ThinkFilter(hold=len(text))  # the whole text at once: no bound on the template's
-        text = f.feed(text) + f.flush()
-        thoughts += f.thoughts()
-    return text.strip(), "\n\n".join(t.strip() for t in thoughts if t.strip())
+def _harmony(text: str, finished: bool) -> tuple[str, list[str]]:
+    """A Harmony completion (gpt-oss) as text and reasoning: the analysis channel is
+    reasoning, the final and commentary channels are the answer, and a message to a
+    function is written as one call, ``to=functions.NAME<|message|>{…}<|call|>`` (left out
+    when the model did not finish it)."""
+    from olav.runtime.rescue.grammars import harmony_messages
+
+    parts: list[str] = []
+    thoughts: list[str] = []
+    for msg in harmony_messages(text, finished):
+        body = msg["body"]
+        if msg["recipient"]:
+            if body is not None and msg["closed"]:
+                parts.append(
+                    f"<|start|>assistant to={msg['recipient']}<|channel|>commentary"
+                    f"<|message|>{body.strip()}<|call|>"
+                )
+            continue
+        if body is None:
+            continue
+        if msg["channel"] == "analysis":
+            thoughts.append(body)
+        else:
+            parts.append(body)
+    return "".join(parts), thoughts
 
 
 class ThinkFilter:
@@ -121,7 +205,11 @@ class ThinkFilter:
                 self._inside = False
                 self._strip = not self._spoke
                 continue
-            tag = _TAG.search(self._pending) if "<" in self._pending else None
+            tag = (
+                _TAG.search(self._pending)
+                if ("<" in self._pending or "[" in self._pending)
+                else None
+            )
             if tag is None:
                 keep = _partial_tail(self._pending)
                 self._say(shown, self._pending[: len(self._pending) - keep])
@@ -129,7 +217,7 @@ class ThinkFilter:
                 break
             self._say(shown, self._pending[: tag.start()])
             self._pending = self._pending[tag.end() :]
-            if tag.group(1):  # a stray closing tag (or one after template reasoning shown)
+            if _closing(tag):  # a stray closing tag (or one after template reasoning shown)
                 self._strip = not self._spoke
             else:
                 self._block()
@@ -145,6 +233,22 @@ class ThinkFilter:
             return ""
         return rest
 
+    def inside(self, rest: str) -> bool:
+        """After the text fed so far: whether what follows (``rest``) is still reasoning, a
+        block left open or the template's, whose closing tag comes in ``rest``."""
+        if self._inside:
+            return True
+        if self._at_start:
+            tag = _TAG.search(rest)
+            # text came first (a call at the very start is no reasoning), and no tag in it
+            return (
+                bool(self._pending.strip())
+                and tag is not None
+                and _closing(tag)
+                and not _TAG.search(self._pending)
+            )
+        return False
+
     def thoughts(self) -> list[str]:
         """The reasoning hidden so far, one string per block."""
         cuts = [*self._blocks, len(self.reasoning)]
@@ -156,9 +260,12 @@ class ThinkFilter:
         text was dropped as reasoning the template opened, or is left to the ordinary rules
         (shown up to an opening tag, if any)."""
         pending, hold = self._pending, self._hold
-        tag = _TAG.search(pending) if "<" in pending else None
-        if tag is not None and tag.start() <= hold:
-            if tag.group(1):  # the template opened it: what came before is reasoning
+        tag = _TAG.search(pending) if ("<" in pending or "[" in pending) else None
+        call = _CALL_START.search(pending, 0, tag.start()) if tag is not None else None
+        if call is not None and not pending[: call.start()].strip():
+            pass  # the message opens with a call: a closing tag after it is the call's text
+        elif tag is not None and tag.start() <= hold:
+            if _closing(tag):  # the template opened it: what came before is reasoning
                 self._block()
                 self.reasoning.append(pending[: tag.start()])
                 self._pending = pending[tag.end() :]
@@ -183,8 +290,10 @@ class ThinkFilter:
 
 def _partial_tail(text: str) -> int:
     """How many characters at the end of ``text`` could begin a reasoning tag."""
-    cut = text.rfind("<", max(0, len(text) - _LONGEST_TAG))
-    if cut < 0:
-        return 0
-    tail = text[cut:].lower()
-    return len(tail) if any(t.startswith(tail) for t in _TAGS) else 0
+    start = max(0, len(text) - _LONGEST_TAG)
+    cuts = [i for i in (text.rfind("<", start), text.rfind("[", start)) if i >= 0]
+    for cut in sorted(cuts):
+        tail = text[cut:].lower()
+        if any(t.lower().startswith(tail) for t in _TAGS):
+            return len(tail)
+    return 0

@@ -1,0 +1,45 @@
+"""The families' control tokens, kept out of what the person sees.
+
+A model's template writes special tokens around its messages (``<|end|>``,
+``<|start|>assistant``, Gemma 4's ``<turn|>``, Kimi K3's ``<|close|>response<|sep|>``,
+Mistral's ``[TOOL_CALLS]``). When a server passes them through as text, what is left of them
+after the calls and the reasoning were taken out is not part of the answer: :func:`scrub`
+removes it, outside code the answer shows (a fence or inline code quoting a token keeps it).
+"""
+
+from __future__ import annotations
+
+import re
+
+# special tokens as the families write them; a tag a person might quote (<tool_call>) is not
+# one of them
+_TOKENS = re.compile(
+    r"<\|start\|>(?:assistant|user|system|developer|tool)?"
+    r"|<\|(?:end|call|return|message|constrain|im_end|im_start|eot_id|eom_id|endoftext"
+    r"|tool_calls_section_begin|tool_calls_section_end|tool_call_begin|tool_call_end"
+    r"|tool_call_argument_begin|im_assistant|im_middle|python_tag|python_start"
+    r"|python_end)\|>"
+    r"|<\|channel\|>[\w-]*+"
+    r"|<\|(?:open|close)\|>[a-z_]++(?:[^<>|]*+)<\|sep\|>"
+    r"|<\|(?:tool_call|tool_response|turn|channel|\"|think)\|?>|<(?:tool_call|tool_response"
+    r"|turn|channel)\|>"
+    r"|<[｜|](?:end▁of▁sentence|tool▁calls▁begin|tool▁calls▁end|tool▁call▁begin"
+    r"|tool▁call▁end|tool▁sep|Assistant|User)[｜|]>"
+    r"|\[(?:TOOL_CALLS|/?THINK|ARGS|CALL_ID|/?INST)\]"
+)
+_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.S)
+
+
+def scrub(text: str) -> str:
+    """``text`` without the families' control tokens (outside code), its ends stripped."""
+    if "<|" not in text and "<｜" not in text and "[" not in text and "|>" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    for code in _CODE.finditer(text):
+        out.append(_TOKENS.sub("", text[pos : code.start()]))
+        out.append(code.group())
+        pos = code.end()
+    out.append(_TOKENS.sub("", text[pos:]))
+    cleaned = "".join(out)
+    return cleaned.strip() if cleaned != text else text
