@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
+from canitoolcall.fixtures import Fixture, load_families, load_fixtures
 
 from olav.bench import toolcall_suite as ts
-
-from canitoolcall.fixtures import Fixture, load_families, load_fixtures  # noqa: E402
 
 FIXTURES = load_fixtures()
 FAMILIES = load_families()

@@ -43,6 +43,7 @@ class RescueState:
     first_token_s: float | None = None  # seconds from the run's start to its first token
     denied: list[str] = field(default_factory=list)  # the tools a person (or no one) refused
     approval_s: float = 0.0  # seconds spent waiting for a person's yes or no
+    cut_short: int = 0  # model messages that stopped on the token limit (none of it ran)
 
     def summary(self) -> dict[str, Any]:
         """The run's rescue marks for the audit and ``olav ask --json``."""
@@ -55,7 +56,35 @@ class RescueState:
             "tokens_out": self.tokens_out,
             "denied": list(self.denied),
             "approval_s": round(self.approval_s, 3),
+            "cut_short": self.cut_short,
         }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's answer to an approval, when it says more than yes or no: ``args`` to run the
+    tool with instead of the model's (an edit), ``message`` for the model (a rejection's
+    reason, or the policy that refused it). An approver may return one instead of a bool; it
+    is true when it approves."""
+
+    approved: bool
+    args: dict[str, Any] | None = None
+    message: str = ""
+    by: str = "user"  # who decided: "user", or "policy" (the server's rules, nobody asked)
+
+    def __bool__(self) -> bool:
+        return self.approved
+
+
+def stream_note(data: Any) -> None:
+    """Write ``data`` to LangGraph's stream writer (the ``custom`` stream mode, which olav
+    serve streams); nothing outside a graph run, or when nobody streams that mode."""
+    try:
+        from langgraph.config import get_stream_writer
+
+        get_stream_writer()(data)
+    except Exception:  # outside a runnable context: nobody to tell
+        return
 
 
 @dataclass
@@ -64,7 +93,7 @@ class RunContext:
 
     run_id: str | None = None
     audit: Any = None
-    approver: Callable[[str, dict[str, Any]], bool] | None = None
+    approver: Callable[[str, dict[str, Any]], bool | Decision] | None = None
     on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
     on_tool_end: Callable[[str, str, str, float], None] | None = None
     recalls: list[RecallResult] = field(default_factory=list)

@@ -154,7 +154,7 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 "created_at": "2026-01-01T00:00:00Z",
                 "message": message,
                 "done": True,
-                "done_reason": "stop",
+                "done_reason": turn.get("done_reason", "stop"),  # "length": the token limit
                 "prompt_eval_count": 10,
                 "eval_count": 5,
             }

@@ -148,7 +148,7 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
             choice = {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else "stop",
+                "finish_reason": turn.get("finish_reason") or ("tool_calls" if calls else "stop"),
             }
             self._send(
                 200,
@@ -188,7 +188,10 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
                 if state.drop_chat and n == 1:  # the server dies mid-answer
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-            self._event(data, {}, "tool_calls" if turn.get("tool_calls") else "stop")
+            finish = turn.get("finish_reason") or (
+                "tool_calls" if turn.get("tool_calls") else "stop"
+            )
+            self._event(data, {}, finish)
             if (data.get("stream_options") or {}).get("include_usage"):
                 usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
                 tail = {

@@ -411,13 +411,17 @@ def _json_then(
     return value, end, _ends(text, end, finished)
 
 
+_JSON_NAME = re.compile(r'"name"\s*+:\s*+"([^"\\]{1,64}+)"')
+
+
 def hermes(text: str, body: int, start: int, finished: bool) -> Call | None:
     """``<tool_call>`` (ending at ``body``) and a JSON call object or list."""
     from olav.runtime.rescue.formats import json_calls
 
     value, end, closed = _json_then(text, body, ("</tool_call>",), finished, fence=True)
     if value is None and not closed:
-        return ("", None, start, end, False)
+        named = _JSON_NAME.search(text, body, min(end, body + 400))
+        return (named.group(1) if named else "", None, start, end, False)
     calls = json_calls(value) if value is not None else None
     if not calls:
         return None

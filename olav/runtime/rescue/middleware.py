@@ -13,6 +13,9 @@ After the model answers it, in order:
    replaced by a proper tool call, so the model's next step and the person see a normal turn;
 5. **nudges once** a message that would end the run ``narrated``: the model is asked again,
    for this call only, with a short directive that names the tool;
+   a message that stopped on the **token limit** (``done_reason``/``finish_reason``
+   ``length``) runs nothing, structured calls included: the model is asked once to send its
+   call again, and when that is cut too the person is told the limit and how to raise it;
 6. **guards against loops**: a call repeated ``runtime.loop_limit`` times with the same
    arguments is not run again; the model is told so once, and the run stops if it repeats.
 
@@ -43,6 +46,7 @@ from olav.runtime.outcome import (
     named_tools,
     narrates,
 )
+from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.salvage import Salvage, asks_for_example, salvage
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.rescue.think import split_reasoning
@@ -52,6 +56,7 @@ log = get_logger("runtime.rescue")
 SALVAGE_EVENT = "salvaged"
 LOOP_EVENT = "loop_guard"
 CONTEXT_EVENT = "context_full"
+CUT_EVENT = "cut_short"  # a model message stopped on the token limit
 REASONING_ROLE = "reasoning"  # messages.role of the reasoning the audit keeps
 RUN_STATS_EVENT = "run_stats"  # events.kind: a run's model calls, tokens and rescue marks
 _BLOCK = re.compile(r"^\s*<relevant-memories>.*?</relevant-memories>\s*", re.S)
@@ -68,6 +73,7 @@ class RescuePolicy:
     max_model_calls: int = 24
     num_ctx: int = 16384
     provider: str = "ollama"
+    num_predict: int = 4096
 
     @classmethod
     def for_config(cls, cfg: Any, *, window: int | None = None) -> RescuePolicy:
@@ -79,6 +85,7 @@ class RescuePolicy:
             max_model_calls=int(cfg["runtime.max_model_calls"]),
             num_ctx=window or int(cfg["llm.num_ctx"]),
             provider=str(cfg["llm.provider"]),
+            num_predict=int(cfg["llm.num_predict"]),
         )
 
 
@@ -168,6 +175,10 @@ class RescueMiddleware(AgentMiddleware):
         if msg is None:
             yield _Done(response)
             return
+        if cut_short(msg):
+            msg = yield from self._cut(request, msg, tools)
+            yield _Done(_replace(response, msg))
+            return
         msg = self._clean(msg, request, tools)
         if msg.tool_calls:
             repeated = self._repeated(request, msg)
@@ -245,6 +256,7 @@ class RescueMiddleware(AgentMiddleware):
         salvaged."""
         content = message_text(msg)
         answer, thought = split_reasoning(content)
+        answer = scrub(answer)  # no family's control tokens in what the person sees
         kept = str(msg.additional_kwargs.get("reasoning_content") or "")
         reasoning = "\n\n".join(t for t in (kept, thought) if t)
         if reasoning:
@@ -255,7 +267,7 @@ class RescueMiddleware(AgentMiddleware):
             return _rebuilt(msg, answer, reasoning, [])
         found = salvage(content, tools, request=self._request_text(request), reasoning=kept)
         if not found.calls:
-            return _rebuilt(msg, answer, reasoning, [])
+            return _rebuilt(msg, found.answer if found.unfinished else answer, reasoning, [])
         self._record_salvage(found)
         calls = [
             {"name": c.name, "args": c.args, "id": f"salvaged_{uuid.uuid4().hex[:12]}"}
@@ -349,6 +361,56 @@ class RescueMiddleware(AgentMiddleware):
         # not the same announcement twice ("I will now back up …I will now back up …")
         return again if recovered else msg
 
+    # -- the token limit ---------------------------------------------------------------------
+
+    def _cut(
+        self, request: Any, msg: AIMessage, tools: dict[str, dict[str, Any]]
+    ) -> Generator[Any, Any, AIMessage]:
+        """A message that stopped on the token limit. Nothing in it runs: not its structured
+        calls (the server may have closed the last one itself), not a call written as text
+        (the model never finished it, and its siblings may be lost). When it held a call, the
+        model is asked once to send it again; the person is told when it is cut again."""
+        state = self.run.rescue
+        state.cut_short += 1
+        content = message_text(msg)
+        answer, thought = split_reasoning(content, finished=False)
+        kept = str(msg.additional_kwargs.get("reasoning_content") or "")
+        reasoning = "\n\n".join(t for t in (kept, thought) if t)
+        if reasoning:
+            state.reasoning.append(reasoning)
+        found = salvage(content, tools, reasoning=kept, finished=False) if tools else Salvage()
+        names = [c["name"] for c in msg.tool_calls] + [c.name for c in found.calls]
+        names += found.unfinished
+        limit = self.policy.num_predict
+        detail = {"agent": self.agent_name, "calls": names, "num_predict": limit}
+        self._audit(CUT_EVENT, {**detail, "retried": state.cut_short == 1 and bool(names)})
+        shown = found.answer if tools else answer
+        if not names or state.cut_short > 1:
+            what = f": {', '.join(sorted(set(names)))} did not run" if names else ""
+            self.run.warn(
+                f"the model's answer was cut off at its token limit (llm.num_predict = {limit})"
+                f"{what}. Raise llm.num_predict in olav.yaml (and the server's limit), or ask "
+                "for less at once"
+            )
+            if names and not shown.strip():  # what the person and the thread keep of the turn
+                shown = f"(The answer was cut off at the model's token limit{what}.)"
+            return _rebuilt(msg, shown, reasoning, [])
+        note = (
+            f"[olav] Your last message was cut off at the token limit ({limit} tokens) before "
+            "it ended, so its tool call did not run. Send the tool call again, complete, as one "
+            "tool call; keep its arguments short (write long content in parts)."
+        )
+        plain = _rebuilt(msg, shown, "", [])
+        response = yield _Ask(
+            request.override(messages=[*request.messages, plain, HumanMessage(content=note)])
+        )
+        again = self._account(response)
+        if again is None:
+            return _rebuilt(msg, shown, reasoning, [])
+        if cut_short(again):
+            return (yield from self._cut(request, again, tools))
+        return self._clean(again, request, tools)
+
     # -- the loop guard ---------------------------------------------------------------------
 
     def _repeated(self, request: Any, msg: AIMessage) -> str:
@@ -397,6 +459,13 @@ class RescueMiddleware(AgentMiddleware):
                 self.run.audit.event(self.run.run_id, kind, detail)
             except Exception as exc:  # the audit must never break the run
                 log.warning("audit event %s not written: %s", kind, exc)
+
+
+def cut_short(msg: AIMessage) -> bool:
+    """The message stopped on the token limit: Ollama's ``done_reason``, an OpenAI-compatible
+    server's ``finish_reason``."""
+    meta = msg.response_metadata or {}
+    return "length" in (meta.get("done_reason"), meta.get("finish_reason"))
 
 
 def nudge_text(named: list[str], offered: list[str]) -> str:
