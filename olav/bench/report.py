@@ -77,6 +77,12 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
     from olav.bench.toolcalls import heldout_corpus
 
     out["toolcalls_heldout"] = run_toolcalls(load_cases(heldout_corpus()))
+    from olav.bench import toolcall_suite
+
+    if toolcall_suite.available():
+        out["toolcall_suite"] = toolcall_suite.run_suite()
+    else:
+        out["skipped"]["toolcall_suite"] = "canitoolcall is not installed (make install)"
     from olav.bench.nudge import run_nudge_bench
 
     out["nudge"] = run_nudge_bench()
@@ -184,6 +190,20 @@ def write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+SUITE_INTRO = (
+    "CanIToolCall's fixtures are raw outputs of nine open model families with provenance "
+    "(vLLM's, SGLang's and llama.cpp's test suites, renders of each model's official chat "
+    "template, public bug reports), judged by the suite's own checks: the calls in order with "
+    "arguments compared as parsed JSON, no call from truncated or malformed output, no family "
+    "marker in the answer, and every streamed chunking equal to the whole. The held-out quarter "
+    "(by a hash of the id) was not looked at until the parser was done: its first run gave 125 "
+    "of 129 (calls 100 of 104, 3 marker leaks, 0 calls from cut output); the rows below come "
+    f"after the fixes it led to (see [{NOTES}]({NOTES}#the-conformance-suite)). Before this "
+    "work: 268 of 359 calls exact, Gemma 4 0 of 37, and 14 calls run from output the model "
+    "never finished."
+)
+
+
 def markdown_runtime(report: dict[str, Any]) -> list[str]:
     """Sections 5 on (the turn, threads, datasets, the server): what runs on every request."""
     lines: list[str] = []
@@ -209,6 +229,16 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             f"to, so they are in sample now (see [{NOTES}]({NOTES}#tool-calls-held-out)).",
             "",
             markdown_toolcalls(report["toolcalls_heldout"]),
+        ]
+    if report.get("toolcall_suite"):
+        from olav.bench.toolcall_suite import markdown_suite
+
+        lines += [
+            "### A public conformance suite (`olav bench toolcalls --suite canitoolcall`)",
+            "",
+            SUITE_INTRO,
+            "",
+            markdown_suite(report["toolcall_suite"]),
         ]
     if report.get("nudge"):
         from olav.bench.nudge import markdown_nudge
