@@ -93,7 +93,11 @@ class ScriptedChatModel(BaseChatModel):
         ]
         usage = turn.get("usage")
         meta = {**usage, "total_tokens": sum(usage.values())} if usage else None
-        return AIMessage(content=content, tool_calls=calls, usage_metadata=meta)
+        # "done_reason": "length" plays a message that stopped on the token limit
+        done = {"done_reason": str(turn["done_reason"])} if turn.get("done_reason") else {}
+        return AIMessage(
+            content=content, tool_calls=calls, usage_metadata=meta, response_metadata=done
+        )
 
     def _generate(
         self,
@@ -131,6 +135,7 @@ class ScriptedChatModel(BaseChatModel):
                 if last
                 else [],
                 usage_metadata=msg.usage_metadata if last else None,
+                response_metadata=dict(msg.response_metadata) if last else {},
             )
             if run_manager:
                 run_manager.on_llm_new_token(word, chunk=ChatGenerationChunk(message=chunk))

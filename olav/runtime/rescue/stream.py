@@ -30,8 +30,12 @@ _MARKERS = (
     "functools[",
     "```json",
     "```tool",
+    ">>>",  # functionary v3.2's recipient
 )
 _LINE_START = re.compile(r"(?:^|\n)[ \t]*[\[{]")
+_FENCE_BEFORE = re.compile(r"(?:^|\n)[ \t]*```[ \t]*(?:json|tool\w*)?[ \t]*\n[ \t]*$")
+_CALL_AT_START = re.compile(r"\s*[A-Za-z_][\w.]*\(")  # a pythonic call as the whole message
+_NAME_AT_START = re.compile(r"\s*[A-Za-z_][\w.]*")
 _LONGEST = max(len(m) for m in _MARKERS)
 
 
@@ -57,6 +61,8 @@ class StreamGuard:
         keep = _partial_marker(text)
         if not self.shown and text[: len(text) - keep].isspace():  # the start: wait for more
             keep = len(text)
+        if not self.shown and _NAME_AT_START.fullmatch(text):  # a call's name may follow
+            keep = len(text)
         self._tail = text[len(text) - keep :] if keep else ""
         return self._show(text[: len(text) - keep])
 
@@ -81,8 +87,11 @@ def _first_marker(text: str, *, at_start: bool) -> int | None:
     hits = [i for i in (text.find(m) for m in _MARKERS) if i >= 0]
     for line in _LINE_START.finditer(text):
         if line.group().startswith("\n") or at_start:  # a line start, not mid-line
-            hits.append(line.start())
+            fence = _FENCE_BEFORE.search(text, 0, line.start() + 1)
+            hits.append(fence.start() if fence else line.start())  # a fence that opens JSON
             break
+    if at_start and _CALL_AT_START.match(text):
+        hits.append(0)
     return min(hits) if hits else None
 
 
@@ -90,7 +99,12 @@ def _partial_marker(text: str) -> int:
     """How many characters at the end of ``text`` could begin a marker (or a line that
     could start a JSON value)."""
     if text.rstrip(" \t").endswith("\n"):  # the next chunk may open a line with { or [
-        return len(text) - len(text.rstrip(" \t\n"))
+        kept = len(text) - len(text.rstrip(" \t\n"))
+        fence = _FENCE_BEFORE.search(text)  # a fence line that may open a JSON call
+        return len(text) - fence.start() if fence else kept
+    last = text.rsplit("\n", 1)[-1]
+    if last.lstrip(" \t").startswith("`"):  # a line that may be a fence: wait for its end
+        return len(last)
     for size in range(min(_LONGEST, len(text)), 0, -1):
         tail = text[-size:]
         if any(m.startswith(tail) for m in _MARKERS):
@@ -109,7 +123,7 @@ def unshown(shown: str, answer: str) -> str:
         rest = answer[len(shown) :]
         if trailing and rest.startswith(trailing):  # blanks the stream printed already
             return rest[len(trailing) :]
-        return rest.lstrip("\n")
+        return rest
     # the stream showed something the answer is not: reasoning whose opening tag was in the
     # chat template and whose closing tag came after the stream's hold
     if shown.endswith(answer.strip()):
