@@ -255,15 +255,15 @@ def test_olav_memory_policy_prints_every_value_with_its_source(
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
     rows = {r["key"]: r for r in data["values"]}
-    assert rows["quotas.fact"]["value"] == 4
-    assert rows["quotas.fact"]["source"] == f"{ws.config_path}: memory.policy.quotas.fact"
-    assert rows["half_life_days"] == {
-        "key": "half_life_days",
+    assert rows["memory.policy.quotas.fact"]["value"] == 4
+    assert rows["memory.policy.quotas.fact"]["source"] == "olav.yaml"
+    assert rows["memory.half_life_days"] == {
+        "key": "memory.half_life_days",
         "value": 9.0,
-        "source": f"{ws.config_path}: memory.half_life_days",
+        "source": "olav.yaml",
     }
-    assert rows["quotas.usage_guide"]["source"] == "default"
-    assert rows["capacity.reflection"]["value"] is None
+    assert rows["memory.policy.quotas.usage_guide"]["source"] == "default"
+    assert rows["memory.policy.capacity.reflection"]["value"] is None
     # the hash embedder has no floors of olav's: none, until this workspace calibrates some
     assert data["relevance"]["floors"] is None
     floors = Floors(0.1, 0.05, 0.0, 0.1, 0.1, 0.01)
@@ -272,9 +272,10 @@ def test_olav_memory_policy_prints_every_value_with_its_source(
     save_workspace_calibration(ws.databases, key, floors, {})
     data = json.loads(olav("memory", "policy", "--json").output)
     assert data["relevance"]["floors"]["directive"] == 0.1
-    assert data["relevance"]["source"] == str(ws.databases / "calibration.json")
+    assert data["relevance"]["source"] == "calibration"
+    assert data["relevance"]["file"] == str(ws.databases / "calibration.json")
     text = olav("memory", "policy").output
-    assert "quotas.fact" in text and "memory.policy.quotas.fact" in text
+    assert "memory.policy.quotas.fact" in text
     assert "calibration.json" in text and "unbounded" in text
 
 

@@ -106,7 +106,8 @@ def _suite(name: str, *, as_json: bool, markdown: bool) -> None:
             )
         console.print(table)
         for miss in report["not_passed"]:
-            console.print(f"not passed: {miss['id']} ({', '.join(miss['failed'][:3])})", markup=False)
+            failed = ", ".join(miss["failed"][:3])
+            console.print(f"not passed: {miss['id']} ({failed})", markup=False)
     if not all(report["met"].values()):
         raise typer.Exit(1)
 

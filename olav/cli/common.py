@@ -4,14 +4,43 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+# the width of output that is not a terminal (a pipe, a file) when COLUMNS does not say: wide
+# enough that a table's last column (`olav log list`'s query) is not cut to a few letters
+PIPE_WIDTH = 200
+
+
+class _Console(Console):
+    """rich's Console, but output that goes to a pipe or a file is not drawn 80 columns wide
+    (rich's default there, or the width of whatever terminal stdin happens to be): it takes
+    COLUMNS when that is set, else :data:`PIPE_WIDTH`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._first_width = self._width  # rich's own reading of COLUMNS, once
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        got = super().size
+        if self._width != self._first_width or self.is_terminal:  # a width set since wins
+            return got
+        columns = os.environ.get("COLUMNS", "")  # now, not when the module was imported
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+        return ConsoleDimensions(width, got.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = _Console(highlight=False, soft_wrap=False)
+err_console = _Console(stderr=True, highlight=False)
 
 
 def counted(n: int, noun: str, plural: str = "") -> str:

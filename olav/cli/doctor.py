@@ -34,17 +34,53 @@ def doctor(
 
 def show_config(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show the resolved configuration and where each value comes from."""
-    import os
+    from rich.markup import escape
 
     from olav.core.settings import SETTINGS
 
     ws = open_workspace()
+    calibrated = _calibrated_keys(ws)
     rows = []
     for s in SETTINGS:
-        source = "env" if s.env in os.environ else "olav.yaml/default"
+        source = ws.config.source(s.key)
+        if source == "default" and s.key in calibrated:
+            source = "calibration"
         rows.append({"key": s.key, "value": ws.config[s.key], "env": s.env, "source": source})
     if as_json:
         print_json(rows)
         return
+    key_w = max(len(r["key"]) for r in rows)
+    value_w = min(28, max(len(str(r["value"])) for r in rows))
+    source_w = max((len(r["source"]) for r in rows if r["source"] != r["env"]), default=7)
     for r in rows:
-        console.print(f"{r['key']:<24} {r['value']!s:<28} [dim]{r['env']} ({r['source']})[/]")
+        style = "dim" if r["source"] == "default" else "cyan"
+        # the variable that could set it; when it does, the source names it already
+        where = "" if r["source"] == r["env"] else f"  [dim]{r['env']}[/]"
+        console.print(
+            f"{r['key']:<{key_w}}  {escape(str(r['value'])):<{value_w}}  "
+            f"[{style}]{escape(r['source']):<{source_w}}[/]{where}",
+            soft_wrap=True,
+        )
+
+
+def _calibrated_keys(ws: object) -> set[str]:
+    """The ``auto`` settings whose numbers this workspace calibrated (``olav memory
+    calibrate``): memory.relevance's floors, reranker.floors' accept/reject."""
+    from olav.core.config import Workspace
+
+    assert isinstance(ws, Workspace)
+    cfg = ws.config
+    out: set[str] = set()
+    if str(cfg["memory.relevance"]).strip().lower() == "auto":
+        from olav.memory.recall.calibration import floors_and_source
+
+        embedder = f"{cfg['embedder.provider']}:{cfg['embedder.model']}"
+        _, source = floors_and_source(cfg, embedder, ws.databases)
+        if source.endswith("calibration.json"):
+            out.add("memory.relevance")
+    if cfg["reranker.provider"] != "none" and str(cfg["reranker.floors"]).lower() == "auto":
+        from olav.memory.recall.second_look import read_rerank_floors, reranker_key
+
+        if read_rerank_floors(ws.databases, reranker_key(cfg)) is not None:
+            out.add("reranker.floors")
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,11 @@ def list_cmd(
     from rich import box
     from rich.table import Table
 
+    # a terminal (or a width set with COLUMNS) is filled and the query cut to it; a pipe gets
+    # lines as long as they are, with the whole query
+    tty = console.is_terminal or bool(os.environ.get("COLUMNS"))
     table = Table(
-        box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=True, collapse_padding=True
+        box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=tty, collapse_padding=True
     )
     table.add_column("run", style="bold", no_wrap=True)
     table.add_column("started", no_wrap=True)
@@ -135,7 +139,7 @@ def list_cmd(
             str(r.n_steps),
             str(r.n_tool_calls),
             _marks(r),
-            escape(_one_line(r.query, 80)),
+            escape(_one_line(r.query, 80 if tty else 500)),
         )
     console.print(table)
 

@@ -183,7 +183,11 @@ class Chat:
         self.console.print(
             Text(f"  {name} needs your approval: {_short(args, 120)}", style="yellow")
         )
-        return self._yes("  Allow? [y/N] ")
+        allowed = self._yes("  Allow? [y/N] ")
+        # the answer is taken: say what happens now, not still what was asked
+        said = f"allowed, running {name}…" if allowed else f"denied: {name} does not run"
+        self.console.print(Text(f"  {said}", style="green" if allowed else "yellow"))
+        return allowed
 
     def consent(self, name: str, args: dict[str, Any]) -> bool:
         """commit_to_memory: show what would be stored; only an explicit y stores it.

@@ -125,12 +125,22 @@ class Config:
     values: dict[str, Any] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the raw `memory.policy` mapping, checked when memory builds its policy from it
-    # (olav.memory.policy); and where each value came from: the file or an OLAV_* variable
+    # (olav.memory.policy); and where each value came from: the file (a value that differs
+    # from the default) or an OLAV_* variable; a key absent here is the default (source())
     policy: Any = None
     origins: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    def source(self, key: str) -> str:
+        """Where a setting's value comes from, as ``olav config`` shows it: ``default``,
+        ``olav.yaml`` (a value that differs from the default the template wrote) or the
+        ``OLAV_*`` variable that set it."""
+        got = self.origins.get(key)
+        if not got:
+            return "default"
+        return got if got.startswith("OLAV_") else CONFIG_NAME
 
     @classmethod
     def load(cls, path: Path | None, *, environ: dict[str, str] | None = None) -> Config:
@@ -169,8 +179,12 @@ class Config:
                     f"{path}: unknown key '{key}'",
                     hint="Remove it; `olav config` lists every key (docs/configuration.md)",
                 )
-            values[key] = _coerce(SETTINGS_BY_KEY[key], val, str(path))
-            origins[key] = str(path)
+            setting = SETTINGS_BY_KEY[key]
+            values[key] = _coerce(setting, val, str(path))
+            # a key olav init wrote (the template holds every default) or one set back to its
+            # default is the default: only a changed value is the file's
+            if values[key] != setting.default:
+                origins[key] = str(path)
         for setting in SETTINGS:
             if setting.env in env:
                 values[setting.key] = _coerce(setting, env[setting.env], setting.env)

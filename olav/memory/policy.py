@@ -487,24 +487,7 @@ def _from_settings(b: _Builder, config: Any) -> None:
 
 
 def _apply_policy(b: _Builder, raw: Any) -> None:
-    sections = (
-        "quotas",
-        "tier_totals",
-        "episode_share",
-        "candidates",
-        "recent_episodes",
-        "tool_lessons",
-        "ttl_days",
-        "half_life_days",
-        "no_decay_origins",
-        "capture",
-        "confidence",
-        "dedup",
-        "conflicts",
-        "capacity",
-        "second_look",
-    )
-    got = b.mapping("", raw, sections) if raw is not None else {}
+    got = b.mapping("", raw, POLICY_SECTIONS) if raw is not None else {}
     cats = tuple(CATEGORIES)
 
     def src(name: str, key: str) -> None:
@@ -571,8 +554,7 @@ def _apply_policy(b: _Builder, raw: Any) -> None:
             src("episode_every_turns", "capture.episode_every_turns")
     if "confidence" in got:
         conf = dict(DEFAULTS.confidence)
-        # the categories whose writers read the workspace's policy (imports use the defaults)
-        made = ("operational_event", "query_pattern", "reflection", "episode")
+        made = _YAML_KEY_OF["confidence"][1] or ()
         for k, v in _per_category(
             b, "confidence", got["confidence"], lambda k, v: _number(b, k, v, 0.0), made
         ).items():
@@ -669,6 +651,106 @@ def policy_for(config: Any) -> MemoryPolicy:
                 _BUILT.clear()
             _BUILT[key] = got
     return got
+
+
+# -- names: each value's olav.yaml key ---------------------------------------------------------
+
+# the one table of which olav.yaml key sets which MemoryPolicy field: `olav memory policy`
+# shows these names, the parser takes its memory.policy sections from it
+# (POLICY_SECTIONS), and a test writes every key back into olav.yaml. A mapping field's
+# entries are named "<key>.<entry>", for the entries in the third element (None: every
+# entry the field has). A field, or an entry, absent here has no key: it is built in.
+YAML_KEYS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
+    ("quotas", f"{POLICY_KEY}.quotas", None),
+    ("tier_totals", f"{POLICY_KEY}.tier_totals", None),
+    ("token_budget", "memory.token_budget", None),
+    ("episode_share", f"{POLICY_KEY}.episode_share", None),
+    ("candidates", f"{POLICY_KEY}.candidates", None),
+    ("recent_episodes", f"{POLICY_KEY}.recent_episodes", None),
+    ("tool_lessons", f"{POLICY_KEY}.tool_lessons", None),
+    ("relevance", "memory.relevance", None),
+    ("floors", "memory.relevance", None),
+    ("second_opinion", "memory.second_opinion", None),
+    ("judge_band", "memory.judge_band", None),
+    ("judge_close_calls", f"{POLICY_KEY}.second_look.close_calls", None),
+    ("rerank_uncalibrated", f"{POLICY_KEY}.second_look.uncalibrated", None),
+    ("write_verbs", f"{POLICY_KEY}.capture.write_verbs", None),
+    ("never_capture", f"{POLICY_KEY}.capture.never", None),
+    # the categories whose writers read the workspace's policy (imports use the defaults)
+    (
+        "confidence",
+        f"{POLICY_KEY}.confidence",
+        ("operational_event", "query_pattern", "reflection", "episode"),
+    ),
+    ("episode_every_turns", f"{POLICY_KEY}.capture.episode_every_turns", None),
+    ("lesson_dedup", "memory.dedup_distance", None),
+    ("supersede_distance", f"{POLICY_KEY}.dedup.supersede", None),
+    ("conflicts", f"{POLICY_KEY}.conflicts", None),
+    ("ttl", f"{POLICY_KEY}.ttl_days", None),
+    ("half_life_days", "memory.half_life_days", None),
+    ("category_half_life", f"{POLICY_KEY}.half_life_days", None),
+    ("no_decay_origins", f"{POLICY_KEY}.no_decay_origins", None),
+    # guides are never archived, so they have no capacity to set
+    (
+        "capacity",
+        f"{POLICY_KEY}.capacity",
+        tuple(c for c in CATEGORIES if c not in DEFAULTS.never_archived),
+    ),
+)
+_YAML_KEY_OF = {name: (key, entries) for name, key, entries in YAML_KEYS}
+# the sections under memory.policy, in the table's order
+POLICY_SECTIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        key[len(POLICY_KEY) + 1 :].split(".")[0]
+        for _, key, _ in YAML_KEYS
+        if key.startswith(POLICY_KEY + ".")
+    )
+)
+
+
+def yaml_key(name: str, entry: str | None = None) -> str | None:
+    """The olav.yaml key that sets a policy value (``ttl``, ``reflection`` ->
+    ``memory.policy.ttl_days.reflection``), or None for a built-in value."""
+    found = _YAML_KEY_OF.get(name)
+    if found is None:
+        return None
+    key, entries = found
+    if entry is None:
+        return key
+    return f"{key}.{entry}" if entries is None or entry in entries else None
+
+
+def source_label(source: str, changed: bool = True) -> str:
+    """A source as ``olav memory policy`` shows it: ``default``, ``olav.yaml`` (only for a
+    value that differs from the default) or the ``OLAV_*`` variable that set it."""
+    if source.startswith("OLAV_"):
+        return source
+    if source == DEFAULT_SOURCE or not changed:
+        return DEFAULT_SOURCE
+    return "olav.yaml"
+
+
+def display_rows(
+    policy: MemoryPolicy,
+) -> tuple[list[tuple[str, Any, str]], list[tuple[str, Any]]]:
+    """What ``olav memory policy`` prints: every value that olav.yaml can set as (its
+    olav.yaml key, JSON-safe value, source label), and the built-in values as (field name,
+    value). The relevance floors and the lesson dedup distance are left out: they depend on
+    the embedder and the calibration, and are shown apart."""
+    defaults = {key: value for key, value, _ in policy_rows(DEFAULTS)}
+    settable: list[tuple[str, Any, str]] = []
+    built_in: list[tuple[str, Any]] = []
+    for name, value, source in policy_rows(policy):
+        field_name, _, entry = name.partition(".")
+        if field_name in ("relevance", "floors", "lesson_dedup"):
+            continue
+        key = yaml_key(field_name, entry or None)
+        if key is None:
+            built_in.append((name, value))
+            continue
+        changed = name not in defaults or defaults[name] != value
+        settable.append((key, value, source_label(source, changed)))
+    return settable, built_in
 
 
 def policy_rows(policy: MemoryPolicy) -> list[tuple[str, Any, str]]:

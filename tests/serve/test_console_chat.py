@@ -175,8 +175,25 @@ def test_a_dangerous_tool_waits_for_allow_or_deny(served: Served, page: Any, but
     tid = thread_of(page)
     assert answers_of(served.ws, tid) == ["interrupt"] and snapshots(served.ws) == before
 
+    status = turn.locator("p.run-status").first
+    assert status.inner_text().startswith("waiting for your answer")
+    # every text the waiting run's status line takes from the answer on (issue 38: it said
+    # "waiting for your answer" after Allow)
+    status.evaluate(
+        """line => {
+          window.statusSeen = [];
+          new MutationObserver(() => window.statusSeen.push(line.textContent))
+            .observe(line, {childList: true, characterData: true, subtree: true});
+        }"""
+    )
     asked.get_by_role("button", name=button).click()
     page.locator(ENDED).wait_for()
+    seen = page.evaluate("window.statusSeen")
+    verb = "allowed, running take_snapshot…" if button == "Allow" else "denied, take_snapshot"
+    assert seen and seen[0].startswith(verb), seen
+    past = "allowed take_snapshot" if button == "Allow" else "denied take_snapshot"
+    assert status.inner_text().startswith(past + " · ")
+    assert "waiting for your answer" not in turn.inner_text()
     answer = turn.locator(".msg.assistant .text").last.inner_text()
     if button == "Allow":
         assert answer.startswith("tool said: Saved exports/snapshots/")

@@ -1,6 +1,7 @@
 """Every page of the console on a demo workspace, in Debian's chromium at 1280×800: no page
 scrolls sideways, the memory table keeps every column (the score too) inside its box at 1280
-wide and in a narrow window, and the Health charts fill their cards with every label inside.
+wide and in a narrow window, the Why table's reasons wrap inside its box at 1280, and the
+Health charts fill their cards with every label inside.
 
 The demo has two weeks of history (tests/serve/_history.py: memory dated back, runs and
 recalls on each day), so that the Health charts show trends; a chat thread with two turns
@@ -244,6 +245,32 @@ def _memory_columns_fit(page: Any) -> None:
     assert overflow == [0, 0], f"the memory table overflows at {page.viewport_size}: {overflow}"
 
 
+def _why_reasons_fit(page: Any) -> None:
+    """The Why table's last column, the reason, lies inside the table's box and the window,
+    and no reason is clipped in its cell (its text wraps: issue 38 cut it at 1280 px)."""
+    got = page.evaluate(
+        """() => {
+          const wrap = document.querySelector('.table-wrap');
+          const box = wrap.getBoundingClientRect();
+          const cells = [...wrap.querySelectorAll('td[data-col="why"]')];
+          return {
+            cells: cells.length,
+            scroll: wrap.scrollWidth - wrap.clientWidth,
+            outside: cells.filter(td => {
+              const r = td.getBoundingClientRect();
+              return r.right > box.right + 1 || r.right > window.innerWidth;
+            }).map(td => td.textContent),
+            clipped: cells.filter(td => td.scrollWidth > td.clientWidth + 1)
+              .map(td => td.textContent),
+            longest: Math.max(...cells.map(td => td.textContent.length)),
+          };
+        }"""
+    )
+    assert got["cells"] > 0 and got["longest"] > 40, got  # reasons long enough to wrap
+    assert got["scroll"] <= 0, f"the Why table scrolls sideways at {page.viewport_size}: {got}"
+    assert not got["outside"] and not got["clipped"], got
+
+
 def _charts_fit(page: Any) -> None:
     """Every Health chart is as wide as its card, and every label lies inside its svg."""
     page.locator('#health[data-drawn="yes"]').wait_for()
@@ -278,6 +305,8 @@ def test_every_page_fits_1280_by_800(served: Served, page: Any, chats: dict[str,
         _no_sideways_scroll(page)
         if name == "health":
             _charts_fit(page)
+        if name == "why":
+            _why_reasons_fit(page)
         if name == "chat":  # what the model saw, opened for the first turn
             page.locator("li.turn details.saw summary").first.click()
             assert page.locator("li.turn details.saw pre.block").first.is_visible()
@@ -286,6 +315,14 @@ def test_every_page_fits_1280_by_800(served: Served, page: Any, chats: dict[str,
     assert page.locator("thead th").last.inner_text() == "text"
     assert page.locator("td[data-col=score]").count() > 0
     _memory_columns_fit(page)
+
+
+def test_the_why_reasons_wrap_at_1280(served: Served, page: Any) -> None:
+    assert page.viewport_size == {"width": 1280, "height": 800}
+    got = page.goto(served.url + f"/why?q={WHY.replace(' ', '+')}&agent=netops")
+    assert got.status == 200
+    _why_reasons_fit(page)
+    _no_sideways_scroll(page)
 
 
 def test_the_memory_table_fits_a_narrow_window(served: Served, page: Any) -> None:

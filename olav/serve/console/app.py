@@ -21,7 +21,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.log import get_logger
@@ -89,6 +89,25 @@ class Console:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+    def claims(self, scope: Any, api_routes: Any) -> bool:
+        """Whether a request :func:`handles` does not name is the console's all the same: a
+        GET for a path no API route has, from a browser logged in to the console (its
+        session cookie, no API token). The console answers it with its Not found page; a
+        stranger, a script with a token, and every API path keep the API's JSON answers."""
+        if scope.get("method") not in ("GET", "HEAD"):
+            return False
+        request = Request(scope)
+        if _has_token(request) or self._session(request) is None:
+            return False
+        for route in api_routes:
+            try:
+                match, _ = route.matches(scope)
+            except Exception:  # a scope no route can read
+                continue
+            if match is not Match.NONE:
+                return False
+        return True
 
     def _routes(self) -> list[Route]:
         return [
@@ -256,11 +275,18 @@ class Console:
         code = getattr(exc, "status_code", 404)
         what = "Not allowed" if code == 405 else "Not found"
         body = h(
-            '<p class="error" role="alert">{} {}</p><p><a href="/">Back</a></p>',
+            '<p class="error" role="alert">{} {}: the console has no such page.</p>'
+            '<p><a href="/">Back to the dashboard</a></p>',
             request.method,
             request.url.path,
         )
-        return HTMLResponse(page(what, body), status_code=code)
+        session = self._session(request)  # logged in: the page keeps its navigation
+        if session is not None:
+            request.state.operator = session.operator
+            text = page(what, body, operator=session.operator, csrf=session.csrf)
+        else:
+            text = page(what, body)
+        return HTMLResponse(text, status_code=code)
 
     async def _crashed(self, request: Request, exc: Exception) -> Response:
         log.exception("console %s %s failed", request.method, request.url.path)
@@ -371,6 +397,7 @@ def dashboard(ctx: Ctx) -> Page:
                     ("/drafts", counts["drafts"], "drafts waiting for your decision"),
                 ]
             ),
+            runs.whose_runs(ctx) if not counts["runs"] else Markup(""),
             Markup("<h2>Latest runs</h2>"),
             runs.runs_table(latest),
         ]

@@ -86,6 +86,7 @@ def runs_page(ctx: Ctx) -> Page:
     body = join(
         [
             form,
+            whose_runs(ctx),
             h('<p class="lead">{}</p>', VISIBILITY_NOTE),
             runs_table(runs),
             pager("/runs", params, offset, limit, len(runs), total),
@@ -96,9 +97,34 @@ def runs_page(ctx: Ctx) -> Page:
         "offset": offset,
         "limit": limit,
         "total": total,
+        "operator": ctx.operator,
+        "terminal_operator": ctx.owner,
         "runs": [_summary_json(r) for r in runs],
     }
     return Page("Runs", body, data, active="/runs")
+
+
+def whose_runs(ctx: Ctx) -> Markup:
+    """Whose runs the page lists, and whose the terminal's are: a token named as in the docs
+    (``alice``) sees none of the runs ``olav chat`` made, which are the login name's."""
+    me, owner = ctx.operator, ctx.owner
+    if me == owner:
+        return h(
+            '<p class="lead whose">The runs of operator <strong>{}</strong>: you are this '
+            "workspace's own operator, so the terminal's runs (<code>olav chat</code>, "
+            "<code>olav ask</code>) and olav's own jobs are yours too.</p>",
+            me,
+        )
+    return h(
+        '<p class="lead whose">The runs of operator <strong>{}</strong>. The terminal\'s runs '
+        "(<code>olav chat</code>, <code>olav ask</code>) and olav's own jobs belong to operator "
+        "<strong>{}</strong> (<code>memory.user</code>, else the login name): to see them "
+        "here, log in with a token for that name (<code>olav serve token create {}</code>)."
+        "</p>",
+        me,
+        owner,
+        owner,
+    )
 
 
 def runs_table(runs: list[Any]) -> Markup:

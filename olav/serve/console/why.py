@@ -158,7 +158,9 @@ def _candidates(cands: list[Any], *, relevance_on: bool = True) -> Markup:
                 r["reason"] or ("relevant" if c.signals.relevant else ""),
             ]
         )
-    return table(COLUMNS, cells, empty="No candidates: the search found nothing readable.")
+    return table(
+        COLUMNS, cells, empty="No candidates: the search found nothing readable.", cls="why"
+    )
 
 
 def _num(value: float | None, fmt: str) -> Markup:

@@ -79,6 +79,12 @@
         for (const b of actions.querySelectorAll("button")) b.disabled = true;
         box.appendChild(el("p", "hint", `you answered: ${label}`));
         turn.current = null;
+        // the turn no longer waits: its status line says what the answer does now
+        turn.dataset.state = "running";
+        turn.answer = answer === "allow"
+          ? { now: `allowed, running ${ask.action}…`, then: `allowed ${ask.action}` }
+          : { now: `denied, ${ask.action} does not run`, then: `denied ${ask.action}` };
+        status(turn, turn.answer.now);
         send("/chat/answer", { thread: form.elements.thread.value, answer }, turn);
       });
       actions.appendChild(button);
@@ -102,18 +108,34 @@
     turn.appendChild(details);
   }
 
+  // the status line of the run that waited for an answer: its text before the audit link
+  function status(turn, text) {
+    if (turn.waitingNote) turn.waitingNote.firstChild.textContent = `${text} · `;
+  }
+
   function done(turn, end) {
     turn.dataset.state = end.waiting ? "waiting" : end.outcome || end.status;
     if (end.answer && !end.waiting) answerBox(turn).textContent = end.answer;
     if (end.error) turn.appendChild(el("p", "error", end.error));
     saw(turn, end.recalls || []);
-    const note = el("p", "hint", `${end.waiting ? "waiting for your answer" : end.outcome || end.status} · `);
+    if (turn.waitingNote && turn.answer) {
+      // the end of the run the answer continued: the line says what was answered
+      status(turn, turn.answer.then);
+      turn.waitingNote = null;
+      turn.answer = null;
+    }
+    const note = el("p", "hint run-status");
+    note.appendChild(document.createTextNode(`${end.waiting ? "waiting for your answer" : end.outcome || end.status} · `));
     if (end.run) {
       const a = el("a", "", "the run in the audit");
       a.href = `/runs/${encodeURIComponent(end.run)}`;
       note.appendChild(a);
     }
     turn.appendChild(note);
+    if (end.waiting) {
+      turn.waitingNote = note;
+      if (turn.answer) status(turn, turn.answer.now); // answered before this line came
+    }
   }
 
   function handle(turn, event, data) {
