@@ -55,3 +55,10 @@ def test_piped_output_honours_columns(
     line = next(x for x in lines if one_run[:8] in x)
     assert QUERY not in line and "…" in line
     assert max(len(x) for x in lines) <= 70
+
+
+def test_help_shows_no_type_after_a_flag(olav_main: OlavMain) -> None:
+    res = olav_main("ask", "--help")
+    assert res.returncode == 0
+    assert "<bool>" not in res.stdout
+    assert "<str>" in res.stdout  # an option that takes a value still says what it takes

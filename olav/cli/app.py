@@ -13,6 +13,22 @@ from olav.cli import mcp as mcp_cmd
 from olav.cli import serve as serve_cmd
 from olav.core.errors import OlavError
 
+
+def _flags_without_type() -> None:
+    """``--help`` shows no ``<bool>`` after a flag (typer 0.29 writes the type of every
+    option, a flag's included: ``--json <bool>`` reads as if it took a value)."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: object) -> str | None:
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)  # type: ignore[arg-type]
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_without_type()
+
 app = typer.Typer(
     name="olav",
     help="olav: an agent platform for local small models, steered by memory.\n\n"
