@@ -7,13 +7,16 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from olav.core.config import Config, Workspace
 from olav.core.errors import ConfigError
+from olav.memory import policy as policy_module
 from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.lifecycle.decay import decay_weight
 from olav.memory.policy import DEFAULTS, Floors, MemoryPolicy, policy_for
@@ -423,3 +426,40 @@ def test_olav_serve_sessions_keep_the_workspace_s_policy(tmp_path: Path) -> None
     assert policy_for(bob.config).quotas["fact"] == 5
     assert policy_for(bob.config) == policy_for(ws.config)
     assert bob.config.origins == ws.config.origins
+
+
+def _nested(path: str, value: object) -> dict:  # type: ignore[type-arg]
+    """``memory.policy.a.b`` = value as the mapping under ``memory.policy``."""
+    parts = path.split(".")[2:]
+    out: object = value
+    for part in reversed(parts):
+        out = {part: out}
+    assert isinstance(out, dict)
+    return out
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r in policy_module.POLICY_TABLE if r.read is not None],
+    ids=lambda r: r.path,
+)
+def test_every_key_of_the_table_is_read_and_a_bad_value_names_it(row: Any) -> None:
+    """The table is the parser: each memory.policy key it lists is read (a good value lands
+    in its field), and a bad one is a one-line error naming the key."""
+    entry = (row.entries or row.each)[0] if row.each else ""
+    path = f"{row.path}.{entry}" if entry else row.path
+    with pytest.raises(ConfigError, match=re.escape(path)):
+        policy_module.build_policy({"memory.policy": _nested(path, "bogus")})
+    good = {
+        "quotas": 2, "tier_totals": 2, "episode_share": 0.5, "candidates": 7,
+        "recent_episodes": 3, "tool_lessons": 3, "judge_close_calls": 4,
+        "rerank_uncalibrated": [0.8, 0.1], "write_verbs": ["ship"], "never_capture": ["x"],
+        "confidence": 0.4, "episode_every_turns": 4, "supersede_distance": 0.1,
+        "conflicts": "review", "ttl": 3, "category_half_life": 5.0,
+        "no_decay_origins": ["user"], "capacity": 9,
+    }[row.field]  # fmt: skip
+    built = policy_module.build_policy({"memory.policy": _nested(path, good)})
+    value = getattr(built, row.field)
+    got = value[entry] if entry else value
+    assert got != getattr(policy_module.DEFAULTS, row.field) or row.each
+    assert built.sources.get(f"{row.field}.{entry}" if entry else row.field, "").endswith(path)

@@ -23,6 +23,7 @@ set as well: ``olav memory calibrate`` saves floors per embedder in ``calibratio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import threading
@@ -487,116 +488,37 @@ def _from_settings(b: _Builder, config: Any) -> None:
 
 
 def _apply_policy(b: _Builder, raw: Any) -> None:
+    """``memory.policy`` read by :data:`POLICY_TABLE`: each key its parser, each mapping
+    section its entries, every value its source."""
     got = b.mapping("", raw, POLICY_SECTIONS) if raw is not None else {}
-    cats = tuple(CATEGORIES)
-
-    def src(name: str, key: str) -> None:
-        b.sources[name] = f"{b.where}: {POLICY_KEY}.{key}"
-
-    if "quotas" in got:
-        quotas = dict(DEFAULTS.quotas)
-        quotas.update(
-            _per_category(b, "quotas", got["quotas"], lambda k, v: _int(b, k, v, 0), cats)
-        )
-        b.changes["quotas"] = _ro(quotas)
-    if "tier_totals" in got:
-        totals = dict(DEFAULTS.tier_totals)
-        totals.update(
-            _per_category(
-                b, "tier_totals", got["tier_totals"], lambda k, v: _int(b, k, v, 0), TIERS
-            )
-        )
-        b.changes["tier_totals"] = _ro(totals)
-    if "episode_share" in got:
-        share = _number(b, f"{POLICY_KEY}.episode_share", got["episode_share"], 0.0, above=True)
-        if share > 1:
-            raise b.fail(f"{POLICY_KEY}.episode_share", "a number > 0 and ≤ 1", share)
-        b.changes["episode_share"] = share
-        src("episode_share", "episode_share")
-    for name in ("candidates", "recent_episodes", "tool_lessons"):
-        if name in got:
-            b.changes[name] = _int(b, f"{POLICY_KEY}.{name}", got[name], 1)
-            src(name, name)
-    if "ttl_days" in got:
-        ttl = dict(DEFAULTS.ttl)
-        ttl.update(_per_category(b, "ttl_days", got["ttl_days"], lambda k, v: _ttl(b, k, v), cats))
-        for k in got["ttl_days"]:
-            b.sources[f"ttl.{k}"] = b.sources.pop(f"ttl_days.{k}")
-        b.changes["ttl"] = _ro(ttl)
-    if "half_life_days" in got:
-        per = _per_category(
-            b, "half_life_days", got["half_life_days"], lambda k, v: _number(b, k, v, 0.0), cats
-        )
-        for k in per:
-            b.sources[f"category_half_life.{k}"] = b.sources.pop(f"half_life_days.{k}")
-        b.changes["category_half_life"] = _ro(per)
-    if "no_decay_origins" in got:
-        origins = _words(b, f"{POLICY_KEY}.no_decay_origins", got["no_decay_origins"])
-        if not origins <= set(ORIGINS):
-            raise b.fail(
-                f"{POLICY_KEY}.no_decay_origins", "a list of " + ", ".join(ORIGINS), sorted(origins)
-            )
-        b.changes["no_decay_origins"] = origins
-        src("no_decay_origins", "no_decay_origins")
-    if "capture" in got:
-        cap = b.mapping("capture", got["capture"], ("write_verbs", "never", "episode_every_turns"))
-        if "write_verbs" in cap:
-            b.changes["write_verbs"] = _words(
-                b, f"{POLICY_KEY}.capture.write_verbs", cap["write_verbs"]
-            )
-            src("write_verbs", "capture.write_verbs")
-        if "never" in cap:
-            b.changes["never_capture"] = _words(b, f"{POLICY_KEY}.capture.never", cap["never"])
-            src("never_capture", "capture.never")
-        if "episode_every_turns" in cap:
-            key = f"{POLICY_KEY}.capture.episode_every_turns"
-            b.changes["episode_every_turns"] = _int(b, key, cap["episode_every_turns"], 1)
-            src("episode_every_turns", "capture.episode_every_turns")
-    if "confidence" in got:
-        conf = dict(DEFAULTS.confidence)
-        made = _YAML_KEY_OF["confidence"][1] or ()
-        for k, v in _per_category(
-            b, "confidence", got["confidence"], lambda k, v: _number(b, k, v, 0.0), made
-        ).items():
-            if v > 1:
-                raise b.fail(f"{POLICY_KEY}.confidence.{k}", "a number within 0 and 1", v)
-            conf[k] = v
-        b.changes["confidence"] = _ro(conf)
-    if "dedup" in got:
-        dedup = b.mapping("dedup", got["dedup"], ("supersede",))
-        if "supersede" in dedup:
-            key = f"{POLICY_KEY}.dedup.supersede"
-            b.changes["supersede_distance"] = _number(b, key, dedup["supersede"], 0.0)
-            src("supersede_distance", "dedup.supersede")
-    if "conflicts" in got:
-        modes = dict(DEFAULTS.conflicts)
-        modes.update(
-            _per_category(b, "conflicts", got["conflicts"], lambda k, v: _conflict(b, k, v), cats)
-        )
-        b.changes["conflicts"] = _ro(modes)
-    if "second_look" in got:
-        look = b.mapping("second_look", got["second_look"], ("close_calls", "uncalibrated"))
-        if "close_calls" in look:
-            key = f"{POLICY_KEY}.second_look.close_calls"
-            b.changes["judge_close_calls"] = _int(b, key, look["close_calls"], 1)
-            src("judge_close_calls", "second_look.close_calls")
-        if "uncalibrated" in look:
-            key = f"{POLICY_KEY}.second_look.uncalibrated"
-            b.changes["rerank_uncalibrated"] = _accept_reject(b, key, look["uncalibrated"])
-            src("rerank_uncalibrated", "second_look.uncalibrated")
-    if "capacity" in got:
-        asked = got["capacity"]
-        guides = sorted(set(asked) & DEFAULTS.never_archived) if isinstance(asked, Mapping) else []
-        if guides:
-            raise ConfigError(
-                f"{b.where}: {POLICY_KEY}.capacity.{guides[0]}: guides are never archived",
-                hint="Remove the key; bound the other categories",
-            )
-        caps = dict(DEFAULTS.capacity)
-        caps.update(
-            _per_category(b, "capacity", got["capacity"], lambda k, v: _capacity(b, k, v), cats)
-        )
-        b.changes["capacity"] = _ro(caps)
+    sections: dict[str, dict[str, Any]] = {}
+    for row in POLICY_TABLE:
+        if row.read is None:
+            continue
+        rel = row.path[len(POLICY_KEY) + 1 :]
+        section, _, sub = rel.partition(".")
+        if section not in got:
+            continue
+        if sub:
+            if section not in sections:
+                sections[section] = b.mapping(section, got[section], _SUBKEYS[section])
+            if sub not in sections[section]:
+                continue
+            value = sections[section][sub]
+        else:
+            value = got[section]
+        read = row.read
+        if row.each:
+            per = _per_category(b, rel, value, functools.partial(read, b), row.each)
+            if rel != row.field:
+                for k in per:
+                    b.sources[f"{row.field}.{k}"] = b.sources.pop(f"{rel}.{k}")
+            merged = dict(getattr(DEFAULTS, row.field))
+            merged.update(per)
+            b.changes[row.field] = _ro(merged)
+        else:
+            b.changes[row.field] = read(b, row.path, value)
+            b.sources[row.field] = f"{b.where}: {row.path}"
 
 
 def build_policy(config: Any) -> MemoryPolicy:
@@ -653,59 +575,119 @@ def policy_for(config: Any) -> MemoryPolicy:
     return got
 
 
-# -- names: each value's olav.yaml key ---------------------------------------------------------
+# -- the table: each value's olav.yaml key and how it is read --------------------------------
 
-# the one table of which olav.yaml key sets which MemoryPolicy field: `olav memory policy`
-# shows these names, the parser takes its memory.policy sections from it
-# (POLICY_SECTIONS), and a test writes every key back into olav.yaml. A mapping field's
-# entries are named "<key>.<entry>", for the entries in the third element (None: every
-# entry the field has). A field, or an entry, absent here has no key: it is built in.
-YAML_KEYS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
-    ("quotas", f"{POLICY_KEY}.quotas", None),
-    ("tier_totals", f"{POLICY_KEY}.tier_totals", None),
-    ("token_budget", "memory.token_budget", None),
-    ("episode_share", f"{POLICY_KEY}.episode_share", None),
-    ("candidates", f"{POLICY_KEY}.candidates", None),
-    ("recent_episodes", f"{POLICY_KEY}.recent_episodes", None),
-    ("tool_lessons", f"{POLICY_KEY}.tool_lessons", None),
-    ("relevance", "memory.relevance", None),
-    ("floors", "memory.relevance", None),
-    ("second_opinion", "memory.second_opinion", None),
-    ("judge_band", "memory.judge_band", None),
-    ("judge_close_calls", f"{POLICY_KEY}.second_look.close_calls", None),
-    ("rerank_uncalibrated", f"{POLICY_KEY}.second_look.uncalibrated", None),
-    ("write_verbs", f"{POLICY_KEY}.capture.write_verbs", None),
-    ("never_capture", f"{POLICY_KEY}.capture.never", None),
-    # the categories whose writers read the workspace's policy (imports use the defaults)
-    (
-        "confidence",
-        f"{POLICY_KEY}.confidence",
-        ("operational_event", "query_pattern", "reflection", "episode"),
+
+@dataclass(frozen=True)
+class PolicyKey:
+    """One row of :data:`POLICY_TABLE`: the MemoryPolicy ``field``, the olav.yaml ``path``
+    that sets it, how a ``memory.policy`` value is ``read`` (None: an older ``memory.*``
+    setting, read with the settings), for a mapping read entry by entry the entries it takes
+    (``each``, merged over the defaults), and the ``entries`` `olav memory policy` names
+    (None: every entry the field has)."""
+
+    field: str
+    path: str
+    read: Callable[[_Builder, str, Any], Any] | None = None
+    each: tuple[str, ...] = ()
+    entries: tuple[str, ...] | None = None
+
+
+def _at_least(minimum: int) -> Callable[[_Builder, str, Any], int]:
+    return lambda b, key, raw: _int(b, key, raw, minimum)
+
+
+def _share(b: _Builder, key: str, raw: Any) -> float:
+    share = _number(b, key, raw, 0.0, above=True)
+    if share > 1:
+        raise b.fail(key, "a number > 0 and ≤ 1", share)
+    return share
+
+
+def _unit(b: _Builder, key: str, raw: Any) -> float:
+    value = _number(b, key, raw, 0.0)
+    if value > 1:
+        raise b.fail(key, "a number within 0 and 1", value)
+    return value
+
+
+def _origins(b: _Builder, key: str, raw: Any) -> frozenset[str]:
+    origins = _words(b, key, raw)
+    if not origins <= set(ORIGINS):
+        raise b.fail(key, "a list of " + ", ".join(ORIGINS), sorted(origins))
+    return origins
+
+
+def _bound(b: _Builder, key: str, raw: Any) -> int | None:
+    category = key.rsplit(".", 1)[-1]
+    if category in DEFAULTS.never_archived:
+        raise ConfigError(
+            f"{b.where}: {key}: guides are never archived",
+            hint="Remove the key; bound the other categories",
+        )
+    return _capacity(b, key, raw)
+
+
+_P = POLICY_KEY
+_CATS = tuple(CATEGORIES)
+# the categories whose writers read the workspace's policy (imports use the defaults)
+_WRITTEN = ("operational_event", "query_pattern", "reflection", "episode")
+
+# every value olav.yaml can set, once: the parser reads memory.policy by it, `olav memory
+# policy` names each value by its key, and a test writes every key back into olav.yaml. A
+# field absent here (or an entry absent from a row's entries) has no key: it is built in.
+POLICY_TABLE: tuple[PolicyKey, ...] = (
+    PolicyKey("quotas", f"{_P}.quotas", _at_least(0), _CATS),
+    PolicyKey("tier_totals", f"{_P}.tier_totals", _at_least(0), TIERS),
+    PolicyKey("token_budget", "memory.token_budget"),
+    PolicyKey("episode_share", f"{_P}.episode_share", _share),
+    PolicyKey("candidates", f"{_P}.candidates", _at_least(1)),
+    PolicyKey("recent_episodes", f"{_P}.recent_episodes", _at_least(1)),
+    PolicyKey("tool_lessons", f"{_P}.tool_lessons", _at_least(1)),
+    PolicyKey("relevance", "memory.relevance"),
+    PolicyKey("floors", "memory.relevance"),
+    PolicyKey("second_opinion", "memory.second_opinion"),
+    PolicyKey("judge_band", "memory.judge_band"),
+    PolicyKey("judge_close_calls", f"{_P}.second_look.close_calls", _at_least(1)),
+    PolicyKey("rerank_uncalibrated", f"{_P}.second_look.uncalibrated", _accept_reject),
+    PolicyKey("write_verbs", f"{_P}.capture.write_verbs", _words),
+    PolicyKey("never_capture", f"{_P}.capture.never", _words),
+    PolicyKey("confidence", f"{_P}.confidence", _unit, _WRITTEN, _WRITTEN),
+    PolicyKey("episode_every_turns", f"{_P}.capture.episode_every_turns", _at_least(1)),
+    PolicyKey("lesson_dedup", "memory.dedup_distance"),
+    PolicyKey("supersede_distance", f"{_P}.dedup.supersede", lambda b, k, v: _number(b, k, v, 0.0)),
+    PolicyKey("conflicts", f"{_P}.conflicts", _conflict, _CATS),
+    PolicyKey("ttl", f"{_P}.ttl_days", _ttl, _CATS),
+    PolicyKey("half_life_days", "memory.half_life_days"),
+    PolicyKey(
+        "category_half_life", f"{_P}.half_life_days", lambda b, k, v: _number(b, k, v, 0.0), _CATS
     ),
-    ("episode_every_turns", f"{POLICY_KEY}.capture.episode_every_turns", None),
-    ("lesson_dedup", "memory.dedup_distance", None),
-    ("supersede_distance", f"{POLICY_KEY}.dedup.supersede", None),
-    ("conflicts", f"{POLICY_KEY}.conflicts", None),
-    ("ttl", f"{POLICY_KEY}.ttl_days", None),
-    ("half_life_days", "memory.half_life_days", None),
-    ("category_half_life", f"{POLICY_KEY}.half_life_days", None),
-    ("no_decay_origins", f"{POLICY_KEY}.no_decay_origins", None),
+    PolicyKey("no_decay_origins", f"{_P}.no_decay_origins", _origins),
     # guides are never archived, so they have no capacity to set
-    (
+    PolicyKey(
         "capacity",
-        f"{POLICY_KEY}.capacity",
+        f"{_P}.capacity",
+        _bound,
+        _CATS,
         tuple(c for c in CATEGORIES if c not in DEFAULTS.never_archived),
     ),
 )
+# (field, key, entries), as `olav memory policy` and its test read the table
+YAML_KEYS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = tuple(
+    (row.field, row.path, row.entries) for row in POLICY_TABLE
+)
 _YAML_KEY_OF = {name: (key, entries) for name, key, entries in YAML_KEYS}
-# the sections under memory.policy, in the table's order
+# the sections under memory.policy, and the keys inside each nested one, in the table's order
 POLICY_SECTIONS: tuple[str, ...] = tuple(
     dict.fromkeys(
-        key[len(POLICY_KEY) + 1 :].split(".")[0]
-        for _, key, _ in YAML_KEYS
-        if key.startswith(POLICY_KEY + ".")
+        row.path[len(_P) + 1 :].split(".")[0] for row in POLICY_TABLE if row.read is not None
     )
 )
+_SUBKEYS: dict[str, tuple[str, ...]] = {}
+for _row in POLICY_TABLE:
+    _section, _, _sub = _row.path[len(_P) + 1 :].partition(".")
+    if _row.read is not None and _sub:
+        _SUBKEYS[_section] = (*_SUBKEYS.get(_section, ()), _sub)
 
 
 def yaml_key(name: str, entry: str | None = None) -> str | None:
