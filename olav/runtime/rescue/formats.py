@@ -140,42 +140,7 @@ def mask(text: str) -> Masked:
 
 # -- call-shaped JSON ------------------------------------------------------------------------
 
-_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
-_CALL_KEYS = {"name", "id", "type", "index", "call_id", *_ARG_KEYS}
-
-
-def json_calls(value: Any) -> list[tuple[str, Any]] | None:
-    """The calls a JSON value spells, or None when it is not call-shaped: ``{"name",
-    "arguments"|"parameters"|…}``, OpenAI's ``{"type": "function", "function": {…}}`` and
-    ``{"tool_calls": […]}``, ReAct's ``{"action", "action_input"}``, or a list of these."""
-    if isinstance(value, list):
-        if not value:
-            return None
-        out: list[tuple[str, Any]] = []
-        for item in value:
-            calls = json_calls(item)
-            if calls is None:
-                return None
-            out.extend(calls)
-        return out
-    if not isinstance(value, dict):
-        return None
-    keys = set(value)
-    if "tool_calls" in value and keys <= {"tool_calls", "role", "content"}:
-        return json_calls(value["tool_calls"])
-    fn = value.get("function")
-    if isinstance(fn, dict) and keys <= {"function", "type", "id", "index"}:
-        return json_calls({k: v for k, v in fn.items() if k != "description"})
-    if isinstance(value.get("action"), str) and keys <= {"action", "action_input", "thought"}:
-        return [(value["action"], value.get("action_input") or {})]
-    if isinstance(value.get("tool"), str) and keys <= {"tool", "tool_input", "args", "arguments"}:
-        given = [value[k] for k in ("tool_input", "args", "arguments") if k in value]
-        return [(value["tool"], given[0] if given else {})]
-    name = value.get("name")
-    if isinstance(name, str) and keys <= _CALL_KEYS:
-        given = [value[k] for k in _ARG_KEYS if k in value]
-        return [(name, given[0] if given else {})]
-    return None
+json_calls = g.json_calls
 
 
 _DECODER = json.JSONDecoder()

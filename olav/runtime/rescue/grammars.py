@@ -101,6 +101,46 @@ def _ends(text: str, pos: int, finished: bool) -> bool:
     return finished and not text[pos:].strip()
 
 
+# -- call-shaped JSON --------------------------------------------------------------------------
+
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input", "action_input", "params")
+_CALL_KEYS = {"name", "id", "type", "index", "call_id", *_ARG_KEYS}
+
+
+def json_calls(value: Any) -> list[tuple[str, Any]] | None:
+    """The calls a JSON value spells, or None when it is not call-shaped: ``{"name",
+    "arguments"|"parameters"|…}``, OpenAI's ``{"type": "function", "function": {…}}`` and
+    ``{"tool_calls": […]}``, ReAct's ``{"action", "action_input"}``, or a list of these."""
+    if isinstance(value, list):
+        if not value:
+            return None
+        out: list[tuple[str, Any]] = []
+        for item in value:
+            calls = json_calls(item)
+            if calls is None:
+                return None
+            out.extend(calls)
+        return out
+    if not isinstance(value, dict):
+        return None
+    keys = set(value)
+    if "tool_calls" in value and keys <= {"tool_calls", "role", "content"}:
+        return json_calls(value["tool_calls"])
+    fn = value.get("function")
+    if isinstance(fn, dict) and keys <= {"function", "type", "id", "index"}:
+        return json_calls({k: v for k, v in fn.items() if k != "description"})
+    if isinstance(value.get("action"), str) and keys <= {"action", "action_input", "thought"}:
+        return [(value["action"], value.get("action_input") or {})]
+    if isinstance(value.get("tool"), str) and keys <= {"tool", "tool_input", "args", "arguments"}:
+        given = [value[k] for k in ("tool_input", "args", "arguments") if k in value]
+        return [(value["tool"], given[0] if given else {})]
+    name = value.get("name")
+    if isinstance(name, str) and keys <= _CALL_KEYS:
+        given = [value[k] for k in _ARG_KEYS if k in value]
+        return [(name, given[0] if given else {})]
+    return None
+
+
 # -- Gemma 4 -----------------------------------------------------------------------------------
 
 GEMMA_OPEN = "<|tool_call>"
@@ -416,8 +456,6 @@ _JSON_NAME = re.compile(r'"name"\s*+:\s*+"([^"\\]{1,64}+)"')
 
 def hermes(text: str, body: int, start: int, finished: bool) -> Call | None:
     """``<tool_call>`` (ending at ``body``) and a JSON call object or list."""
-    from olav.runtime.rescue.formats import json_calls
-
     value, end, closed = _json_then(text, body, ("</tool_call>",), finished, fence=True)
     if value is None and not closed:
         named = _JSON_NAME.search(text, body, min(end, body + 400))
@@ -711,8 +749,6 @@ _MISTRAL_NAMED = re.compile(
 def mistral(text: str, finished: bool) -> Iterator[Call]:
     """Mistral: ``[TOOL_CALLS]`` and a JSON list of calls (v3), or ``NAME[ARGS]{…}``
     (v11 and later; ``[CALL_ID]`` as llama.cpp's tests write it), repeated."""
-    from olav.runtime.rescue.formats import json_calls
-
     pos = 0
     while (start := text.find(_MISTRAL, pos)) >= 0:
         p = start + len(_MISTRAL)
