@@ -11,10 +11,12 @@ CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/js/package-lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# LangGraph's JavaScript SDK, for tests/serve/test_serve_js.py (.ci/run installs node)
+	if command -v npm >/dev/null 2>&1; then cd tests/js && npm ci --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from olav.core.config import Workspace
+
+if TYPE_CHECKING:
+    from olav.runtime.middleware import Decision
 
 
 class Waitable(Protocol):
@@ -44,9 +47,10 @@ class Hooks:
 class Callbacks:
     """What the person's side of a Session (the REPL, ``olav ask``, a job) plugs in: the
     ``approver`` asked before a dangerous tool runs (None: every such call is denied), and the
-    streaming callbacks for the answer's tokens and each tool call's start and end."""
+    streaming callbacks for the answer's tokens and each tool call's start and end. The
+    approver's answer is a yes or no, or a Decision that says more (an edit, a reason)."""
 
-    approver: Callable[[str, dict[str, Any]], bool] | None = None
+    approver: Callable[[str, dict[str, Any]], bool | Decision] | None = None
     # the approver reads the terminal: it is asked on the thread that called ``ask`` (the
     # graph runs in a worker of its own, olav.runtime.cancel), never on the run's worker
     approver_reads_terminal: bool = False

@@ -26,10 +26,10 @@ from olav.memory.store.writer import shared_writer
 from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
 from olav.runtime.cancel import Cancel, CancelledByPerson, Relay, stream_in_worker
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
-from olav.runtime.middleware import RunContext, message_text
+from olav.runtime.middleware import Decision, RunContext, message_text
 from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
 from olav.runtime.rescue.middleware import REASONING_ROLE, RUN_STATS_EVENT
-from olav.runtime.rescue.stream import StreamGuard
+from olav.runtime.rescue.stream import StreamGuard, unshown
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
 from olav.runtime.threads import ThreadInfo, ThreadStore, new_thread_id
 from olav.runtime.tools import ToolSpec
@@ -126,6 +126,11 @@ class Session:
         self.on_token = callbacks.on_token
         # (mode, payload) of each graph step, "values" and "updates" (olav serve streams them)
         self.on_step: Callable[[str, Any], None] | None = None
+        # more of LangGraph's stream modes for on_step ("custom", "tasks", "checkpoints",
+        # "debug"), per run; and the id of the message whose token on_token gets now
+        self.step_modes: tuple[str, ...] = ()
+        self.token_id = ""
+        self._from: str | None = None  # the checkpoint this run starts from (None: the last)
         self._model = model
         self._store = store
         self.agent_name = agent
@@ -214,7 +219,21 @@ class Session:
         state = self.built.graph.get_state(self._config())
         return [{"id": i.id, "value": i.value} for i in (state.interrupts or ())]
 
-    def ask(self, text: str, *, resume: Any = _NO_RESUME) -> TurnResult:
+    def regenerate(self, checkpoint: str) -> TurnResult:
+        """Run the thread again from ``checkpoint`` (one of its checkpoints), without a new
+        request: a new branch that starts there (the request is the one it holds)."""
+        state = self.built.graph.get_state(self._config(checkpoint))
+        humans = [
+            m for m in (state.values or {}).get("messages") or [] if isinstance(m, HumanMessage)
+        ]
+        text = message_text(humans[-1]) if humans else ""
+        return self.ask(text, checkpoint=checkpoint, resume=None)
+
+    def ask(
+        self, text: str, *, resume: Any = _NO_RESUME, checkpoint: str | None = None
+    ) -> TurnResult:
+        """Run ``text`` on the thread (``checkpoint``: from that checkpoint of it, a new
+        branch; with ``resume`` None as well, nothing is added: regenerate)."""
         built = self.built
         self._check_size(built, text)
         self.decisions.drain(self.audit)  # the previous run's, off its reply path
@@ -226,6 +245,7 @@ class Session:
         owner = user_name(self.ws.config)
         self.threads.claim(self.thread_id, claim, self.agent_name, owner)  # one run per thread
         try:
+            self._from = checkpoint
             return self._ask(built, text, claim, resume)
         finally:
             self.threads.release(self.thread_id, claim)
@@ -286,8 +306,11 @@ class Session:
         state = built.graph.get_state(self._config())
         return [{"id": i.id, "value": i.value} for i in (state.interrupts or ())]
 
-    def _config(self) -> dict[str, Any]:
-        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": RECURSION_LIMIT}
+    def _config(self, checkpoint: str | None = None) -> dict[str, Any]:
+        where: dict[str, Any] = {"thread_id": self.thread_id}
+        if checkpoint:
+            where["checkpoint_id"] = checkpoint
+        return {"configurable": where, "recursion_limit": RECURSION_LIMIT}
 
     def thread_messages(self) -> list[Any]:
         """The thread's messages as the checkpoint holds them."""
@@ -303,7 +326,8 @@ class Session:
             messages = list(
                 (built.graph.get_state(self._config()).values or {}).get("messages") or []
             )
-            self.threads.sync(self.thread_id, messages)
+            # a run from an earlier checkpoint is a new branch: the index is its messages
+            self.threads.sync(self.thread_id, messages, since=0 if self._from else None)
             start = next(
                 (
                     i
@@ -326,14 +350,16 @@ class Session:
         """Run the graph, streaming the top-level agent's tokens (without reasoning or a
         tool call written as text: olav.runtime.rescue.stream); the last AI message."""
         cancel = Cancel()
-        config = {**self._config(), "callbacks": [cancel]}
+        config = {**self._config(self._from), "callbacks": [cancel]}
         final: AIMessage | None = None
         self._guards: dict[str, StreamGuard] = {}
         self._shown: list[str] = []
-        modes = ["messages", "values", *(["updates"] if self.on_step else [])]
-        if resume is None or resume is _NO_RESUME:
-            graph_input: Any = {"messages": [HumanMessage(content=text)]}
-        else:
+        self._step_first: dict[tuple[Any, Any], str] = {}
+        modes = ["messages", "values", *(["updates"] if self.on_step else []), *self.step_modes]
+        graph_input: Any = None  # resume None: again from the checkpoint (regenerate)
+        if resume is _NO_RESUME:
+            graph_input = {"messages": [HumanMessage(content=text)]}
+        elif resume is not None:
             from langgraph.types import Command
 
             graph_input = Command(resume=resume)
@@ -350,6 +376,8 @@ class Session:
             if mode == "messages":
                 chunk, meta = payload
                 if isinstance(chunk, AIMessageChunk) and _is_main(meta):
+                    if self._retry(chunk, meta):
+                        continue  # the rescue layer asked again: the answer shows once
                     self._token(chunk, started)
             elif mode == "values":
                 msgs = payload.get("messages") or []
@@ -357,6 +385,15 @@ class Session:
                     final = msgs[-1]
         self._final_id = final.id if final is not None else None
         return final
+
+    def _retry(self, chunk: AIMessageChunk, meta: dict[str, Any]) -> bool:
+        """A message of a model step that already streamed one: the rescue layer asked the
+        model again inside the step (the nudge, a cut answer, the loop guard). Its text is
+        not streamed; what the step settles on is printed whole at the end of the turn, so
+        the person never reads the same announcement twice."""
+        step = (meta.get("langgraph_step"), meta.get("langgraph_node"))
+        first = self._step_first.setdefault(step, chunk.id or "")
+        return (chunk.id or "") != first
 
     def _token(self, chunk: AIMessageChunk, started: float) -> None:
         piece = message_text(chunk)
@@ -370,6 +407,7 @@ class Session:
             self._flush_guards()  # a new message: what the last one held back is final
         guard = self._guards.setdefault(key, StreamGuard())
         shown = guard.feed(piece)
+        self.token_id = key
         if shown and self.on_token:
             self._shown.append(shown)
             self.on_token(shown)
@@ -393,13 +431,14 @@ class Session:
             )
 
     def _on_caller(
-        self, approver: Callable[[str, dict[str, Any]], bool]
-    ) -> Callable[[str, dict[str, Any]], bool]:
+        self, approver: Callable[[str, dict[str, Any]], bool | Decision]
+    ) -> Callable[[str, dict[str, Any]], bool | Decision]:
         """``approver`` asked on the thread that streams the run (the terminal's)."""
 
-        def asked(name: str, args: dict[str, Any]) -> bool:
+        def asked(name: str, args: dict[str, Any]) -> bool | Decision:
             relay = getattr(self, "_relay", None)
-            return bool(relay.call(approver, name, args) if relay else approver(name, args))
+            answer = relay.call(approver, name, args) if relay else approver(name, args)
+            return answer if isinstance(answer, Decision) else bool(answer)
 
         return asked
 
@@ -426,9 +465,10 @@ class Session:
         short lead-in before a structured tool call); a call written as text stays held."""
         if not self.on_token:
             return
-        for guard in self._guards.values():
+        for key, guard in self._guards.items():
             rest = guard.flush()
             if rest:
+                self.token_id = key
                 self.on_token(rest)
 
     def _unshown(self, answer: str) -> str:
@@ -439,17 +479,9 @@ class Session:
             return answer
         rest = guard.flush()
         if rest:
+            self.token_id = getattr(self, "_final_id", None) or ""
             self.on_token(rest)
-        shown = guard.shown.strip()
-        if not shown:
-            return answer
-        if answer.startswith(shown):
-            return answer[len(shown) :].lstrip("\n")
-        # the stream showed something the answer is not: reasoning whose opening tag was in
-        # the chat template and whose closing tag came after the stream's hold
-        if shown.endswith(answer.strip()):
-            return ""  # the stream went on to show the whole answer after it
-        return answer if shown not in answer else answer[answer.index(shown) + len(shown) :]
+        return unshown(guard.shown, answer)
 
     def _model_failure(self, run_id: str, exc: Exception, model_name: str) -> OlavError:
         """Record a run that the model (or the graph) broke; the error to raise instead."""

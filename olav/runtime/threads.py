@@ -868,11 +868,16 @@ class ThreadStore:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def sync(self, thread_id: str, messages: Sequence[Any]) -> int:
+    def sync(self, thread_id: str, messages: Sequence[Any], *, since: int | None = None) -> int:
         """Index the thread's messages (the graph state's, in order) from the first one not yet
-        indexed; returns how many were added."""
+        indexed; returns how many were added. ``since``: the index is rewritten from that
+        message on (a run from an earlier checkpoint: the thread's branch is now another)."""
         rows = [t for t in (_turn_of(i, m) for i, m in enumerate(messages)) if t is not None]
         with self._tx() as con:
+            if since is not None:
+                con.execute(
+                    "DELETE FROM olav_turns WHERE thread_id = ? AND seq >= ?", [thread_id, since]
+                )
             (known,) = con.execute(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM olav_turns WHERE thread_id = ?",
                 [thread_id],

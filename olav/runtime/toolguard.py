@@ -16,7 +16,7 @@ from olav.audit.recorder import ToolCallEntry
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.memory.ingest.capture import ToolEvent
-from olav.runtime.middleware import RunContext, message_text
+from olav.runtime.middleware import Decision, RunContext, message_text, stream_note
 from olav.runtime.rescue.middleware import tool_schemas
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
@@ -43,6 +43,7 @@ class ToolGuardMiddleware(AgentMiddleware):
         self.run = run
         self.lessons = lessons
         self._consents: dict[str, Consent] = {}  # tool call id -> the person's yes
+        self._edits: dict[str, dict[str, Any]] = {}  # tool call id -> the person's arguments
         self._schemas: dict[str, dict[str, Any]] = {}
 
     @property
@@ -86,12 +87,25 @@ class ToolGuardMiddleware(AgentMiddleware):
             self.run.rescue.denied.append(name)
             reason = refused
         elif name in DANGEROUS and self.run.approver is not None:
-            approved = self._asked(self.run.approver, name, args)
-            self._audit_decision(approved, {"tool": name, "args": args})
-            if approved:
+            answer = self._asked(self.run.approver, name, args)
+            detail: dict[str, Any] = {"tool": name, "args": args, **_said(answer)}
+            invalid = None
+            if answer and isinstance(answer, Decision) and answer.args is not None:
+                edited, invalid = self._checked(name, answer.args, tool)
+                if edited != args:
+                    detail |= {"edited": True, "edited_args": answer.args}
+                    self._edits[call["id"]] = edited
+            detail["decision"] = (
+                ("edit" if "edited" in detail else "approve")
+                if answer and not invalid
+                else "reject"
+            )
+            self._audit_decision(bool(answer) and not invalid, detail)
+            if answer and not invalid:
                 return None
+            self._edits.pop(call["id"], None)
             self.run.rescue.denied.append(name)
-            reason = f"Error: the user denied {name}. Do not retry it; ask what to do instead."
+            reason = invalid or _denied(name, answer)
         else:
             return None
         return ToolMessage(content=reason, tool_call_id=call["id"], name=name, status="error")
@@ -105,6 +119,20 @@ class ToolGuardMiddleware(AgentMiddleware):
         if checked.ok:
             return None
         return f"Error: {name} was not run: " + "; ".join(checked.problems)
+
+    def _checked(
+        self, name: str, args: dict[str, Any], tool: Any
+    ) -> tuple[dict[str, Any], str | None]:
+        """A person's edited arguments, repaired by the tool's schema as the model's are, and
+        the error that names what is still wrong with them (None: they validate)."""
+        if tool is None:
+            return dict(args), None
+        checked = coerce(args, tool_schemas([tool], self._schemas).get(name) or {})
+        if not checked.ok:
+            return dict(args), f"Error: {name} was not run: the edited " + "; ".join(
+                checked.problems
+            )
+        return dict(checked.args), None
 
     def _ask_consent(self, call: dict[str, Any], tool: Any) -> str | None:
         """A consent tool runs only after a person's yes to its preview: None (and the yes
@@ -121,22 +149,27 @@ class ToolGuardMiddleware(AgentMiddleware):
         except Exception as exc:  # a value for the model, like any tool failure
             return f"Error: {type(exc).__name__}: {exc}"
         approver = self.run.approver
-        approved = approver is not None and self._asked(
+        answer = approver is not None and self._asked(
             approver, name, {**args, "subject": ask.subject, "preview": ask.preview}
         )
         detail = {"tool": name, "subject": ask.subject, "asked": approver is not None}
-        self._audit_decision(approved, detail)
-        if not approved:
-            return f"Error: {ask.refusal}"
+        self._audit_decision(bool(answer), {**detail, **_said(answer)})
+        if not answer:
+            if isinstance(answer, Decision) and answer.by == "policy":
+                return _denied(name, answer)
+            said = answer.message if isinstance(answer, Decision) else ""
+            return f"Error: {ask.refusal}" + (f" The user said: {said}" if said else "")
         self._consents[call["id"]] = Consent(by="chat", subject=ask.subject)
         return None
 
-    def _asked(self, approver: Any, name: str, args: dict[str, Any]) -> bool:
-        """The person's answer; the time they took is the run's approval wait, never the
-        tool's time or the model's time to its first token."""
+    def _asked(self, approver: Any, name: str, args: dict[str, Any]) -> bool | Decision:
+        """The person's answer (a yes or no, or a :class:`Decision` that says more); the time
+        they took is the run's approval wait, never the tool's time or the model's time to
+        its first token."""
         started = time.perf_counter()
         try:
-            return bool(approver(name, args))
+            answer = approver(name, args)
+            return answer if isinstance(answer, Decision) else bool(answer)
         finally:
             self.run.rescue.approval_s += time.perf_counter() - started
 
@@ -149,6 +182,9 @@ class ToolGuardMiddleware(AgentMiddleware):
             )
 
     def _start(self, call: dict[str, Any]) -> float:
+        stream_note(
+            {"olav": "tool", "agent": self.agent_name, "name": call["name"], "status": "start"}
+        )
         if self.run.on_tool_start:
             self.run.on_tool_start(self.agent_name, call["name"], call.get("args") or {})
         return time.perf_counter()
@@ -158,6 +194,8 @@ class ToolGuardMiddleware(AgentMiddleware):
         text = message_text(result) if isinstance(result, ToolMessage) else str(result)
         failed = isinstance(result, ToolMessage) and result.status == "error"
         status = "error" if failed else "success"
+        note = {"olav": "tool", "agent": self.agent_name, "name": call["name"], "status": status}
+        stream_note(note | {"ms": round(ms, 1)})
         self.run.tool_events.append(
             ToolEvent(self.agent_name, call["name"], dict(call.get("args") or {}), text, status)
         )
@@ -200,6 +238,13 @@ class ToolGuardMiddleware(AgentMiddleware):
             return request
         return request.override(tool_call={**call, "args": checked.args})
 
+    def _edited(self, request: Any) -> Any:
+        """The request with the arguments a person edited at the approval, if they did."""
+        edited = self._edits.pop(request.tool_call["id"], None)
+        if edited is None:
+            return request
+        return request.override(tool_call={**request.tool_call, "args": edited})
+
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         request = self._repaired(request)
         call = request.tool_call
@@ -210,6 +255,8 @@ class ToolGuardMiddleware(AgentMiddleware):
         if result is not None:
             self._finish(call, result, started)
             return result
+        request = self._edited(request)
+        call = request.tool_call  # what runs is what the audit keeps (a person's edit)
         with consent_given(self._consents.pop(call["id"], None)):
             result = handler(request)
         self._finish(call, result, started)
@@ -225,7 +272,31 @@ class ToolGuardMiddleware(AgentMiddleware):
         if result is not None:
             self._finish(call, result, started)
             return result
+        request = self._edited(request)
+        call = request.tool_call  # what runs is what the audit keeps (a person's edit)
         with consent_given(self._consents.pop(call["id"], None)):
             result = await handler(request)
         self._finish(call, result, started)
         return self._with_lessons(call, result)
+
+
+def _said(answer: bool | Decision) -> dict[str, Any]:
+    """What the audit keeps of an answer beyond its yes or no: who decided, their words."""
+    if not isinstance(answer, Decision):
+        return {}
+    out: dict[str, Any] = {"by": answer.by} if answer.by != "user" else {}
+    return out | ({"message": answer.message} if answer.message else {})
+
+
+def _denied(name: str, answer: bool | Decision) -> str:
+    """What the model is told of a no: the user's (with their words, when they gave some),
+    or the server's policy, which asked nobody."""
+    said = answer.message if isinstance(answer, Decision) else ""
+    if isinstance(answer, Decision) and answer.by == "policy":
+        return (
+            f"Error: {name} was refused by the server's policy, not by the user, and did not "
+            f"run: {said or 'this server does not run it'}. Do not retry it; tell the user."
+        )
+    if said:
+        return f"Error: the user rejected {name} and said: {said}"
+    return f"Error: the user denied {name}. Do not retry it; ask what to do instead."

@@ -54,7 +54,17 @@ from olav.serve.http import (
     stream_modes,
     unreadable_text,
 )
-from olav.serve.runs import BusyError, Run, RunManager, SessionPool, dump_values, now_iso
+from olav.serve.runs import (
+    AnswerError,
+    BusyError,
+    Run,
+    RunManager,
+    SessionPool,
+    check_answer,
+    dump_values,
+    now_iso,
+    read_answer,
+)
 
 log = get_logger("serve")
 DEFAULT_PORT = 2280
@@ -62,6 +72,21 @@ MAX_BODY = 1 << 20
 OPEN_PATHS = {"/ok"}
 NO_ROUTE = "(no route)"  # the audit's route for a path no route matches, before a short prefix
 GRACE_S = 5  # how long a stopping server waits for its open connections
+# the request headers a page on a --cors origin may send: the token's two headers, what the
+# LangGraph SDKs add (agent-chat-ui's "Agent Builder" sends X-Auth-Scheme), reconnects
+CORS_HEADERS = (
+    "authorization",
+    "content-type",
+    "accept",
+    "x-api-key",
+    "x-auth-scheme",
+    "x-request-id",
+    "x-tenant-id",
+    "x-user-id",
+    "last-event-id",
+    "langsmith-trace",
+    "baggage",
+)
 
 
 # -- the audit of requests, off the request path ------------------------------------------------
@@ -312,19 +337,37 @@ class Server:
                 out["interrupts"] = {i.id: [{"value": i.value, "id": i.id}] for i in waiting}
         return out
 
-    def snapshots(self, operator: str, info: Any, limit: int | None = None) -> list[Any]:
-        """The thread's state (``limit`` None), or its history, newest first, read through
-        the agent's graph: the checkpoints keep messages as deltas that only the graph that
-        wrote them puts back together."""
+    def snapshots(
+        self,
+        operator: str,
+        info: Any,
+        limit: int | None = None,
+        *,
+        before: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        checkpoint: str | None = None,
+    ) -> list[Any]:
+        """The thread's state (``limit`` None; ``checkpoint``: at that checkpoint), or its
+        history, newest first, on every branch (``before``: below that checkpoint;
+        ``metadata``: the checkpoints whose metadata has those values), read through the
+        agent's graph: the checkpoints keep messages as deltas that only the graph that wrote
+        them puts back together."""
         if not info.agent or info.agent not in self.agents:
             return []
         with self.pool.session(operator, info.agent) as pooled:
             graph = pooled.session.built.graph
-            config = {"configurable": {"thread_id": info.id}}
+            config: dict[str, Any] = {"configurable": {"thread_id": info.id}}
             if limit is None:
+                if checkpoint:
+                    config["configurable"]["checkpoint_id"] = checkpoint
                 state = graph.get_state(config)
                 return [state] if state.created_at else []
-            return list(graph.get_state_history(config, limit=limit))
+            below = {"configurable": {"thread_id": info.id, "checkpoint_id": before}}
+            return list(
+                graph.get_state_history(
+                    config, limit=limit, before=below if before else None, filter=metadata or None
+                )
+            )
 
     def state_values(self, operator: str, info: Any) -> dict[str, Any]:
         found = self.snapshots(operator, info)
@@ -388,7 +431,18 @@ class Server:
         request)."""
         agent = self.agent(body.get("assistant_id"))
         resume = _resume_of(body.get("command"))
-        text = "" if resume is not None else input_text(body.get("input"))
+        checkpoint = _checkpoint_of(body)
+        again = checkpoint is not None and body.get("input") in (None, {})
+        text = "" if resume is not None or again else input_text(body.get("input"))
+        if resume is not None and checkpoint is not None:
+            raise HTTPError(
+                422, "a run answers an approval (command) or starts from a checkpoint, not both"
+            )
+        disconnect = body.get("on_disconnect") or "continue"
+        if disconnect not in ("continue", "cancel"):
+            raise HTTPError(
+                422, f"on_disconnect {shown(str(disconnect), 40)!r}: use 'continue' or 'cancel'"
+            )
         modes = stream_modes(body.get("stream_mode"), default_modes)
         strategy = body.get("multitask_strategy") or "reject"
         if strategy not in ("reject", "enqueue"):
@@ -405,6 +459,10 @@ class Server:
                 "a stateless run has no thread that waits for an answer: resume on "
                 "/threads/{thread_id}/runs",
             )
+        if checkpoint is not None and (stateless or body.get("if_not_exists") == "create"):
+            exists = not stateless and self.exact_thread(str(thread_id)) is not None
+            if not exists:
+                raise HTTPError(404, f"a new thread has no checkpoint {checkpoint!r}")
         if thread_id is None:
             thread_id = uuid.uuid4().hex
             self.threads.create(agent, thread_id, owner=operator)
@@ -421,10 +479,20 @@ class Server:
                     )
                 # ThreadExistsError (409) when another operator made it meanwhile
                 self.threads.create(agent, thread_id, owner=operator)
-            elif resume is not None and not self.pending(operator, info):
-                raise HTTPError(
-                    409, f"thread {thread_id} waits for no answer: there is nothing to resume"
-                )
+            elif resume is not None:
+                waiting = self.pending(operator, info)
+                if not waiting:
+                    raise HTTPError(
+                        409, f"thread {thread_id} waits for no answer: there is nothing to resume"
+                    )
+                try:
+                    check_answer(read_answer(resume), waiting[0].value)
+                except AnswerError as exc:
+                    raise HTTPError(422, f"command.resume: {exc}") from None
+            elif checkpoint is not None and not self.snapshots(
+                operator, info, checkpoint=checkpoint
+            ):
+                raise HTTPError(404, f"thread {thread_id} has no checkpoint {checkpoint!r}")
             elif self.runs.active(thread_id) is None and self.claimed(info):
                 # a run of another process (the terminal's): refused now, not accepted and
                 # failed a moment later
@@ -445,6 +513,8 @@ class Server:
             multitask_strategy=strategy,
             stateless=stateless,
             resume=resume,
+            checkpoint=checkpoint,
+            on_disconnect=disconnect,
         )
 
     def pending(self, operator: str, info: Any) -> list[Any]:
@@ -466,7 +536,8 @@ class Server:
 
 
 def _resume_of(command: Any) -> Any:
-    """The person's answer in a run's ``command`` (``{"resume": ...}``), or None."""
+    """The person's answer in a run's ``command`` (``{"resume": ...}``), or None; one olav
+    cannot read is a 422 that names the shapes it reads, never a no."""
     if command is None:
         return None
     if not isinstance(command, dict) or "resume" not in command:
@@ -474,8 +545,30 @@ def _resume_of(command: Any) -> Any:
     if command.get("goto") or command.get("update"):
         raise HTTPError(422, "command supports only 'resume'")
     if command["resume"] is None:
-        raise HTTPError(422, "command.resume is empty: answer the approval, e.g. 'yes' or 'no'")
+        raise HTTPError(
+            422,
+            'command.resume is empty: answer the approval, e.g. {"decisions": [{"type": '
+            '"approve"}]} or "no"',
+        )
+    try:
+        read_answer(command["resume"])
+    except AnswerError as exc:
+        raise HTTPError(422, f"command.resume: {exc}") from None
     return command["resume"]
+
+
+def _checkpoint_of(body: dict[str, Any]) -> str | None:
+    """The checkpoint a run starts from: ``checkpoint`` (``{"checkpoint_id": …}``, as the SDKs
+    send it) or ``checkpoint_id``; None for the thread's latest."""
+    found = body.get("checkpoint")
+    if found is not None and not isinstance(found, dict):
+        raise HTTPError(422, 'checkpoint must be an object: {"checkpoint_id": "…"}')
+    if isinstance(found, dict) and found.get("checkpoint_ns"):
+        raise HTTPError(422, "checkpoint.checkpoint_ns: a run starts from the agent's own graph")
+    value = (found or {}).get("checkpoint_id") or body.get("checkpoint_id")
+    if value is None:
+        return None
+    return ident(value, "checkpoint_id")
 
 
 def _no_constant(name: str) -> Any:
@@ -583,7 +676,9 @@ class _Auth:
             await send(message)
 
         try:
-            if console_handles(scope.get("method", ""), path):
+            if console_handles(scope.get("method", ""), path) or self.console.claims(
+                scope, self.tables[0]
+            ):
                 await self.console(scope, receive, sending)
                 return
             if path not in OPEN_PATHS and not self.preflight(request):
@@ -657,8 +752,8 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
                 CORSMiddleware,
                 allow_origins=list(cors),
                 allow_methods=["GET", "POST", "PATCH", "DELETE", "PUT"],
-                allow_headers=["authorization", "content-type", "x-api-key", "last-event-id"],
-                expose_headers=["location", "content-location"],
+                allow_headers=list(CORS_HEADERS),
+                expose_headers=["location", "content-location", "x-pagination-total"],
             )
         )
     app = Starlette(routes=routes(server), middleware=middleware)

@@ -13,7 +13,19 @@ from starlette.responses import JSONResponse, StreamingResponse
 from olav.serve.runs import Run
 
 HEARTBEAT_S = 15.0
-STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
+# LangGraph's stream modes, as the SDKs name them (each emits what LangGraph emits for it;
+# one with nothing to say in a run stays quiet)
+STREAM_MODES = (
+    "values",
+    "updates",
+    "messages",
+    "messages-tuple",
+    "custom",
+    "events",
+    "debug",
+    "checkpoints",
+    "tasks",
+)
 
 # The bounds on what a client sends (docs/http-api.md, "Bounds"): each 4xx beyond one names it.
 MAX_ID = 256  # a thread, run or assistant id, a store key, a namespace label, a model name
@@ -195,6 +207,7 @@ def content_text(content: Any) -> str:
 
 
 def stream_modes(value: Any, default: Sequence[str]) -> tuple[str, ...]:
+    """The stream modes a client asks for (one, or a list), each once, in its order."""
     if value is not None and not isinstance(value, str | list):
         raise HTTPError(422, "stream_mode must be a mode or a list of modes")
     modes = [value] if isinstance(value, str) else list(value or default)
@@ -204,35 +217,74 @@ def stream_modes(value: Any, default: Sequence[str]) -> tuple[str, ...]:
             raise HTTPError(
                 422,
                 f"stream_mode {shown(str(mode), 40)!r} is not supported; "
-                "use: values, updates, messages-tuple",
+                "use: " + ", ".join(STREAM_MODES),
             )
-        out.append("messages" if mode == "messages-tuple" else mode)
+        if mode not in out:
+            out.append(mode)
     return tuple(out)
+
+
+# the events of each mode (a join that asks for some modes gets only theirs)
+MODE_EVENTS = {
+    "messages-tuple": ("messages",),
+    "messages": ("messages/metadata", "messages/partial", "messages/complete"),
+}
+ALWAYS = ("metadata", "error", "end")
+
+
+def event_filter(modes: Sequence[str]) -> frozenset[str] | None:
+    """The event names a stream that asks for ``modes`` sends (None: every one)."""
+    if not modes:
+        return None
+    names = {name for mode in modes for name in MODE_EVENTS.get(mode, (mode,))}
+    return frozenset(names | set(ALWAYS))
 
 
 # -- server-sent events -------------------------------------------------------------------------
 
 
-def sse_response(run: Run, after: int = 0, *, location: str = "") -> StreamingResponse:
+def sse_response(
+    run: Run,
+    after: int = 0,
+    *,
+    location: str = "",
+    only: frozenset[str] | None = None,
+    cancel_on_disconnect: bool = False,
+) -> StreamingResponse:
+    """The run's events from after ``after`` as server-sent events. ``location``: the run's
+    stream (``Location``, where langgraph-sdk reconnects) and the run itself
+    (``Content-Location: /threads/T/runs/R``, where the SDKs read the run's id). ``only``:
+    the event names to send. ``cancel_on_disconnect``: a client that goes away cancels it."""
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     if location:
         headers["Location"] = location
-        headers["Content-Location"] = location
-    return StreamingResponse(_events(run, after), media_type="text/event-stream", headers=headers)
+        headers["Content-Location"] = location.removesuffix("/stream")
+    body = _events(run, after, only, cancel_on_disconnect)
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
-async def _events(run: Run, after: int) -> AsyncIterator[bytes]:
+async def _events(
+    run: Run, after: int, only: frozenset[str] | None = None, cancel: bool = False
+) -> AsyncIterator[bytes]:
     sent = after
-    while True:
-        events, done = await run.next_events(sent, HEARTBEAT_S)
-        for number, event, data in events:
-            sent = number
-            payload = json.dumps(data, ensure_ascii=False, default=str)
-            yield f"id: {number}\nevent: {event}\ndata: {payload}\n\n".encode()
-        if done and sent >= len(run.events):
-            return
-        if not events:
-            yield b": heartbeat\n\n"
+    finished = False
+    try:
+        while True:
+            events, done = await run.next_events(sent, HEARTBEAT_S)
+            for number, event, data in events:
+                sent = number
+                if only is not None and event not in only:
+                    continue
+                payload = json.dumps(data, ensure_ascii=False, default=str)
+                yield f"id: {number}\nevent: {event}\ndata: {payload}\n\n".encode()
+            if done and sent >= run.last_event:
+                finished = True
+                return
+            if not events:
+                yield b": heartbeat\n\n"
+    finally:
+        if cancel and not finished and not run.done.is_set():
+            run.cancel.set()  # on_disconnect "cancel": nobody listens to it any more
 
 
 def last_event_id(request: Request) -> int:

@@ -37,7 +37,22 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-EVENTS = ("metadata", "values", "updates", "messages", "error", "end")
+EVENTS = (
+    "metadata",
+    "values",
+    "updates",
+    "messages",
+    "messages/metadata",
+    "messages/partial",
+    "messages/complete",
+    "custom",
+    "events",
+    "debug",
+    "checkpoints",
+    "tasks",
+    "error",
+    "end",
+)
 
 
 def _events(description: str) -> dict[str, Any]:
@@ -317,8 +332,26 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "metadata": METADATA,
             "status": {"enum": ["idle", "busy", "interrupted", "error"]},
+            "ids": {"type": "array", "maxItems": 1000, "items": {"type": "string"}},
             "limit": LIMIT,
             "offset": OFFSET,
+            "sort_by": {"enum": ["thread_id", "status", "created_at", "updated_at"]},
+            "sort_order": {"enum": ["asc", "desc"]},
+            "select": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "enum": [
+                        "thread_id",
+                        "created_at",
+                        "updated_at",
+                        "metadata",
+                        "status",
+                        "values",
+                        "interrupts",
+                    ]
+                },
+            },
         },
     },
     "ThreadPatch": {
@@ -332,7 +365,14 @@ SCHEMAS: dict[str, Any] = {
             }
         },
     },
-    "History": {"type": "object", "properties": {"limit": LIMIT}},
+    "History": {
+        "type": "object",
+        "properties": {
+            "limit": LIMIT,
+            "before": {"anyOf": [ID, {"type": "object"}, {"type": "null"}]},
+            "metadata": METADATA,
+        },
+    },
     "RunCreate": {
         "type": "object",
         "required": ["assistant_id"],
@@ -344,9 +384,20 @@ SCHEMAS: dict[str, Any] = {
             },
             "command": {
                 "type": "object",
-                "description": "resume: the answer to the approval the thread waits on",
+                "description": "resume: the answer to the approval the thread waits on, e.g. "
+                '{"decisions": [{"type": "approve"}]}',
                 "properties": {"resume": {}},
             },
+            "checkpoint": {
+                "description": "start from this checkpoint of the thread (a new branch): "
+                "without input again (regenerate), with input forked there (edit)",
+                "anyOf": [
+                    {"type": "object", "properties": {"checkpoint_id": ID}},
+                    {"type": "null"},
+                ],
+            },
+            "checkpoint_id": {"anyOf": [ID, {"type": "null"}]},
+            "on_disconnect": {"enum": ["continue", "cancel"]},
             "stream_mode": {
                 "anyOf": [
                     {"enum": list(STREAM_MODES)},
@@ -624,6 +675,18 @@ def paths() -> dict[str, dict[str, Any]]:
                         "in": "header",
                         "schema": {"type": "string", "pattern": "^[0-9]{1,15}$"},
                     },
+                    {
+                        "name": "stream_mode",
+                        "in": "query",
+                        "schema": {"type": "array", "items": {"enum": list(STREAM_MODES)}},
+                        "style": "form",
+                        "explode": True,
+                    },
+                    {
+                        "name": "cancel_on_disconnect",
+                        "in": "query",
+                        "schema": {"enum": ["0", "1", "true", "false"]},
+                    },
                 ],
             )
         },
@@ -631,14 +694,19 @@ def paths() -> dict[str, dict[str, Any]]:
             "post": _op(
                 "cancel the run",
                 {
-                    "200": _empty("it has ended"),
+                    "204": _empty("it has ended"),
                     "202": _empty("it will end at its next step"),
                     **_errors("404", "409", "422"),
                 },
                 parameters=[
                     THREAD,
                     RUN,
-                    {"name": "wait", "in": "query", "schema": {"enum": ["true", "1", "false"]}},
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "schema": {"enum": ["true", "1", "false", "0"]},
+                    },
+                    {"name": "action", "in": "query", "schema": {"enum": ["interrupt"]}},
                 ],
             )
         },

@@ -2,14 +2,17 @@
 
 Every olav agent is an assistant whose ``assistant_id`` and ``graph_id`` are the agent's name.
 Threads are olav's threads (the same store as the terminal: a thread started in ``olav chat``
-continues here, and back), seen only by their operator. Runs stream server-sent events in the
-modes ``values``, ``updates`` and ``messages-tuple``, numbered so that a client reconnecting
-with ``Last-Event-ID`` gets what it missed.
+continues here, and back), seen only by their operator. Runs stream server-sent events in
+LangGraph's modes (``values``, ``updates``, ``messages``, ``messages-tuple``, ``custom``,
+``events``, ``debug``, ``checkpoints``, ``tasks``), numbered so that a client reconnecting with
+``Last-Event-ID`` gets what it missed. A run may start from one of the thread's checkpoints:
+again (regenerate) or with a new request (edit), a new branch that the history shows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import anyio
@@ -23,9 +26,11 @@ from olav.serve.http import (
     MAX_NAME,
     HTTPError,
     bounded_object,
+    event_filter,
     ident,
     last_event_id,
     sse_response,
+    stream_modes,
     text_field,
     window,
 )
@@ -111,6 +116,18 @@ async def threads_create(server: Any, request: Request, operator: str) -> Any:
     return server.thread_json(info, with_values=False)
 
 
+THREAD_FIELDS = (
+    "thread_id",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "status",
+    "values",
+    "interrupts",
+)
+SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
+
+
 async def threads_search(server: Any, request: Request, operator: str) -> Any:
     body = await server.body(request)
     limit, offset = _limit(body)
@@ -119,17 +136,61 @@ async def threads_search(server: Any, request: Request, operator: str) -> Any:
     agent = metadata.get("graph_id") or metadata.get("assistant_id")
     if agent is not None and not isinstance(agent, str):
         raise HTTPError(422, "metadata.graph_id must be a string")
+    ids = body.get("ids")
+    if ids is not None and (
+        not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000
+    ):
+        raise HTTPError(422, "ids must be a list of at most 1000 thread ids")
+    select = _select(body.get("select"))
+    for unread in ("values", "extract"):
+        if body.get(unread) not in (None, {}):
+            raise HTTPError(
+                422, f"{unread} is not supported in a thread search: filter by metadata or status"
+            )
+    sort_by = body.get("sort_by") or "updated_at"
+    if sort_by not in SORT_KEYS:
+        raise HTTPError(
+            422,
+            f"sort_by {str(sort_by)[:40]!r} is not a thread field; use: " + ", ".join(SORT_KEYS),
+        )
+    order = body.get("sort_order") or "desc"
+    if order not in ("asc", "desc"):
+        raise HTTPError(422, f"sort_order {str(order)[:40]!r}: use 'asc' or 'desc'")
     found = server.threads.recent(agent=agent, owner=operator, limit=MAX_LIMIT * 10)
+    wanted = {k: v for k, v in metadata.items() if k not in ("graph_id", "assistant_id")}
     out = []
     for info in found:
+        if ids is not None and info.id not in ids:
+            continue
         data = server.thread_json(info, with_values=False)
-        wanted = {k: v for k, v in metadata.items() if k not in ("graph_id", "assistant_id")}
         if any(data["metadata"].get(k) != v for k, v in wanted.items()):
             continue
         if status and data["status"] != status:
             continue
-        out.append(data)
-    return out[offset : offset + limit]
+        out.append((info, data))
+    out.sort(key=lambda pair: pair[1][sort_by] or "", reverse=order == "desc")
+    page = out[offset : offset + limit]
+    if "values" in select or "interrupts" in select:  # the state, of this page's threads only
+        page = await anyio.to_thread.run_sync(
+            lambda: [(info, server.thread_json(info, operator=operator)) for info, _ in page]
+        )
+    return [{k: data[k] for k in select if k in data} for _, data in page]
+
+
+def _select(value: Any) -> tuple[str, ...]:
+    """The fields a thread search returns (``select``): every one by default."""
+    if value is None:
+        return THREAD_FIELDS
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+        raise HTTPError(422, "select must be a non-empty list of thread fields")
+    unknown = [v for v in value if v not in THREAD_FIELDS]
+    if unknown:
+        raise HTTPError(
+            422,
+            f"select names {unknown[0][:40]!r}, which is not a thread field; the fields are: "
+            + ", ".join(THREAD_FIELDS),
+        )
+    return tuple(value)
 
 
 def thread_get(server: Any, request: Request, operator: str) -> Any:
@@ -166,11 +227,45 @@ def thread_state(server: Any, request: Request, operator: str) -> Any:
 
 
 async def thread_history(server: Any, request: Request, operator: str) -> Any:
+    """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
+    checkpoint starts one): each names its parent, which is how a client draws the branches.
+    ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
+    whose metadata has those values."""
     info = server.thread(operator, request.path_params["thread_id"])
     body = await server.body(request) if request.method == "POST" else {}
+    if request.method == "GET" and "limit" in request.query_params:
+        body = {"limit": _integer("limit", request.query_params["limit"])}
     limit, _ = _limit(body)
-    snaps = await anyio.to_thread.run_sync(server.snapshots, operator, info, limit)
+    before = _checkpoint_id(body.get("before"), "before")
+    metadata = bounded_object(body.get("metadata"))
+    for key, value in metadata.items():
+        if not _FILTER_KEY.fullmatch(key) or not (
+            value is None or isinstance(value, str | int | float | bool)
+        ):
+            raise HTTPError(
+                422,
+                f"metadata filter {key[:40]!r}: a key of letters, digits, '_', '.' or '-' "
+                "with a text, number, boolean or null value",
+            )
+    snaps = await anyio.to_thread.run_sync(
+        lambda: server.snapshots(operator, info, limit, before=before, metadata=metadata)
+    )
     return [server.state_json(info.id, snap) for snap in snaps]
+
+
+_FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _checkpoint_id(value: Any, field: str) -> str | None:
+    """A checkpoint's id, sent as the id or as a checkpoint (``{"checkpoint_id": …}``)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        value = value.get("checkpoint_id")
+        field = f"{field}.checkpoint_id"
+        if value is None:
+            return None
+    return ident(value, field)
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -187,7 +282,11 @@ async def run_stream(server: Any, request: Request, operator: str) -> Any:
     thread_id = request.path_params.get("thread_id")
     run = server.start(server.new_run(operator, body, thread_id))
     location = f"/threads/{run.thread_id}/runs/{run.run_id}/stream"
-    return sse_response(run, location="" if run.stateless else location)
+    return sse_response(
+        run,
+        location="" if run.stateless else location,
+        cancel_on_disconnect=run.on_disconnect == "cancel",
+    )
 
 
 async def run_wait(server: Any, request: Request, operator: str) -> Any:
@@ -266,26 +365,45 @@ async def run_join(server: Any, request: Request, operator: str) -> Any:
 
 
 async def run_join_stream(server: Any, request: Request, operator: str) -> Any:
+    """The run's events again (after ``Last-Event-ID``); ``stream_mode`` (repeatable) keeps
+    those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
+    away."""
+    query = request.query_params
+    modes = stream_modes(query.getlist("stream_mode") or None, ())
+    cancel = query.get("cancel_on_disconnect") in ("1", "true")
+    after = last_event_id(request)
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:  # the stream starts now and waits, with heartbeats, for the run's end
         task = asyncio.create_task(_follow_stream(server, operator, info, run))
         _FOLLOWING.add(task)
         task.add_done_callback(_FOLLOWING.discard)
-    return sse_response(run, last_event_id(request))
+    return sse_response(
+        run, after, only=event_filter(modes), cancel_on_disconnect=cancel and not run.stored
+    )
 
 
 async def run_cancel(server: Any, request: Request, operator: str) -> Any:
+    """Cancel the run: ``204`` once it has ended (``wait=1`` waits for that), ``202`` while it
+    is ending; no body either way, which every SDK reads as nothing (the JavaScript one parses
+    any other answer as JSON). ``action=interrupt`` only: olav keeps what the run did."""
+    action = request.query_params.get("action") or "interrupt"
+    if action != "interrupt":
+        raise HTTPError(
+            422,
+            f"action {action[:40]!r} is not supported: olav cancels with 'interrupt' (the "
+            "thread keeps its last completed step); to go back, run from an earlier checkpoint",
+        )
     _, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:
         if run.status in UNFINISHED:
             raise HTTPError(
                 409, f"run {run.run_id} runs on another server; cancel it on that server"
             )
-        return Response(status_code=200)  # it has ended: nothing to cancel
+        return Response(status_code=204)  # it has ended: nothing to cancel
     server.runs.cancel(run)
     if request.query_params.get("wait") in ("1", "true"):
         await run.ended()
-    return Response(status_code=202 if not run.done.is_set() else 200)
+    return Response(status_code=204 if run.done.is_set() else 202)
 
 
 ROUTES: list[tuple[str, str, Any]] = [

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
@@ -46,12 +46,23 @@ from olav.core.log import get_logger
 from olav.core.procs import pid_alive
 from olav.runtime.threads import UNFINISHED, RunRecord, ThreadNotFoundError
 
+if TYPE_CHECKING:
+    from olav.runtime.middleware import Decision
+
 log = get_logger("serve.runs")
 WORKERS = 32
 KEEP_FINISHED = 512  # finished runs kept for join, reconnect and GET
 STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
 POLL_S = 0.5  # how often a join of a run that another server runs reads its status again
 RESERVE = 64  # stream event numbers reserved in the store at a time
+# why the server refused a tool nobody could be asked about (the OpenAI endpoint), by whether
+# it is a memory commit: what the model is told, so that it does not say the user refused
+_POLICY = {
+    False: "olav serve runs this tool only when a person approves it (an Agent Protocol "
+    "client) or when the server was started with --auto-approve; this endpoint cannot ask one",
+    True: "olav serve never commits to memory without a person's confirmation, which this "
+    "endpoint cannot ask for; the draft stays, for `olav kb drafts confirm`",
+}
 STOPPED = {  # why a kept run whose server is gone ended, by the status it was left in
     "pending": "the server stopped before it started",
     "running": "the server stopped while it ran",
@@ -89,17 +100,37 @@ def dump_message(message: Any) -> dict[str, Any]:
     return data
 
 
-def dump_values(values: Any) -> dict[str, Any]:
-    """A graph state's values (messages and the rest) as JSON-safe data."""
+def dump_values(values: Any, cache: dict[int, tuple[Any, Any]] | None = None) -> dict[str, Any]:
+    """A graph state's values (messages and the rest) as JSON-safe data. ``cache``: the
+    messages dumped already (by object), which a run's steps share: each step's values, its
+    checkpoint and its debug event hold the same messages, and a long thread many."""
     if not isinstance(values, dict):
         return {}
     out: dict[str, Any] = {}
     for key, value in values.items():
         if key == "messages" and isinstance(value, list):
-            out[key] = [dump_message(m) for m in value]
+            out[key] = [_dumped(m, cache) for m in value]
         elif key in ("files", "todos", "messages"):
             out[key] = value if _jsonable(value) else str(value)
     return out
+
+
+def _dumped(message: Any, cache: dict[int, tuple[Any, Any]] | None) -> Any:
+    """``message`` dumped, once per run while it stays as it was: the cache keeps the object
+    (so that its id names it alone) and what it looked like (a middleware may change a message
+    in place: its text, its tool calls, its extra fields)."""
+    if cache is None:
+        return dump_message(message)
+    look = (
+        getattr(message, "id", None),
+        len(str(getattr(message, "content", ""))),
+        len(getattr(message, "tool_calls", None) or ()),
+        len(getattr(message, "additional_kwargs", None) or ()),
+    )
+    kept = cache.get(id(message))
+    if kept is None or kept[0][0] is not message or kept[0][1] != look:
+        kept = cache[id(message)] = ((message, look), dump_message(message))
+    return kept[1]
 
 
 def _jsonable(value: Any) -> bool:
@@ -135,6 +166,10 @@ class Run:
     # OpenAI endpoint, which has no way to answer one: dangerous tools are refused there
     interruptible: bool = True
     resume: Any = None  # the person's answer to the interrupt this run continues (None: none)
+    # the checkpoint of the thread the run starts from (a new branch): with ``text`` it forks
+    # there with a new request (edit), without it runs again from there (regenerate)
+    checkpoint: str | None = None
+    on_disconnect: str = "continue"  # "cancel": a stream's client that goes away cancels it
     interrupts: list[dict[str, Any]] = field(default_factory=list)  # where it paused
     status: str = "pending"
     created_at: str = field(default_factory=now_iso)
@@ -164,6 +199,8 @@ class Run:
     # the event loops' waiters (streams, joins): woken by every event, no thread held
     _waiters: list[tuple[Any, Any]] = field(default_factory=list)
     _message_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
+    _partial: dict[str, str] = field(default_factory=dict)  # "messages": the text so far, by id
+    _dumps: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # dump_values' cache
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,10 +211,16 @@ class Run:
             "updated_at": self.updated_at,
             "status": self.status,
             "metadata": self.metadata,
-            "kwargs": {"stream_mode": list(self.stream_modes)},
+            "kwargs": self.kwargs(),
             "multitask_strategy": self.multitask_strategy,
             "error": self.error,  # why it failed or was interrupted ("" when it did not)
         }
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"stream_mode": list(self.stream_modes)}
+        if self.checkpoint:
+            out["checkpoint_id"] = self.checkpoint
+        return out
 
     def record(self) -> RunRecord:
         """The run as the thread store keeps it (this process runs it)."""
@@ -190,7 +233,7 @@ class Run:
             created_at=_epoch(self.created_at),
             updated_at=_epoch(self.updated_at),
             metadata=self.metadata,
-            kwargs={"stream_mode": list(self.stream_modes)},
+            kwargs=self.kwargs(),
             multitask_strategy=self.multitask_strategy,
             error=self.error,
             events=self.reserved,
@@ -281,6 +324,8 @@ class Run:
     def _wake(self) -> None:
         self._cond.notify_all()
         for loop, event in self._waiters:
+            if event.is_set():  # woken already, not yet gone: a burst of events wakes it once
+                continue
             with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits
                 loop.call_soon_threadsafe(event.set)
 
@@ -300,7 +345,8 @@ class Run:
             self._waiters.append(waiter)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout)
+                async with asyncio.timeout(timeout):  # no task per wait, unlike wait_for
+                    await event.wait()
         finally:
             with self._cond:
                 self._waiters.remove(waiter)
@@ -322,30 +368,64 @@ class Run:
 
     # -- what the session reports -------------------------------------------------------------
 
-    def on_token(self, piece: str) -> None:
+    def graph_modes(self) -> tuple[str, ...]:
+        """The stream modes of LangGraph the run needs beyond the session's own (values,
+        updates and messages): none for a run that streams only those, so that such a run
+        costs what it did before."""
+        wanted = set(self.stream_modes)
+        modes = [m for m in ("custom", "checkpoints", "tasks", "debug") if m in wanted]
+        if "events" in wanted and "tasks" not in modes:
+            modes.append("tasks")  # the nodes' chain events come from the task events
+        return tuple(modes)
+
+    def on_start(self) -> None:
+        if "events" in self.stream_modes:
+            self._chain("on_chain_start", self.assistant_id, {"input": {"request": self.text}})
+
+    def on_token(self, piece: str, message_id: str = "") -> None:
         if self.cancel.is_set():
             raise ClientCancelled()
-        if "messages" in self.stream_modes and piece:
-            chunk = {
-                "type": "AIMessageChunk",
-                "content": piece,
-                "id": self._message_id,
-                "additional_kwargs": {},
-                "response_metadata": {},
-                "tool_calls": [],
-                "tool_call_chunks": [],
-            }
-            meta = {"langgraph_node": "model", "run_id": self.run_id, "thread_id": self.thread_id}
+        if not piece:
+            return
+        modes = self.stream_modes
+        mid = message_id or self._message_id
+        meta = {
+            "langgraph_node": "model",
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+        }
+        chunk = {
+            "type": "AIMessageChunk",
+            "content": piece,
+            "id": mid,
+            "additional_kwargs": {},
+            "response_metadata": {},
+            "tool_calls": [],
+            "tool_call_chunks": [],
+        }
+        if "messages-tuple" in modes:
             self.emit("messages", [chunk, meta])
+        if "messages" in modes:  # LangGraph's "messages": metadata, then the text so far
+            if mid not in self._partial:
+                self._partial[mid] = ""
+                self.emit("messages/metadata", {mid: {"metadata": meta}})
+            self._partial[mid] += piece
+            self.emit("messages/partial", [{**chunk, "type": "ai", "content": self._partial[mid]}])
+        if "events" in modes:
+            self._chain("on_chat_model_stream", "model", {"chunk": chunk}, meta)
 
     def on_step(self, mode: str, payload: Any) -> None:
         if self.cancel.is_set():
             raise ClientCancelled()
+        modes = self.stream_modes
         if mode == "values":
-            self.values = dump_values(payload)
-            if "values" in self.stream_modes:
+            self.values = dump_values(payload, self._dumps if self.graph_modes() else None)
+            if "values" in modes:
                 self.emit("values", self.values)
-        elif mode == "updates" and "updates" in self.stream_modes and isinstance(payload, dict):
+            if self._partial:
+                self._complete(self.values.get("messages") or [])
+        elif mode == "updates" and "updates" in modes and isinstance(payload, dict):
             update = {
                 node: dump_values(value) if isinstance(value, dict) else value
                 for node, value in payload.items()
@@ -353,48 +433,279 @@ class Run:
             }
             if update:
                 self.emit("updates", update)
+        elif mode == "custom" and "custom" in modes:
+            self.emit("custom", jsonable(payload))
+        elif mode == "checkpoints" and "checkpoints" in modes:
+            self.emit("checkpoints", checkpoint_json(self.thread_id, payload, self._dumps))
+        elif mode == "tasks":
+            if "tasks" in modes:
+                self.emit("tasks", jsonable(payload, self._dumps))
+            if "events" in modes and isinstance(payload, dict):
+                name = str(payload.get("name") or "")
+                if "triggers" in payload:
+                    data = {"input": jsonable(payload.get("input"), self._dumps)}
+                    self._chain("on_chain_start", name, data)
+                else:
+                    data = {"output": jsonable(payload.get("result"), self._dumps)}
+                    self._chain("on_chain_end", name, data)
+        elif mode == "debug" and "debug" in modes and isinstance(payload, dict):
+            data = dict(payload)
+            if data.get("type") == "checkpoint":
+                data["payload"] = checkpoint_json(self.thread_id, data.get("payload"), self._dumps)
+            else:
+                data["payload"] = jsonable(data.get("payload"), self._dumps)
+            self.emit("debug", data)  # type, step and timestamp are text and numbers
+
+    def on_end(self) -> None:
+        """The run's last events before ``end``: the messages not completed yet, and the
+        graph's chain end."""
+        if self._partial:
+            self._complete((self.values or {}).get("messages") or [], every=True)
+        if "events" in self.stream_modes:
+            self._chain("on_chain_end", self.assistant_id, {"output": self.values})
+
+    def _complete(self, messages: list[Any], *, every: bool = False) -> None:
+        """``messages/complete`` for each streamed message the state now holds (``every``: the
+        run has ended, so every one still open, as its text stands)."""
+        stored = {m.get("id"): m for m in messages if isinstance(m, dict)}
+        for mid in [m for m in self._partial if m in stored or every]:
+            text = self._partial.pop(mid)
+            whole = stored.get(mid) or {"type": "ai", "id": mid, "content": text}
+            self.emit("messages/complete", [whole])
+
+    def _chain(
+        self, event: str, name: str, data: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> None:
+        """One of LangChain's stream events (``events`` mode)."""
+        self.emit(
+            "events",
+            {
+                "event": event,
+                "name": name,
+                "run_id": self.run_id,
+                "tags": [],
+                "metadata": meta
+                or {"run_id": self.run_id, "thread_id": self.thread_id, "langgraph_node": name},
+                "data": data,
+                "parent_ids": [],
+            },
+        )
+
+
+def jsonable(value: Any, cache: dict[int, tuple[Any, Any]] | None = None) -> Any:
+    """Whatever a graph streams (messages, interrupts, sends, pydantic models, dataclasses)
+    as JSON-safe data: messages as the Agent Protocol sends them (``cache``: as
+    :func:`dump_values`), anything else unknown as its text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, cache) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v, cache) for v in value]
+    if hasattr(value, "type") and hasattr(value, "content") and hasattr(value, "model_dump"):
+        return _dumped(value, cache)  # a LangChain message: its dump is JSON-safe (SSE: str)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value), cache)
+    if hasattr(value, "model_dump"):
+        return jsonable(value.model_dump(), cache)
+    if hasattr(value, "_asdict"):
+        return jsonable(value._asdict(), cache)
+    return str(value)
+
+
+def checkpoint_json(
+    thread_id: str, payload: Any, cache: dict[int, tuple[Any, Any]] | None = None
+) -> Any:
+    """A checkpoint as LangGraph's ``checkpoints`` mode streams it: its config, its parent's,
+    its values (as a ``values`` event has them), metadata, next nodes and tasks."""
+    if not isinstance(payload, dict):
+        return jsonable(payload)
+
+    def config(cfg: Any) -> dict[str, Any] | None:
+        where = (cfg or {}).get("configurable") if isinstance(cfg, dict) else None
+        if not where:
+            return None
+        keys = ("checkpoint_ns", "checkpoint_id")
+        return {"configurable": {"thread_id": thread_id, **{k: where.get(k) for k in keys}}}
+
+    return {
+        "config": config(payload.get("config")),
+        "parent_config": config(payload.get("parent_config")),
+        "values": dump_values(payload.get("values"), cache),
+        "metadata": jsonable(payload.get("metadata")),
+        "next": jsonable(payload.get("next") or []),
+        "tasks": jsonable(payload.get("tasks") or [], cache),
+    }
 
 
 def approval_request(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """What an interrupt asks, in the shape agent-chat-ui's inbox shows (a HumanInterrupt):
-    the action and its arguments, and which answers it takes (accept or ignore)."""
+    """What an interrupt asks, in LangChain v1's human-in-the-loop shape (a HITLRequest, which
+    agent-chat-ui and deep-agents-ui render): the action, its arguments and description, and
+    the decisions it takes: approve and reject, and edit for a tool whose arguments a person
+    may change (never a memory commit, whose preview is what they agree to). The keys of
+    agent-inbox's older shape (a HumanInterrupt) are there too, for clients that read it."""
     from olav.runtime.tools import NEEDS_CONSENT
 
-    if name in NEEDS_CONSENT:
+    consent = name in NEEDS_CONSENT
+    if consent:
         subject = str(args.get("subject", ""))
         text = f"{name} would store {subject} in memory:\n{args.get('preview', '')}"
     else:
         text = f"{name} needs your approval before it runs."
+    allowed = ["approve", "reject"] if consent else ["approve", "edit", "reject"]
     return {
+        "action_requests": [{"name": name, "args": args, "description": text}],
+        "review_configs": [{"action_name": name, "allowed_decisions": allowed}],
         "action_request": {"action": name, "args": args},
         "config": {
             "allow_accept": True,
             "allow_ignore": True,
-            "allow_respond": False,
-            "allow_edit": False,
+            "allow_respond": True,
+            "allow_edit": not consent,
         },
         "description": text,
     }
 
 
 _YES = {"y", "yes", "accept", "approve", "approved", "allow", "true", "ok"}
+_NO = {"n", "no", "ignore", "reject", "rejected", "deny", "denied", "false", "cancel"}
+ANSWER_SHAPES = (
+    '{"decisions": [{"type": "approve"}]}, {"decisions": [{"type": "edit", "edited_action": '
+    '{"name": TOOL, "args": {...}}}]}, {"decisions": [{"type": "reject", "message": "why"}]}, '
+    'agent-inbox\'s [{"type": "accept" | "ignore" | "response" | "edit", "args": ...}], '
+    'or "yes" / "no"'
+)
+
+
+class AnswerError(ValueError):
+    """A client's answer to an approval that olav cannot read (the request's 422)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A person's answer to an approval, read: ``kind`` approve, edit or reject; ``name`` and
+    ``args`` of an edit; ``message`` of a rejection (their words for the model)."""
+
+    kind: str
+    name: str = ""
+    args: dict[str, Any] | None = None
+    message: str = ""
+
+    def decision(self) -> Decision:
+        from olav.runtime.middleware import Decision
+
+        return Decision(
+            approved=self.kind != "reject",
+            args=self.args if self.kind == "edit" else None,
+            message=self.message,
+        )
+
+
+def read_answer(value: Any) -> Answer:
+    """A client's answer to an approval, in any shape olav reads: LangChain v1's
+    ``{"decisions": [DECISION]}`` (or one DECISION), agent-inbox's ``[{"type": "accept"}]``
+    and its other responses, ``{"approve": bool}``, ``true`` / ``false``, ``"yes"`` /
+    ``"no"``. :class:`AnswerError`, naming the shapes, for anything else: an answer is never
+    taken as a no because it could not be read."""
+    if isinstance(value, dict) and "decisions" in value:
+        decisions = value["decisions"]
+        if not isinstance(decisions, list) or len(decisions) != 1:
+            count = len(decisions) if isinstance(decisions, list) else "not a list"
+            raise AnswerError(
+                f"resume.decisions must be a list of one decision (one action waits for it), "
+                f"not {count}; send " + ANSWER_SHAPES
+            )
+        return _decision_of(decisions[0], "resume.decisions[0]")
+    if isinstance(value, list):
+        if len(value) != 1:
+            raise AnswerError(
+                f"resume is a list of {len(value)} answers; one action waits for one: send "
+                + ANSWER_SHAPES
+            )
+        return _decision_of(value[0], "resume[0]")
+    return _decision_of(value, "resume")
+
+
+def _decision_of(value: Any, where: str) -> Answer:
+    if isinstance(value, bool):
+        return Answer("approve" if value else "reject")
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _YES:
+            return Answer("approve")
+        if word in _NO:
+            return Answer("reject")
+        raise AnswerError(
+            f"{where} {value[:40]!r} is neither a yes nor a no; send " + ANSWER_SHAPES
+        )
+    if not isinstance(value, dict):
+        raise AnswerError(f"{where} must be a decision object; send " + ANSWER_SHAPES)
+    if "approve" in value and "type" not in value:
+        if not isinstance(value["approve"], bool):
+            raise AnswerError(f"{where}.approve must be true or false")
+        return Answer("approve" if value["approve"] else "reject")
+    kind = value.get("type")
+    if kind in ("approve", "accept"):
+        return Answer("approve")
+    if kind in ("reject", "ignore", "response"):
+        # agent-inbox's "response" is the person's reply instead of the action: a no, with
+        # their words for the model
+        said = value.get("message") if kind != "response" else value.get("args")
+        if said is not None and not isinstance(said, str):
+            field_name = "args" if kind == "response" else "message"
+            raise AnswerError(f"{where}.{field_name} must be text (the person's words)")
+        return Answer("reject", message=(said or "").strip())
+    if kind == "edit":
+        action = value.get("edited_action")
+        if action is None and isinstance(value.get("args"), dict):  # agent-inbox's edit
+            inbox = value["args"]
+            action = {"name": inbox.get("action"), "args": inbox.get("args")}
+        if not isinstance(action, dict):
+            raise AnswerError(
+                f'{where} is an edit without edited_action: send {{"type": "edit", '
+                '"edited_action": {"name": TOOL, "args": {...}}}'
+            )
+        name, args = action.get("name"), action.get("args")
+        if not isinstance(name, str) or not isinstance(args, dict):
+            raise AnswerError(
+                f"{where}.edited_action must have a name (the tool) and args (an object)"
+            )
+        return Answer("edit", name=name, args=args)
+    if kind == "respond":
+        raise AnswerError(
+            f"{where}: 'respond' is not a decision olav offers (a tool's result is the tool's); "
+            "send approve, edit or reject"
+        )
+    shown = str(kind)[:40] if kind is not None else "no type"
+    raise AnswerError(f"{where} has {shown!r}, which is not a decision; send " + ANSWER_SHAPES)
+
+
+def check_answer(answer: Answer, asked: Any) -> None:
+    """An answer against the interrupt it answers (its value, as approval_request made it):
+    an edit must be offered for that action and keep its name."""
+    if answer.kind != "edit" or not isinstance(asked, dict):
+        return
+    requests = asked.get("action_requests") or []
+    configs = asked.get("review_configs") or []
+    name = str(requests[0].get("name")) if requests and isinstance(requests[0], dict) else ""
+    allowed = configs[0].get("allowed_decisions", []) if configs else []
+    if "edit" not in allowed:
+        raise AnswerError(
+            f"{name or 'this action'} takes no edit: its decisions are " + ", ".join(allowed)
+        )
+    if name and answer.name != name:
+        raise AnswerError(
+            f"edited_action.name is {answer.name[:60]!r}, but the action waiting is {name!r}: "
+            "an edit changes the arguments, not the tool"
+        )
 
 
 def approved(answer: Any) -> bool:
-    """Whether a client's answer to an approval is a yes: ``"yes"``, ``true``,
-    ``{"type": "accept"}`` (agent-chat-ui), ``{"approve": true}``, or a list holding one of
-    them. Anything else is a no."""
-    if isinstance(answer, list) and answer:
-        answer = answer[0]
-    if isinstance(answer, bool):
-        return answer
-    if isinstance(answer, str):
-        return answer.strip().lower() in _YES
-    if isinstance(answer, dict):
-        if "approve" in answer:
-            return answer["approve"] is True
-        return str(answer.get("type", "")).lower() in ("accept", "approve")
-    return False
+    """Whether a client's answer to an approval is a yes (an approve or an edit)."""
+    try:
+        return read_answer(answer).kind != "reject"
+    except AnswerError:
+        return False
 
 
 def _jsonable_update(value: Any) -> bool:
@@ -406,10 +717,11 @@ class _Sink:
 
     def __init__(self) -> None:
         self.run: Run | None = None
+        self.session: Any = None  # the session: the id of the message a token belongs to
 
     def token(self, piece: str) -> None:
         if self.run is not None:
-            self.run.on_token(piece)
+            self.run.on_token(piece, getattr(self.session, "token_id", "") or "")
 
     def step(self, mode: str, payload: Any) -> None:
         if self.run is not None:
@@ -448,7 +760,7 @@ class SessionPool:
                     self._store = opener()
             return self._store
 
-    def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool:
+    def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool | Decision:
         """A dangerous tool runs with --auto-approve; otherwise, and always for a memory
         commit, an Agent Protocol run pauses with an interrupt that says what would happen, and
         the client's answer (a person's, with their token) decides. The OpenAI endpoint cannot
@@ -460,10 +772,15 @@ class SessionPool:
             return True
         run = sink.run
         if run is None or not run.interruptible:
-            return False
+            from olav.runtime.middleware import Decision
+
+            return Decision(False, message=_POLICY[name in NEEDS_CONSENT], by="policy")
         from langgraph.types import interrupt
 
-        return approved(interrupt(approval_request(name, args)))
+        try:
+            return read_answer(interrupt(approval_request(name, args))).decision()
+        except AnswerError as exc:  # the request checked it: only a bug of olav's gets here
+            raise OlavError(f"the answer to the approval of {name} was unreadable: {exc}") from None
 
     def _build(self, operator: str, agent: str) -> _Pooled:
         from olav.compose import agent_session
@@ -484,6 +801,7 @@ class SessionPool:
         session.run.interrupts = True
         session._store = self.memory(lambda: open_memory(ows, session.run))
         session.on_step = sink.step
+        sink.session = session
         session.built  # noqa: B018 (build now: a failure is the run's, not the next one's)
         return _Pooled(session, sink)
 
@@ -728,12 +1046,16 @@ class RunManager:
                 pooled.sink.run = run
                 session = pooled.session
                 session.thread_id = run.thread_id
+                session.step_modes = run.graph_modes()
+                run.on_start()
                 if run.history:
                     session.seed(run.history)
                 if run.resume is not None:
                     result = session.answer(run.resume)
+                elif run.checkpoint and not run.text:
+                    result = session.regenerate(run.checkpoint)
                 else:
-                    result = session.ask(run.text)
+                    result = session.ask(run.text, checkpoint=run.checkpoint)
                 run.interrupts = list(result.interrupts)
                 if run.interrupts:
                     run.values = {**run.values, "__interrupt__": run.interrupts}
@@ -746,6 +1068,7 @@ class RunManager:
                 run.audit_run_id = result.run_id
                 if not run.values:
                     run.values = dump_values({"messages": session.thread_messages()})
+                run.on_end()
             run.finish("success")
         except (RunCancelled, ClientCancelled):
             run.error = "cancelled by the client"

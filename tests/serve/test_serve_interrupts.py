@@ -103,9 +103,21 @@ def test_the_openai_endpoint_refuses_the_dangerous_tool_instead(tmp_path: Path) 
             model="olav/netops",
             messages=[{"role": "user", "content": "take a snapshot of sh1-border01"}],
         )
-        assert "denied" in (reply.choices[0].message.content or "")
+        assert "refused by the server's policy" in (reply.choices[0].message.content or "")
         snaps = served.ws / "exports" / "snapshots"
         assert not snaps.exists() or not list(snaps.glob("*.json"))
+        # the model was told the server refused it, never that the user did
+        told = [
+            m["content"]
+            for path, body in list(served.state.requests)
+            if path == "/api/chat"
+            for m in body["messages"]
+            if m["role"] == "tool"
+        ]
+        assert told and all("not by the user" in t and "--auto-approve" in t for t in told)
+        assert not any("user denied" in t for t in told)
+        kinds = [k for k in audit_kinds(served.ws) if k in ("approval", "denial")]
+        assert kinds == ["denial"]
 
 
 def test_a_malformed_command_is_a_422(tmp_path: Path) -> None:

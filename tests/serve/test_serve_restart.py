@@ -77,7 +77,7 @@ def test_a_server_killed_mid_run_restarts_and_the_thread_continues(tmp_path: Pat
             served.sdk("bob").runs.get(tid, run["run_id"])
         with served.http() as http:
             stored = f"/threads/{tid}/runs/{run['run_id']}"
-            assert http.post(stored + "/cancel").status_code == 200  # ended: nothing to cancel
+            assert http.post(stored + "/cancel").status_code == 204  # ended: no body
             bad = http.get(f"/threads/{tid}/runs", params={"limit": "many"})
             assert bad.status_code == 422 and bad.json()["detail"].startswith("limit must be")
             errored = http.get(f"/threads/{tid}/runs", params={"status": "error"}).json()
