@@ -33,7 +33,7 @@ _MARKERS = (
     ">>>",  # functionary v3.2's recipient
 )
 _LINE_START = re.compile(r"(?:^|\n)[ \t]*[\[{]")
-_FENCE_BEFORE = re.compile(r"(?:^|\n)[ \t]*```[ \t]*(?:json|tool\w*)?[ \t]*\n[ \t]*$")
+_FENCE_TAG = re.compile(r"json|tool\w*")  # what may follow ``` on a fence that opens a call
 _CALL_AT_START = re.compile(r"\s*[A-Za-z_][\w.]*\(")  # a pythonic call as the whole message
 _NAME_AT_START = re.compile(r"\s*[A-Za-z_][\w.]*")
 _LONGEST = max(len(m) for m in _MARKERS)
@@ -87,12 +87,30 @@ def _first_marker(text: str, *, at_start: bool) -> int | None:
     hits = [i for i in (text.find(m) for m in _MARKERS) if i >= 0]
     for line in _LINE_START.finditer(text):
         if line.group().startswith("\n") or at_start:  # a line start, not mid-line
-            fence = _FENCE_BEFORE.search(text, 0, line.start() + 1)
-            hits.append(fence.start() if fence else line.start())  # a fence that opens JSON
+            fence = _fence_before(text, line.start() + 1)
+            hits.append(line.start() if fence is None else fence)  # a fence that opens JSON
             break
     if at_start and _CALL_AT_START.match(text):
         hits.append(0)
     return min(hits) if hits else None
+
+
+def _fence_before(text: str, end: int) -> int | None:
+    """Where the fence line opening a JSON call begins (the newline before it, or 0) when
+    ``text[:end]`` ends with such a line, a newline and only blanks; else None. Read from the
+    last two lines only: a regular expression searched over the whole text would retry at
+    every backtick and cost the square of the text's length."""
+    last = text.rfind("\n", 0, end)
+    if last < 0 or text[last + 1 : end].strip(" \t"):
+        return None
+    before = text.rfind("\n", 0, last)
+    line = text[before + 1 : last].strip(" \t")
+    if not line.startswith("```"):
+        return None
+    tag = line[3:].strip(" \t")
+    if tag and not _FENCE_TAG.fullmatch(tag):
+        return None
+    return max(before, 0)
 
 
 def _partial_marker(text: str) -> int:
@@ -100,8 +118,8 @@ def _partial_marker(text: str) -> int:
     could start a JSON value)."""
     if text.rstrip(" \t").endswith("\n"):  # the next chunk may open a line with { or [
         kept = len(text) - len(text.rstrip(" \t\n"))
-        fence = _FENCE_BEFORE.search(text)  # a fence line that may open a JSON call
-        return len(text) - fence.start() if fence else kept
+        fence = _fence_before(text, len(text))  # a fence line that may open a JSON call
+        return kept if fence is None else len(text) - fence
     last = text.rsplit("\n", 1)[-1]
     if last.lstrip(" \t").startswith("`"):  # a line that may be a fence: wait for its end
         return len(last)
