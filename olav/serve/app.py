@@ -430,11 +430,12 @@ class Server:
         """A run from an Agent Protocol body (its input's last human message is the
         request)."""
         agent = self.agent(body.get("assistant_id"))
-        resume = _resume_of(body.get("command"))
+        resume, resolve = _command_of(body.get("command"))
+        answers = resume is not None or resolve  # the run answers the thread's approval
         checkpoint = _checkpoint_of(body)
         again = checkpoint is not None and body.get("input") in (None, {})
-        text = "" if resume is not None or again else input_text(body.get("input"))
-        if resume is not None and checkpoint is not None:
+        text = "" if answers or again else input_text(body.get("input"))
+        if answers and checkpoint is not None:
             raise HTTPError(
                 422, "a run answers an approval (command) or starts from a checkpoint, not both"
             )
@@ -453,12 +454,13 @@ class Server:
             )
         metadata = bounded_object(body.get("metadata"))
         stateless = thread_id is None
-        if resume is not None and stateless:
+        if answers and stateless:
             raise HTTPError(
                 409,
                 "a stateless run has no thread that waits for an answer: resume on "
                 "/threads/{thread_id}/runs",
             )
+        nothing = "resolve" if resolve else "resume"
         if checkpoint is not None and (stateless or body.get("if_not_exists") == "create"):
             exists = not stateless and self.exact_thread(str(thread_id)) is not None
             if not exists:
@@ -473,20 +475,23 @@ class Server:
                     raise HTTPError(404, f"no thread {thread_id!r}")
                 if info is not None:  # another operator's: never run on it, never show it
                     raise HTTPError(409, f"thread {thread_id!r} exists")
-                if resume is not None:  # a new thread waits for nothing
+                if answers:  # a new thread waits for nothing
                     raise HTTPError(
-                        409, f"thread {thread_id} waits for no answer: there is nothing to resume"
+                        409,
+                        f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
                     )
                 # ThreadExistsError (409) when another operator made it meanwhile
                 self.threads.create(agent, thread_id, owner=operator)
-            elif resume is not None:
+            elif answers:
                 waiting = self.pending(operator, info)
                 if not waiting:
                     raise HTTPError(
-                        409, f"thread {thread_id} waits for no answer: there is nothing to resume"
+                        409,
+                        f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
                     )
                 try:
-                    check_answer(read_answer(resume), waiting[0].value)
+                    if resume is not None:
+                        check_answer(read_answer(resume), waiting[0].value)
                 except AnswerError as exc:
                     raise HTTPError(422, f"command.resume: {exc}") from None
             elif checkpoint is not None and not self.snapshots(
@@ -513,6 +518,7 @@ class Server:
             multitask_strategy=strategy,
             stateless=stateless,
             resume=resume,
+            resolve=resolve,
             checkpoint=checkpoint,
             on_disconnect=disconnect,
         )
@@ -535,15 +541,53 @@ class Server:
         self.runs.delete_thread(run.thread_id)
 
 
-def _resume_of(command: Any) -> Any:
-    """The person's answer in a run's ``command`` (``{"resume": ...}``), or None; one olav
-    cannot read is a 422 that names the shapes it reads, never a no."""
+END = "__end__"  # LangGraph's END: a command's goto that ends the run where it waits
+
+
+def _command_of(command: Any) -> tuple[Any, bool]:
+    """A run's ``command``: the person's answer to an approval (``{"resume": ...}``), or the
+    end of the wait (``{"goto": "__end__"}``, agent-chat-ui's *Mark as resolved*): (the
+    answer or None, whether it ends the wait). One olav cannot read is a 422 that names the
+    shapes it reads, never a no."""
     if command is None:
-        return None
-    if not isinstance(command, dict) or "resume" not in command:
-        raise HTTPError(422, "command must be an object with 'resume' (the answer to an approval)")
-    if command.get("goto") or command.get("update"):
-        raise HTTPError(422, "command supports only 'resume'")
+        return None, False
+    if not isinstance(command, dict):
+        raise HTTPError(
+            422,
+            'command must be an object: {"resume": ANSWER} (the answer to an approval) or '
+            '{"goto": "__end__"} (end the wait without running the tool)',
+        )
+    if command.get("update"):
+        raise HTTPError(
+            422,
+            "command.update is not supported: olav's state is the agent's messages; answer "
+            'the approval with {"resume": ...} or end it with {"goto": "__end__"}',
+        )
+    goto = command.get("goto")
+    if goto not in (None, [], ""):
+        targets = goto if isinstance(goto, list) else [goto]
+        for target in targets:
+            node = target.get("node") if isinstance(target, dict) else target
+            if node != END:
+                raise HTTPError(
+                    422,
+                    f"command.goto {shown(json.dumps(node, default=str), 40)}: olav goes to "
+                    f"'{END}' only (end the run where it waits: the tool does not run); the "
+                    "agent's own nodes are not a client's to send to",
+                )
+        if command.get("resume") is not None:
+            raise HTTPError(
+                422,
+                'command has both resume and goto: answer the approval ({"resume": ...}) or '
+                'end the wait ({"goto": "__end__"}), not both',
+            )
+        return None, True
+    if "resume" not in command:
+        raise HTTPError(
+            422,
+            'command must have "resume" (the answer to an approval) or "goto": "__end__" '
+            "(end the wait without running the tool)",
+        )
     if command["resume"] is None:
         raise HTTPError(
             422,
@@ -554,7 +598,7 @@ def _resume_of(command: Any) -> Any:
         read_answer(command["resume"])
     except AnswerError as exc:
         raise HTTPError(422, f"command.resume: {exc}") from None
-    return command["resume"]
+    return command["resume"], False
 
 
 def _checkpoint_of(body: dict[str, Any]) -> str | None:

@@ -166,6 +166,9 @@ class Run:
     # OpenAI endpoint, which has no way to answer one: dangerous tools are refused there
     interruptible: bool = True
     resume: Any = None  # the person's answer to the interrupt this run continues (None: none)
+    # the run ends the thread's wait instead (command goto "__end__": agent-chat-ui's "Mark as
+    # resolved"): the tool waiting for approval does not run, and the thread is idle
+    resolve: bool = False
     # the checkpoint of the thread the run starts from (a new branch): with ``text`` it forks
     # there with a new request (edit), without it runs again from there (regenerate)
     checkpoint: str | None = None
@@ -536,6 +539,85 @@ def checkpoint_json(
         "next": jsonable(payload.get("next") or []),
         "tasks": jsonable(payload.get("tasks") or [], cache),
     }
+
+
+RESOLVED_TEXT = "(the approval marked as resolved: nothing ran)"  # the audit's request
+
+
+def resolved_note(name: str) -> str:
+    """What the thread keeps, and the model reads, for a tool call whose approval a person
+    marked as resolved."""
+    return (
+        f"Error: {name} did not run: the user marked its approval as resolved without approving it."
+    )
+
+
+def end_wait(session: Any, run: Run) -> Any:
+    """End the wait of a thread paused at an approval, without running the tool (a run with
+    ``command: {"goto": "__end__"}``, agent-chat-ui's *Mark as resolved*).
+
+    The pending tasks are ended as LangGraph's ``update_state(None, as_node=END)`` ends them
+    (agent-inbox's resolve; a run with ``Command(goto=END)`` alone would run the waiting node
+    again, and it would ask again): the thread is idle. Each tool call left without a result
+    gets one that says the person marked it resolved (the model reads it on the next turn,
+    instead of deepagents' "did not complete"). Audited as a run of the thread with a
+    ``denial`` per waiting action, ``decision: "resolve"``: the token's operator decided, and
+    the tool did not run."""
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.constants import END
+
+    from olav.memory.store.scopes import user_name
+    from olav.runtime.runner import TurnResult
+
+    graph = session.built.graph
+    config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id}}
+    waiting = list(graph.get_state(config).interrupts or ())
+    claim = uuid.uuid4().hex
+    session.threads.claim(run.thread_id, claim, session.agent_name, user_name(session.ws.config))
+    audit = session.audit
+    audit_id = audit.start_run(
+        session.agent_name,
+        session.session_id,
+        RESOLVED_TEXT,
+        session.built.model_name,
+        thread_id=run.thread_id,
+    )
+    try:
+        audit.message(audit_id, "user", RESOLVED_TEXT)
+        for asked in waiting:
+            value = asked.value if isinstance(asked.value, dict) else {}
+            for action in value.get("action_requests") or []:
+                detail = {"tool": action.get("name"), "args": action.get("args") or {}}
+                audit.event(
+                    audit_id, "denial", {**detail, "decision": "resolve", "agent": run.assistant_id}
+                )
+        graph.update_state(config, None, as_node=END)  # the pending tasks end here
+        messages = list((graph.get_state(config).values or {}).get("messages") or [])
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        notes = [
+            ToolMessage(
+                content=resolved_note(call["name"]),
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+            for call in (last.tool_calls if last is not None else [])
+            if call.get("id") and call["id"] not in answered
+        ]
+        if notes:  # written as the tools node's results, then that step ended as well
+            graph.update_state(config, {"messages": notes}, as_node="tools")
+            graph.update_state(config, None, as_node=END)
+        state = graph.get_state(config)
+        session.threads.sync(run.thread_id, list((state.values or {}).get("messages") or []))
+        audit.end_run(audit_id, "completed")
+    except Exception as exc:
+        audit.end_run(audit_id, "error", f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        session.threads.release(run.thread_id, claim)
+    run.on_step("values", state.values)
+    return TurnResult(run_id=audit_id, answer="", status="completed")
 
 
 def approval_request(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -1052,6 +1134,8 @@ class RunManager:
                     session.seed(run.history)
                 if run.resume is not None:
                     result = session.answer(run.resume)
+                elif run.resolve:
+                    result = end_wait(session, run)
                 elif run.checkpoint and not run.text:
                     result = session.regenerate(run.checkpoint)
                 else:
