@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from olav.memory.lifecycle.conflicts import history, remember
-from olav.memory.lifecycle.decay import decay_weight, edit_text, gc, pin, soft_delete
+from olav.memory.lifecycle.decay import decay_weight, gc
+from olav.memory.lifecycle.ops import Actor, edit, forget, pin
 from olav.memory.recall.recaller import Recaller, RecallOptions
 from tests.helpers import hash_store, rec
 
@@ -45,7 +46,7 @@ def test_decay_orders_equally_relevant_memories_by_age(tmp_path: Path) -> None:
     recaller = Recaller(store, agent="x", options=RecallOptions(tier="large", bump_access=False))
     result = recaller.recall("restart the snmp agent on the switch", dry_run=True)
     assert [c.hit.record.id for c in result.candidates][:2] == ["new", "old"]
-    pin(store, "old")
+    pin(store, "old", Actor())
     result = recaller.recall("restart the snmp agent on the switch", dry_run=True)
     assert result.candidates[0].hit.record.id == "old"  # pinned: confidence 1.0, no decay
 
@@ -117,9 +118,9 @@ def test_soft_delete_and_edit_keep_history(tmp_path: Path) -> None:
     audit = AuditRecorder(tmp_path / "a.duckdb")
     store = hash_store(tmp_path / "m.lance")
     store.upsert([rec("f", "the NOC phone is 1234")])
-    edit_text(store, "f", "the NOC phone is 5678", audit=audit)
+    edit(store, "f", "the NOC phone is 5678", Actor(audit=audit))
     assert store.search("NOC phone", k=1)[0].record.text == "the NOC phone is 5678"
-    soft_delete(store, "f", audit=audit)
+    forget(store, "f", Actor(audit=audit))
     assert store.search("NOC phone", k=3) == [] and store.get("f") is not None
     events = audit.query("SELECT action, detail FROM memory_events ORDER BY created_at")
     assert [e[0] for e in events] == ["edit", "delete"]

@@ -9,11 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from olav.audit.db import connect
-from olav.audit.recorder import LEARNABLE_OUTCOMES
+from olav.audit.events import LEARNABLE_OUTCOMES, NARRATED_EVENT, NUDGE_EVENT
 
 MAX_RESULT = 300
-NARRATED_EVENT = "narrated"  # events.kind of a narrated run: the tools it could have called
-NUDGE_EVENT = "nudge"  # events.kind of the rescue layer's nudge: the narration and the tool named
 
 
 def runs_to_learn(path: Path, *, since: datetime, limit: int) -> list[dict[str, Any]]:

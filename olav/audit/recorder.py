@@ -24,15 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from olav.audit.db import connect
+from olav.audit.events import LEARNABLE_OUTCOMES as LEARNABLE_OUTCOMES  # for older importers
+from olav.audit.events import OUTCOMES
 from olav.core.procs import process_gone, this_process
 from olav.core.redact import redact, redact_text
 
 MAX_TEXT = 20000
-# what a finished run achieved (runs.outcome); see olav.runtime.outcome for how it is decided
-# "interrupted": the run paused for a person's answer (an approval asked by olav serve)
-OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled", "interrupted")
-# the outcomes trace_learner turns into lessons
-LEARNABLE_OUTCOMES = ("narrated", "tool_error", "failed", "cancelled")
 _OUTCOME_OF_STATUS = {"completed": "completed", "error": "failed", "cancelled": "cancelled"}
 
 

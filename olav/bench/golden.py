@@ -56,6 +56,7 @@ from olav.core.errors import OlavError
 from olav.memory.policy import Floors
 from olav.memory.store.embedders import CachedEmbedder, Embedder
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 
 AGENT = "ops"
 TIER = "small"
@@ -89,7 +90,8 @@ def _load_store(gs: GoldenSet, store: Any) -> int:
     ]
     store.upsert(records)
     store.maintain(force_optimize=True)
-    known = {r.id for r in store.list_rows()}
+    every = SearchFilter(reader=EVERYONE, include_invalid=True)
+    known = set(store.values(["id"], every).column("id").to_pylist())
     for q in gs.queries:
         missing = [m for m in q.acceptable if m not in known]
         if missing:

@@ -194,7 +194,11 @@ def measure_writers(loc: MemoryLocation, counts: tuple[int, ...] = WRITERS) -> l
             lat += result["lat"]
             retries += result["retries"]
         store = MemoryStore(table, HashEmbedder("hash-64"))
-        ids = store.column_values(["id"]).column("id").to_pylist()
+        from olav.memory.store.filters import SearchFilter
+        from olav.memory.store.scopes import EVERYONE
+
+        every = SearchFilter(reader=EVERYONE, include_invalid=True)
+        ids = store.values(["id"], every).column("id").to_pylist()
         out.append(
             {
                 "writers": n,

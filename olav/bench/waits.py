@@ -44,12 +44,15 @@ def measure_reply_path(store: Any, root: Path, n: int, tag: str, agent: str) -> 
     from olav.bench.timing import latencies_ms, summary
     from olav.memory.ingest.capture import ToolEvent, apply_capture, plan_capture
     from olav.memory.recall.recaller import RecallResult
+    from olav.memory.store.filters import BY_ID, SearchFilter
+    from olav.memory.store.scopes import EVERYONE
     from olav.memory.store.writer import BackgroundWriter
 
     migrate(root / "audit.duckdb")
     audit = AuditRecorder(root / "audit.duckdb")
     writer = BackgroundWriter("olav-bench-writer")
-    ids = [r.id for r in store.list_rows(limit=3)]
+    every = SearchFilter(reader=EVERYONE, include_invalid=True)
+    ids = [r.id for r in store.rows(every, order=BY_ID, limit=3)]
     busy: list[float] = []
 
     def timed(fn: Any, *args: Any) -> Any:

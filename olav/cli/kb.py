@@ -66,10 +66,10 @@ def export_cmd(file: Path = typer.Argument(..., help="Destination .jsonl file.")
     """Write every memory row you may read, vectors included, to a JSONL file (on a team
     table, not another operator's private rows)."""
     from olav.memory.ingest.transfer import export_jsonl
-    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.scopes import Reader
 
     ws = open_workspace()
-    n = export_jsonl(open_store(ws), file, where=readable_where(ws.config))
+    n = export_jsonl(open_store(ws), file, reader=Reader.of(ws.config))
     console.print(f"[green]✓[/] exported {n} rows to {file}")
 
 

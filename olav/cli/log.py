@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,30 @@ from olav.core.errors import OlavError
 app = typer.Typer(no_args_is_help=True)
 
 TOOL_RESULT_SHOWN = 1500  # characters of a tool result `olav log show` prints
+
+_RELATIVE = re.compile(r"(\d+)\s*([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_when(text: str, *, option: str = "--since", end: bool = False) -> datetime:
+    """A point in time: ``YYYY-MM-DD`` (local; with ``end`` the day after, so that an
+    exclusive ``--until DAY`` takes in that whole day), an ISO time (local unless it has an
+    offset), or an age such as ``30m``, ``12h``, ``7d``, ``2w`` (ago)."""
+    raw = text.strip().lower()
+    rel = _RELATIVE.fullmatch(raw)
+    if rel:
+        delta = timedelta(**{_UNITS[rel[2]]: int(rel[1])})
+        return datetime.now(UTC) - delta
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise OlavError(
+            f"{option} {text!r} is not a date",
+            hint="Use YYYY-MM-DD, an ISO time such as 2026-12-01T08:00, or an age: 12h, 7d",
+        ) from None
+    if len(raw) == 10 and end:
+        when += timedelta(days=1)
+    return when if when.tzinfo else when.astimezone()
 
 
 def _audit() -> Path:
@@ -40,7 +66,8 @@ def _filter(
     nudged: bool | None = None,
     limit: int | None = None,
 ) -> Any:
-    from olav.audit.export import RUN_OUTCOMES, RunFilter, parse_when
+    from olav.audit.events import RUN_OUTCOMES
+    from olav.audit.export import RunFilter
 
     wanted = tuple(outcomes or ())
     for name in wanted:

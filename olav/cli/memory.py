@@ -74,20 +74,17 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List memory rows, newest first."""
-    from olav.memory.store.scopes import readable_where
-    from olav.memory.store.table import sql_str
+    from olav.memory.store.filters import NEWEST, SearchFilter
 
     ws = open_workspace()
     store = open_store(ws)
-    parts = [readable_where(ws.config)]
-    if category:
-        parts.append(f"category = {sql_str(category)}")
-    if scope:
-        parts.append(f"scope = {sql_str(scope)}")
-    rows = store.list_rows(" AND ".join(parts))
-    epoch = datetime.min.replace(tzinfo=UTC)
-    rows.sort(key=lambda r: (r.updated_at or r.created_at or epoch, r.id), reverse=True)
-    rows = rows[:limit]
+    chosen = SearchFilter(
+        reader=_reader(ws),
+        scopes=[scope] if scope else None,
+        categories=[category] if category else None,
+        include_invalid=True,  # retired rows too: `olav memory history` explains them
+    )
+    rows = store.rows(chosen, order=NEWEST, limit=limit)
     if as_json:
         print_json([r.to_json() for r in rows])
         return
@@ -98,7 +95,7 @@ def list_cmd(
         cells = (r.id, r.category, r.scope, r.origin, str(r.access_count), snippet(r.text, 50))
         table.add_row(*(Text(c) for c in cells))
     console.print(table)
-    console.print(f"{len(rows)} of {store.count(' AND '.join(parts))} rows")
+    console.print(f"{len(rows)} of {store.count(chosen)} rows")
 
 
 @app.command("show")
@@ -125,15 +122,26 @@ def show(
     console.print(rec.text, markup=False, soft_wrap=True)
 
 
+def _reader(ws: Any) -> Any:
+    """Whose rows this operator may read (olav.memory.store.scopes.Reader)."""
+    from olav.memory.store.scopes import Reader
+
+    return Reader.of(ws.config)
+
+
+def _actor(ws: Any) -> Any:
+    """The terminal's operator as the memory operations' actor: audited as ``user``."""
+    from olav.memory.lifecycle.ops import Actor
+
+    return Actor("user", "cli", _reader(ws), _audit(ws))
+
+
 def _readable(ws: Any, store: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it; else the same one-line error as
     for a missing row, so an id never reveals another operator's private row."""
-    from olav.memory.store.scopes import read_by_id
+    from olav.memory.lifecycle.ops import Actor, readable_row
 
-    rec = read_by_id(store, ws.config, memory_id)
-    if rec is None:
-        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
-    return rec
+    return readable_row(store, memory_id, Actor(reader=_reader(ws)))
 
 
 @app.command("delete")
@@ -144,33 +152,28 @@ def delete(
 ) -> None:
     """Delete one memory (asks first). It is kept for history and never recalled again;
     --purge removes the row for good."""
-    from olav.memory.lifecycle.decay import soft_delete
+    from olav.memory.lifecycle.ops import forget
 
     ws = open_workspace()
     store = open_store(ws)
     rec = _readable(ws, store, memory_id)
     if not yes:
         typer.confirm(f"Delete {rec.category} {memory_id}: {snippet(rec.text, 60)}?", abort=True)
-    audit = _audit(ws)
+    forget(store, memory_id, _actor(ws), purge=purge)
     if purge:
-        store.delete(ids=[memory_id])
-        audit.memory_event(memory_id, "purge", "user", {"text": rec.text[:2000]})
         console.print(f"[green]✓[/] purged {memory_id}")
     else:
-        soft_delete(store, memory_id, audit=audit)
         console.print(f"[green]✓[/] deleted {memory_id} (kept for history; --purge removes it)")
 
 
 @app.command("stats")
 def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Rows per category and scope, the embedder, its dimension and the index state."""
-    from olav.memory.store.scopes import Reader
-
     ws = open_workspace()
     store = open_store(ws)
     data = store.stats()
     # other operators' private scopes are not named; their rows are counted together
-    reader, by_scope = Reader.of(ws.config), data["by_scope"]
+    reader, by_scope = _reader(ws), data["by_scope"]
     hidden = sum(n for scope, n in by_scope.items() if not reader.allows(scope))
     data["by_scope"] = {s: n for s, n in by_scope.items() if reader.allows(s)}
     if hidden:
@@ -190,12 +193,10 @@ def _audit(ws: Any) -> Any:
 @app.command("pin")
 def pin_cmd(memory_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Pin a memory: it never decays and its confidence is 1.0."""
-    from olav.memory.lifecycle.decay import pin
+    from olav.memory.lifecycle.ops import pin
 
     ws = open_workspace()
-    store = open_store(ws)
-    _readable(ws, store, memory_id)
-    pin(store, memory_id)
+    pin(open_store(ws), memory_id, _actor(ws))
     console.print(f"[green]✓[/] pinned {memory_id}")
 
 
@@ -205,7 +206,7 @@ def edit_cmd(
     text: str | None = typer.Option(None, "--text", help="The new text (else $EDITOR opens)."),
 ) -> None:
     """Change a memory's text; it is re-embedded and the old text kept in the audit log."""
-    from olav.memory.lifecycle.decay import edit_text
+    from olav.memory.lifecycle.ops import edit
 
     ws = open_workspace()
     store = open_store(ws)
@@ -219,7 +220,7 @@ def edit_cmd(
             console.print("unchanged")
             return
         text = edited.strip()
-    edit_text(store, memory_id, text, audit=_audit(ws))
+    edit(store, memory_id, text, _actor(ws))
     console.print(f"[green]✓[/] updated and re-embedded {memory_id}")
 
 
@@ -230,12 +231,12 @@ def history_cmd(
 ) -> None:
     """The supersede chain of a memory and its recorded changes."""
     from olav.memory.lifecycle.conflicts import history
-    from olav.memory.store.scopes import readable
 
     ws = open_workspace()
     store = open_store(ws)
     _readable(ws, store, memory_id)
-    chain = [r for r in history(store, memory_id) if readable(ws.config, r.scope)]
+    reader = _reader(ws)
+    chain = [r for r in history(store, memory_id) if reader.allows(r.scope)]
     if not chain:
         raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
     from olav.audit.queries import memory_events
@@ -285,12 +286,11 @@ def why_cmd(
     """What AutoRecall would inject for QUERY, and why each candidate was kept or dropped."""
     from olav.llm.tiers import model_tier
     from olav.memory.recall.recaller import Recaller
-    from olav.memory.store.scopes import readable
     from olav.memory.store.table import MemoryStore
 
     ws = open_workspace()
     cfg = ws.config
-    if not readable(cfg, agent):  # an agent name is a scope: never another operator's
+    if not _reader(ws).allows(agent):  # an agent name is a scope: never another operator's
         raise OlavError(
             f"--agent {agent!r} names another operator's scope",
             hint="Pass one of your agents (see `olav agent list`)",
@@ -306,7 +306,7 @@ def why_cmd(
         judge_model=verdict_model(cfg, root=ws.root),
     )
     result = rec.recall(query, dry_run=True)
-    print_why(query, agent, rec, result, as_json)
+    print_why(rec, result, as_json)
     store.persist_snapshot()
 
 
@@ -394,22 +394,17 @@ def quarantine_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Memories held back because they look like prompt injection."""
-    from olav.memory.ingest.injection import QUARANTINE
-    from olav.memory.store.scopes import read_by_id, readable_where
+    from olav.memory.lifecycle.ops import release as release_row
+    from olav.memory.store.filters import SearchFilter
 
     ws = open_workspace()
     store = open_store(ws)
     if release:
-        rec = read_by_id(store, ws.config, release)
-        if rec is None or not (rec.superseded_by or "").startswith(QUARANTINE):
-            raise NotFoundError(
-                f"{release!r} is not in quarantine", hint="See `olav memory quarantine`"
-            )
-        store.update(release, invalidated_at=None, superseded_by=None)
-        _audit(ws).memory_event(release, "release", "user", {})
+        release_row(store, release, _actor(ws))
         console.print(f"[green]✓[/] released {release}")
         return
-    rows = store.list_rows(f"superseded_by LIKE '{QUARANTINE}%' AND {readable_where(ws.config)}")
+    held = SearchFilter(reader=_reader(ws), quarantined=True, include_invalid=True)
+    rows = store.rows(held)
     if as_json:
         print_json([r.to_json() | {"vector": None} for r in rows])
         return
@@ -429,16 +424,17 @@ def episodes_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Summaries of earlier chat sessions (episodic memory), newest first."""
-    from olav.memory.store.scopes import readable_where
-    from olav.memory.store.table import sql_str
+    from olav.memory.store.filters import NEWEST_CREATED, SearchFilter
 
     ws = open_workspace()
     store = open_store(ws)
-    where = f"category = 'episode' AND {readable_where(ws.config)}"
-    where += f" AND scope = {sql_str(agent)}" if agent else ""
-    epoch = datetime.min.replace(tzinfo=UTC)
-    rows = sorted(store.list_rows(where), key=lambda r: r.created_at or epoch, reverse=True)
-    rows = rows[:limit]
+    episodes = SearchFilter(
+        reader=_reader(ws),
+        categories=["episode"],
+        scopes=[agent] if agent else None,
+        include_invalid=True,
+    )
+    rows = store.rows(episodes, order=NEWEST_CREATED, limit=limit)
     if as_json:
         print_json([r.to_json() | {"vector": None} for r in rows])
         return
@@ -462,14 +458,10 @@ def archive_list(
 ) -> None:
     """Archived rows (never recalled), newest change first."""
     from olav.memory.lifecycle.archive import Archive
-    from olav.memory.store.scopes import readable_where
-    from olav.memory.store.table import sql_str
 
     ws = open_workspace()
-    where = readable_where(ws.config)
-    where += f" AND category = {sql_str(category)}" if category else ""
     epoch = datetime.min.replace(tzinfo=UTC)
-    rows = Archive(open_store(ws)).rows(where, marked=False)
+    rows = Archive(open_store(ws)).readable(_reader(ws), category=category)
     rows.sort(key=lambda r: r.updated_at or r.created_at or epoch, reverse=True)
     if as_json:
         print_json([r.to_json() | {"vector": None, "context_vector": None} for r in rows])
@@ -488,11 +480,10 @@ def archive_list(
 def archive_restore(ids: list[str] = typer.Argument(..., metavar="ID...")) -> None:
     """Bring archived rows back into memory, as they were."""
     from olav.memory.lifecycle.archive import Archive, restore
-    from olav.memory.store.scopes import readable
 
     ws = open_workspace()
     store = open_store(ws)
-    mine = {r.id for r in Archive(store).rows() if readable(ws.config, r.scope)}
+    mine = {r.id for r in Archive(store).readable(_reader(ws))}
     missing = [i for i in ids if i not in mine]
     if missing:
         raise NotFoundError(

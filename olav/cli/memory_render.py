@@ -69,35 +69,13 @@ def print_stats(data: dict[str, Any], ann_threshold: int) -> None:
     )
 
 
-def print_why(query: str, agent: str, rec: Any, result: Any, as_json: bool) -> None:
+def print_why(rec: Any, result: Any, as_json: bool) -> None:
+    """`olav memory why`: the recall explained (``--json``: RecallResult.to_json, the shape
+    the console's Why page gives too)."""
     if as_json:
-        print_json(
-            {
-                "query": query,
-                "agent": agent,
-                "tier": rec.tier,
-                "candidates": [c.to_json() for c in result.candidates],
-                "injected": result.injected_ids,
-                "block": result.block,
-                # only with a reranker or judge: without them the JSON stays as it was
-                **({"second_look": look_json(rec, result)} if result.look is not None else {}),
-            }
-        )
+        print_json(result.to_json())
         return
     render_why(result, rec)
-
-
-def look_json(rec: Any, result: Any) -> dict[str, Any]:
-    """The reranker's and the judge's part of a recall: floors, latency, verdicts, failures."""
-    look = rec.second_look
-    return {
-        "reranker": None if look.reranker is None else look.reranker.where,
-        "rerank_floors": look.floors.to_json(),
-        "rerank_floors_from": look.floors_source,
-        "judge": look.judge is not None,
-        "judge_band": look.band,
-        **result.look.to_json(),
-    }
 
 
 WHY_COLUMNS = ("decision", "category", "id", "margin", "dist", "fts", "rrf", "why")

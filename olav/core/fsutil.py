@@ -1,4 +1,5 @@
-"""File-system helpers shared by every layer: the one way olav replaces a file."""
+"""File-system helpers shared by every layer: the one way olav replaces a file, and the
+folder fsync that makes a rename durable."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -44,7 +45,8 @@ def atomic_write_text(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` survive a crash (where the platform can)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # some platforms cannot open a directory

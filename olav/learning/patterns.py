@@ -17,8 +17,13 @@ from typing import Any
 
 from olav.core.errors import OlavError
 from olav.llm.answers import ParseError, ask_model, extract_json
+from olav.memory.store.filters import Order, SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.table import MemoryStore, sql_str, sql_ts
+from olav.memory.store.scopes import EVERYONE
+from olav.memory.store.table import MemoryStore
+from olav.memory.store.timeq import Period
+
+OLDEST = Order((("created", "asc"), ("id", "asc")))  # the events in the order they happened
 
 PROMPT = """Below are {n} successful calls of the tool `{tool}` made by the `{scope}` agent.
 Abstract them into ONE reusable pattern so that the next call is right the first time.
@@ -49,12 +54,18 @@ def group_events(
     store: MemoryStore, *, scope: str | None, window_days: int
 ) -> dict[tuple[str, str], list[MemoryRecord]]:
     since = datetime.now(UTC) - timedelta(days=window_days)
-    where = f"category = 'operational_event' AND created_at >= {sql_ts(since)}"
-    if scope:
-        where += f" AND scope = {sql_str(scope)}"
-    where += " AND invalidated_at IS NULL"
+    # every operator's events: the patterns are the workspace's, grouped by scope
+    events = SearchFilter(
+        reader=EVERYONE,
+        categories=["operational_event"],
+        scopes=[scope] if scope else None,
+        created=Period(start=since),
+        include_invalid=True,  # expired events still count; retired ones do not (below)
+    )
     groups: dict[tuple[str, str], list[MemoryRecord]] = {}
-    for rec in store.list_rows(where):
+    for rec in store.rows(events, order=OLDEST):
+        if rec.invalidated_at is not None:
+            continue
         tool = str(rec.metadata.get("tool") or "")
         if tool:
             groups.setdefault((rec.scope, tool), []).append(rec)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.audit.events import FINAL_OUTCOMES as OUTCOMES
 from olav.audit.queries import NARRATED_EVENT
 from olav.audit.recorder import AuditRecorder, ToolCallEntry
 from olav.core.config import Workspace
@@ -30,12 +31,12 @@ from olav.learning.curator import (
     sanitise_intent,
 )
 from olav.memory.ingest.capture import ToolEvent, capture
-from olav.memory.ingest.injection import QUARANTINE
 from olav.memory.recall.episodes import recent_episodes
 from olav.memory.recall.recaller import Recaller, memory_body
-from olav.memory.store.filters import SearchFilter
+from olav.memory.store.filters import BY_ID, SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore, live_filter
+from olav.memory.store.scopes import Reader
+from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore
 
 # what a client may ask to remember; documents and diagrams go through `olav kb import`, since
 # their curator path reads files from disk, which a remote client must not be able to trigger
@@ -47,7 +48,6 @@ REMEMBER_CATEGORIES = (
     "usage_guide",
     "format_guide",
 )
-OUTCOMES = ("completed", "narrated", "tool_error", "failed", "cancelled")
 _STATUS_OF = {
     "completed": "completed",
     "narrated": "completed",
@@ -152,6 +152,15 @@ class MemoryService:
     def scopes(self) -> list[str]:
         return self.recaller.scopes
 
+    @property
+    def reader(self) -> Reader:
+        """The workspace's operator: never another operator's private rows."""
+        return Reader.of(self.ws.config)
+
+    def _filter(self, categories: Sequence[str] | None) -> SearchFilter:
+        """This agent's scopes, as the operator may read them."""
+        return SearchFilter(scopes=self.scopes, categories=categories, reader=self.reader)
+
     def _own_agent(self, agent: str | None) -> None:
         if agent not in (None, "", self.agent):
             raise McpArgumentError(
@@ -180,9 +189,7 @@ class MemoryService:
         """The hybrid search, restricted to this agent's scopes."""
         cats = [category] if category else None
         with self._lock:
-            hits = self.store.search(
-                query, mode="hybrid", k=k, filter=SearchFilter(scopes=self.scopes, categories=cats)
-            )
+            hits = self.store.search(query, mode="hybrid", k=k, filter=self._filter(cats))
         return {
             "hits": [
                 {
@@ -205,7 +212,7 @@ class MemoryService:
                 f"no memory with id {memory_id!r} for agent {self.agent}",
                 hint="Find ids with the search or recall tools",
             )
-        if (rec.superseded_by or "").startswith(QUARANTINE):
+        if rec.quarantined:
             raise NotFoundError(
                 f"memory {memory_id!r} is held back as possible prompt injection",
                 hint="A person can review it with `olav memory quarantine`",
@@ -349,10 +356,8 @@ class MemoryService:
     # -- resources -------------------------------------------------------------------------
 
     def _live(self, category: str) -> list[MemoryRecord]:
-        where = live_filter(scopes=self.scopes, categories=[category])
         with self._lock:
-            rows = self.store.list_rows(where)
-        return sorted(rows, key=lambda r: r.id)
+            return self.store.rows(self._filter([category]), order=BY_ID)
 
     def guides(self) -> str:
         """The agent's directives (usage_guide rows of its scopes) as Markdown."""

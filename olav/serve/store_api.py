@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from datetime import datetime
 from typing import Any
 
@@ -134,20 +136,27 @@ class _Reading(_Operator):
             out["score"] = score
         return out
 
-    def live(self, *parts: str) -> str:
-        from olav.memory.store.scopes import readable_where
-        from olav.memory.store.sql import live_filter
+    def live(self, where: Where | None = None, **fields: Any) -> Any:
+        """The live rows the operator may read that ``where`` (a namespace's and a filter's
+        conditions) and ``fields`` select (olav.memory.store.filters.SearchFilter)."""
+        from olav.memory.store.filters import SearchFilter
 
-        return str(live_filter(extra=" AND ".join([readable_where(self.config), *parts])))
+        chosen = where or Where()
+        return SearchFilter(
+            reader=self.reader,
+            scopes=chosen.only("scope"),
+            categories=chosen.only("category"),
+            origins=chosen.only("origin"),
+            scope_prefix=chosen.scope_prefix,
+            **fields,
+        )
 
     def find(self, namespace: list[str], key: str) -> Any:
         """The live row the operator may read whose id is ``key`` or, for the key of a put
         whose draft was confirmed, the row that draft became (its newest); else 404."""
         from olav.memory.store.schema import now
-        from olav.memory.store.scopes import read_by_id
-        from olav.memory.store.sql import sql_str
 
-        rec = read_by_id(self.store, self.config, key)
+        rec = self.store.read(key, self.reader)
         if rec is not None:
             if rec.invalidated_at is not None:
                 raise HTTPError(404, f"item {key!r} was deleted or replaced")
@@ -159,12 +168,8 @@ class _Reading(_Operator):
         except HTTPError:
             raise HTTPError(404, f"no item {key!r}") from None
         intent = self.draft_id(scope, category, key)
-        needle = sql_str(f'%"intent": "{intent}"%')
-        rows = [
-            r
-            for r in self.store.list_rows(self.live(f"metadata LIKE {needle}"))
-            if r.metadata.get("intent") == intent
-        ]
+        named = self.live(mentions=f'"intent": "{intent}"')
+        rows = [r for r in self.store.rows(named) if r.metadata.get("intent") == intent]
         if not rows:
             raise HTTPError(404, f"no item {key!r}")
         rows.sort(key=lambda r: (r.category == category, _stamp(r)), reverse=True)
@@ -248,40 +253,63 @@ def _text_of(value: Any) -> tuple[str, list[str]]:
     return text, list(tags or [])
 
 
-def _prefix_where(prefix: list[str], reading: _Reading) -> list[str] | None:
-    """SQL conditions for the rows whose namespace starts with ``prefix``; None when no row's
+@dataclass
+class Where:
+    """The conditions a search puts on a row: each field equal to every value named for it
+    (two different values select nothing), and a scope prefix."""
+
+    equal: dict[str, set[str]] = dataclass_field(default_factory=dict)
+    scope_prefix: str | None = None
+
+    def add(self, field: str, value: str) -> None:
+        self.equal.setdefault(field, set()).add(value)
+
+    def only(self, field: str) -> list[str] | None:
+        """The one value ``field`` must have (as a list); [] when two are asked, None: any."""
+        wanted = self.equal.get(field)
+        if wanted is None:
+            return None
+        return sorted(wanted) if len(wanted) == 1 else []
+
+    def merged(self, other: Where) -> Where:
+        out = Where({k: set(v) for k, v in self.equal.items()}, self.scope_prefix)
+        for field, values in other.equal.items():
+            out.equal.setdefault(field, set()).update(values)
+        out.scope_prefix = out.scope_prefix or other.scope_prefix
+        return out
+
+
+def _prefix_where(prefix: list[str], reading: _Reading) -> Where | None:
+    """The conditions on the rows whose namespace starts with ``prefix``; None when no row's
     can."""
     from olav.memory.store.scopes import TEAM_PREFIX, USER_PREFIX
-    from olav.memory.store.sql import sql_str
 
+    out = Where()
     if not prefix:
-        return []
+        return out
     if prefix[0] != ROOT or len(prefix) > 3:
         return None
-    parts = []
     if len(prefix) > 1:
         where = prefix[1]
         if where == PRIVATE:
-            parts.append(f"scope = {sql_str(reading.reader.user)}")
+            out.add("scope", reading.reader.user)
         elif where == TEAM:
-            parts.append(f"scope LIKE '{TEAM_PREFIX}%'")
+            out.scope_prefix = TEAM_PREFIX
         elif where.startswith((USER_PREFIX, TEAM_PREFIX)):
             return None  # those scopes are named private and team
         else:
-            parts.append(f"scope = {sql_str(where)}")
+            out.add("scope", where)
     if len(prefix) > 2:
-        parts.append(f"category = {sql_str(prefix[2])}")
-    return parts
+        out.add("category", prefix[2])
+    return out
 
 
-def _filter_where(value: Any) -> list[str]:
-    from olav.memory.store.sql import sql_str
-
+def _filter_where(value: Any) -> Where:
+    out = Where()
     if value is None:
-        return []
+        return out
     if not isinstance(value, dict):
         raise HTTPError(422, "filter must be an object")
-    parts = []
     for field, wanted in value.items():
         if field not in FILTERABLE:
             raise HTTPError(
@@ -291,8 +319,8 @@ def _filter_where(value: Any) -> list[str]:
             raise HTTPError(422, f"filter.{field} must be a string")
         if len(wanted) > MAX_ID:
             raise HTTPError(422, f"filter.{field} is longer than {MAX_ID} characters")
-        parts.append(f"{field} = {sql_str(wanted)}")
-    return parts
+        out.add(field, wanted)
+    return out
 
 
 # -- the routes -------------------------------------------------------------------------------
@@ -353,7 +381,7 @@ async def delete_item(server: Any, request: Request, operator: str) -> Any:
 def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
     from olav.audit.recorder import AuditRecorder
     from olav.learning.curator import GUIDE_CATEGORIES
-    from olav.memory.lifecycle.decay import soft_delete
+    from olav.memory.lifecycle.ops import Actor, forget
 
     reading = _Reading(server, operator)
     rec = reading.find(namespace, key)
@@ -365,7 +393,8 @@ def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
             f"item {rec.id} is {what}: only your own private memories are deleted here; "
             f"delete it in the workspace with `olav memory delete {rec.id}`",
         )
-    soft_delete(reading.store, rec.id, actor=operator, audit=AuditRecorder(reading.ws.audit_path))
+    actor = Actor(operator, "store", reading.reader, AuditRecorder(reading.ws.audit_path))
+    forget(reading.store, rec.id, actor)
 
 
 async def search_items(server: Any, request: Request, operator: str) -> Any:
@@ -385,30 +414,24 @@ def _search(
     server: Any,
     operator: str,
     prefix: list[str],
-    conditions: list[str],
+    conditions: Where,
     query: str,
     limit: int,
     offset: int,
 ) -> dict[str, Any]:
-    from olav.memory.store.filters import SearchFilter
+    from olav.memory.store.filters import NEWEST
 
     reading = _Reading(server, operator)
     under = _prefix_where(prefix, reading)
     if under is None:
         return {"items": []}
-    parts = [*under, *conditions]
+    chosen = reading.live(under.merged(conditions))
     if query:
-        where = " AND ".join(f"({p})" for p in parts) or None
-        hits = reading.store.search(
-            query,
-            k=offset + limit,
-            filter=SearchFilter(where=where, reader=reading.reader),
-        )
-        chosen = hits[offset : offset + limit]
-        return {"items": [reading.item(h.record, round(float(h.score), 6)) for h in chosen]}
-    rows = reading.store.list_rows(reading.live(*parts))
-    rows.sort(key=lambda r: (_stamp(r), r.id), reverse=True)
-    return {"items": [reading.item(r) for r in rows[offset : offset + limit]]}
+        hits = reading.store.search(query, k=offset + limit, filter=chosen)
+        picked = hits[offset : offset + limit]
+        return {"items": [reading.item(h.record, round(float(h.score), 6)) for h in picked]}
+    rows = reading.store.rows(chosen, order=NEWEST, offset=offset, limit=limit)
+    return {"items": [reading.item(r) for r in rows]}
 
 
 async def list_namespaces(server: Any, request: Request, operator: str) -> Any:
@@ -438,7 +461,7 @@ def _namespaces(
     reading = _Reading(server, operator)
     if reading.store.count() == 0:
         return {"namespaces": []}
-    rows = reading.store.column_values(["scope", "category"], reading.live()).to_pylist()
+    rows = reading.store.values(["scope", "category"], reading.live()).to_pylist()
     found = sorted({tuple(reading.namespace(r["scope"], r["category"])) for r in rows})
     out: list[list[str]] = []
     for names in found:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.core.errors import NotFoundError, OlavError
+from olav.core.fsutil import fsync_dir
 from olav.memory.store.scopes import _name
 
 log = logging.getLogger(__name__)
@@ -391,7 +392,7 @@ class TokenStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        _fsync_dir(folder)
+        fsync_dir(folder)
 
     def create(self, operator: str, note: str = "") -> tuple[TokenInfo, str]:
         """A new token for ``operator``: its info, and the token itself, which is not kept and
@@ -484,16 +485,3 @@ def _match(records: dict[str, _Record], id_or_prefix: str) -> _Record:
             hint="Give more characters of the id",
         )
     return records[matches[0]]
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -291,7 +291,7 @@ def _recall(recorder: Any, run_id: str, ask: Ask, records: list[Any], ms: float)
 def _steps(recorder: Any, run_id: str, ask: Ask, outcome: str, *, salvaged: bool) -> None:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from olav.audit.export import RUN_STATS_EVENT, SALVAGE_EVENT
+    from olav.audit.events import RUN_STATS_EVENT, SALVAGE_EVENT
     from olav.audit.recorder import ToolCallEntry
 
     said: list[Any] = [HumanMessage(ask.text)]

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from olav.bench.locomo.cache import VectorCache
-from olav.bench.locomo.data import Conversation, time_filter
+from olav.bench.locomo.data import Conversation
 from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.timeq import query_period
 
 BASELINES = ("bm25", "vector", "langgraph", "olav")
 
@@ -97,8 +98,8 @@ class Measurer:
             out = self.out.sources.setdefault(key, [])
             t1 = time.monotonic()
             for q, vec in zip(conv.questions, qv, strict=True):
-                where = time_filter(q.text) if timed else None
-                if timed and where is None:
+                created = query_period(q.text) if timed else None
+                if timed and created is None:
                     out.append([])
                     continue
                 mode = "vector" if base == "vector" else "fts"
@@ -107,7 +108,7 @@ class Measurer:
                     mode=mode,
                     k=self.depth,
                     query_vector=vec,
-                    filter=SearchFilter(where=where),
+                    filter=SearchFilter(created=created),
                 )
                 out.append([h.record.id for h in hits])
             seconds = self.out.source_seconds

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+from olav.memory.store.schema import QUARANTINE as QUARANTINE
 from olav.memory.store.schema import MemoryRecord
 
-QUARANTINE = "quarantine:"
 # Scanned on every tool result and document written to memory, whatever its size, so each
 # pattern costs time linear in the text: the windows are bounded, a tag's attributes stop at
 # the next "<" (XML attributes cannot hold one), and whitespace once matched is not given back

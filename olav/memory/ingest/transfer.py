@@ -12,7 +12,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from olav.core.errors import OlavError
 from olav.core.fsutil import atomic_open
+from olav.memory.store.filters import BY_ID, SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.table import MemoryStore, UpsertResult
 
 FORMAT = "olav-memory-export"
@@ -61,10 +63,12 @@ class ExportRow(BaseModel):
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-def export_jsonl(store: MemoryStore, path: Path, *, where: str | None = None) -> int:
-    """Write a header line, then one row per line (those ``where`` selects, or all).
-    Returns the number of rows."""
-    rows = sorted(store.list_rows(where, with_vector=True), key=lambda r: r.id)
+def export_jsonl(store: MemoryStore, path: Path, *, reader: Reader = EVERYONE) -> int:
+    """Write a header line, then one row per line, by id: every row ``reader`` may read, in
+    any state (``olav kb export`` passes the operator's; a backup, EVERYONE). Returns the
+    number of rows."""
+    chosen = SearchFilter(reader=reader, include_invalid=True)
+    rows = store.rows(chosen, order=BY_ID, with_vector=True)
     with atomic_open(path) as fh:  # a crash never leaves a half-written export
         header = {
             "format": FORMAT,

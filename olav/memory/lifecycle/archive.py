@@ -34,8 +34,10 @@ import pyarrow as pa
 from olav.memory.decisions import Decision, DecisionLog, record
 from olav.memory.lifecycle.decay import decay_weight
 from olav.memory.policy import DEFAULTS, MemoryPolicy
+from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.sql import live_filter, sql_in, sql_str
+from olav.memory.store.scopes import Reader
+from olav.memory.store.sql import filter_where, live_filter, sql_in, sql_str
 from olav.memory.store.table import MemoryStore
 
 ARCHIVE_TABLE = "memory_archive"
@@ -85,6 +87,14 @@ class Archive:
             q = q.where(where)
         found = [MemoryRecord.from_row(r) for r in q.to_list()]
         return found if marked else [_without_mark(r) for r in found]
+
+    def readable(self, reader: Reader, *, category: str | None = None) -> list[MemoryRecord]:
+        """The archived rows ``reader`` may read (of ``category``, or all), as ``olav memory
+        archive list`` shows them: without the restore mark."""
+        chosen = SearchFilter(
+            reader=reader, categories=[category] if category else None, include_invalid=True
+        )
+        return self.rows(filter_where(chosen), marked=False)
 
     @staticmethod
     def _ids_and_marks(table: Any, where: str) -> dict[str, bool]:

@@ -1,4 +1,5 @@
-"""Memory lifecycle: time decay, pinning, soft deletion, garbage collection.
+"""Memory lifecycle: time decay and garbage collection (a person's pin, edit, quarantine and
+delete are olav.memory.lifecycle.ops).
 
 Decay: a memory's weight halves every half-life of its category (``memory.half_life_days``,
 ``memory.policy.half_life_days.<category>``) since it was last updated. Memories of the
@@ -13,7 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from olav.memory.decisions import Decision, DecisionLog, record
 from olav.memory.policy import DEFAULTS, MemoryPolicy
@@ -45,45 +45,6 @@ def rank_factor(rec: MemoryRecord, weight: float) -> float:
     at most 20 %, about the RRF gap between rank 1 and rank 3, so it orders near-equals
     without overriding what both searches agree is more relevant."""
     return (0.9 + 0.2 * rec.confidence) * (0.5 + 0.5 * weight)
-
-
-def pin(store: MemoryStore, memory_id: str) -> MemoryRecord:
-    rec = _require(store, memory_id)
-    meta = dict(rec.metadata, pinned=True)
-    return store.update(memory_id, metadata=meta, confidence=1.0, expires_at=None)
-
-
-def soft_delete(
-    store: MemoryStore, memory_id: str, *, actor: str = "user", audit: Any = None
-) -> MemoryRecord:
-    rec = _require(store, memory_id)
-    meta = dict(rec.metadata, deleted_by=actor)
-    out = store.update(memory_id, invalidated_at=datetime.now(UTC), metadata=meta)
-    if audit is not None:
-        audit.memory_event(memory_id, "delete", actor, {"text": rec.text[:2000]})
-    return out
-
-
-def edit_text(
-    store: MemoryStore, memory_id: str, text: str, *, actor: str = "user", audit: Any = None
-) -> MemoryRecord:
-    rec = _require(store, memory_id)
-    meta = dict(rec.metadata)
-    if "body" in meta:
-        meta["body"] = text
-    out = store.update(memory_id, text=text, metadata=meta)
-    if audit is not None:
-        audit.memory_event(memory_id, "edit", actor, {"old_text": rec.text[:2000]})
-    return out
-
-
-def _require(store: MemoryStore, memory_id: str) -> MemoryRecord:
-    from olav.core.errors import NotFoundError
-
-    rec = store.get(memory_id)
-    if rec is None:
-        raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
-    return rec
 
 
 @dataclass

@@ -96,6 +96,22 @@ class RecallResult:
     def injected_ids(self) -> list[str]:
         return [c.hit.record.id for c in self.injected]
 
+    def to_json(self) -> dict[str, Any]:
+        """The one JSON of a recall explained (`olav memory why --json`, the console's Why,
+        ``/why`` in chat): every candidate with its decision, what is injected, the block, and,
+        only with a reranker or judge, the second look (its setup, latency and verdicts)."""
+        out: dict[str, Any] = {
+            "query": self.query,
+            "agent": self.agent,
+            "tier": self.tier,
+            "candidates": [c.to_json() for c in self.candidates],
+            "injected": self.injected_ids,
+            "block": self.block,
+        }
+        if self.look is not None:
+            out["second_look"] = {**self.look.setup, **self.look.to_json()}
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class RecallOptions:

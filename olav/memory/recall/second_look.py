@@ -149,6 +149,8 @@ class Look:
     judged: list[tuple[str, bool]] | None = None  # (memory id, applies) of the close calls
     notes: list[str] | None = None
     failed: str | None = None  # the first stage that failed: rerank or judge
+    # what looked: the reranker, its floors, the judge and its band (SecondLook.setup_json)
+    setup: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -171,13 +173,24 @@ class SecondLook:
     floors_source: str = "uncalibrated"  # calibrated | reranker.floors | uncalibrated
     close_most: int = DEFAULTS.judge_close_calls
 
+    def setup_json(self) -> dict[str, Any]:
+        """Who looks, with what: the reranker's address, its floors and where they come from,
+        whether a judge is asked and its band."""
+        return {
+            "reranker": None if self.reranker is None else self.reranker.where,
+            "rerank_floors": self.floors.to_json(),
+            "rerank_floors_from": self.floors_source,
+            "judge": self.judge is not None,
+            "judge_band": self.band,
+        }
+
     def look(self, query: str, cands: Sequence[Any]) -> Look:
         """Score the candidates and ask about the close calls, overruling the floors'
         decisions in place (``cands`` were just decided by them)."""
         from olav.memory.recall.block import memory_body
 
         notes: list[str] = []
-        out = Look(notes=notes)
+        out = Look(notes=notes, setup=self.setup_json())
         if self.reranker is not None:
             pool = [c for c in cands if c.hit.record.category != "episode"]
             got = self.reranker.score(query, [memory_body(c.hit) for c in pool])

@@ -1,12 +1,18 @@
-"""Which rows a search may return: :class:`SearchFilter`, the pre-filters of
-``MemoryStore.search``. A light module (no numpy, no LanceDB), so that a caller can build
-one without importing the search."""
+"""Which rows a read may return, and in what order: :class:`SearchFilter` (the pre-filters of
+``MemoryStore.search``, ``rows``, ``count`` and ``values``) and :class:`Order`. A light module
+(no numpy, no LanceDB), so that a caller can build one without importing the search.
+
+Every field is a value, never SQL: the store writes the predicate (olav.memory.store.sql), so no
+SQL string crosses ``olav.memory``'s border. ``reader`` says whose rows may be read
+(olav.memory.store.scopes.Reader); ``rows``, ``count`` and ``values`` refuse a filter without
+one, so a listing cannot forget another operator's private rows.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from olav.memory.store.scopes import Reader
@@ -15,21 +21,81 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class SearchFilter:
-    """The rows a search ranks. ``scopes`` and ``categories`` restrict to those values (None:
-    any); ``include_invalid`` keeps invalidated and expired rows; ``where`` is an extra SQL
-    predicate (it sends the search to LanceDB, past the in-process snapshot); ``reader``
-    hides the rows that operator may not read, and keeps the snapshot. ``period`` adds
-    rankings restricted to memories whose ``event_at`` falls in it; without one, a hybrid
-    search reads a period from the query unless ``time_aware`` is False."""
+    """The rows a read sees.
+
+    - ``reader``: the operator whose rows may be read (``Reader.of(config)``; the library's own
+      passes over the whole table say ``EVERYONE``). Required by ``rows``, ``count`` and
+      ``values``; a search without one reads the scopes it names.
+    - ``scopes``, ``categories``, ``origins``, ``ids``: restrict to those values (None: any).
+    - ``scope_prefix``: only scopes that start with it (``team:``: every team scope the reader
+      may read).
+    - ``include_invalid``: keep invalidated and expired rows too (a search and a count read live
+      rows only by default).
+    - ``quarantined``: only rows held back as possible prompt injection.
+    - ``created``: only rows whose ``created_at`` falls in the period (either end may be open).
+    - ``mentions``: only rows whose metadata (JSON) contains this text.
+    - ``period`` and ``time_aware`` concern a search only: ``period`` adds rankings restricted to
+      memories whose ``event_at`` falls in it; without one, a hybrid search reads a period from
+      the query unless ``time_aware`` is False.
+
+    ``origins``, ``ids``, ``scope_prefix``, ``quarantined``, ``created`` and ``mentions`` send a
+    search to LanceDB, past the in-process snapshot (which evaluates the others)."""
 
     scopes: Sequence[str] | None = None
     categories: Sequence[str] | None = None
     include_invalid: bool = False
-    where: str | None = None
     reader: Reader | None = None
     period: Period | None = None
     time_aware: bool = True
+    origins: Sequence[str] | None = None
+    ids: Sequence[str] | None = None
+    scope_prefix: str | None = None
+    quarantined: bool = False
+    created: Period | None = None
+    mentions: str | None = None
+
+    @property
+    def table_only(self) -> bool:
+        """Whether a field the in-process snapshot does not evaluate is set."""
+        return (
+            self.origins is not None
+            or self.ids is not None
+            or self.scope_prefix is not None
+            or self.quarantined
+            or self.created is not None
+            or self.mentions is not None
+        )
 
 
 ANY = SearchFilter()
-"""Every live row: the default filter."""
+"""Every live row of the scopes a search names: a search's default filter."""
+
+OrderKey = Literal["changed", "created", "id"]
+Direction = Literal["asc", "desc"]
+ORDER_KEYS: tuple[str, ...] = ("changed", "created", "id")
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """How ``rows`` sorts: keys in turn, each ascending or descending. ``changed`` is
+    ``updated_at``, else ``created_at``; rows without a time come last."""
+
+    keys: tuple[tuple[OrderKey, Direction], ...]
+
+    def __post_init__(self) -> None:
+        from olav.core.errors import MemoryStoreError
+
+        for key, direction in self.keys:
+            if key not in ORDER_KEYS or direction not in ("asc", "desc"):
+                raise MemoryStoreError(
+                    f"cannot order rows by {key!r} {direction!r}",
+                    hint="Order by " + ", ".join(ORDER_KEYS) + ", each 'asc' or 'desc'",
+                )
+
+
+NEWEST = Order((("changed", "desc"), ("id", "desc")))
+"""The latest change first (``olav memory list``, the store API)."""
+NEWEST_CREATED = Order((("created", "desc"), ("id", "desc")))
+"""The latest written first (episodes)."""
+BY_ID = Order((("id", "asc"),))
+"""By id (the MCP resources, exports)."""

@@ -32,6 +32,9 @@ CATEGORIES = (
     "episode",
 )
 ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
+# a retired row held back as possible prompt injection carries ``superseded_by`` =
+# QUARANTINE + its reason (olav.memory.ingest.injection, olav.memory.lifecycle.ops)
+QUARANTINE = "quarantine:"
 
 # How long a memory of each category lives, and every other memory decision: see
 # olav.memory.policy (MemoryPolicy.ttl, MemoryPolicy.expiry_for).
@@ -101,6 +104,11 @@ class MemoryRecord:
     event_at: datetime | None = None
     vector: list[float] | None = None
     context_vector: list[float] | None = None
+
+    @property
+    def quarantined(self) -> bool:
+        """Held back from recall as possible prompt injection (``olav memory quarantine``)."""
+        return str(self.superseded_by or "").startswith(QUARANTINE)
 
     def to_row(self) -> dict[str, Any]:
         row = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -5,8 +5,9 @@ lessons) lands in the operator's ``user:`` scope first; promoting a row to the t
 draft a person confirms (``olav memory promote``). Recall reads the agent's scope, ``global``,
 the operator's own ``user:`` scope and the team's scope, as a LanceDB pre-filter, so another
 operator's private rows never reach it. Every other read path (show by id, listings, searches,
-promote, the MCP tools) applies the same rule, :func:`readable`, so an id alone never reveals
-another operator's row. A local workspace has one operator, and its writes keep the scopes they
+promote, the MCP tools) applies the same rule, :class:`Reader`, which every listing's filter
+carries (olav.memory.store.filters.SearchFilter), so an id alone never reveals another operator's
+row. A local workspace has one operator, and its writes keep the scopes they
 always had.
 
 This is a visibility rule, not access control: anyone who may read the bucket prefix can open
@@ -87,17 +88,24 @@ def scoped_id(memory_id: str, scope: str) -> str:
 @dataclass(frozen=True)
 class Reader:
     """Whose rows one operator may read: every scope but other operators' ``user:`` scopes,
-    and, when a team is configured, other teams' ``team:`` scopes. A search takes it as a
-    pre-filter (SQL for LanceDB, a mask for the in-process snapshot)."""
+    and, when a team is configured, other teams' ``team:`` scopes. A read takes it as a
+    pre-filter (SQL for LanceDB, a mask for the in-process snapshot).
+
+    :data:`EVERYONE` reads every scope: the library's own passes over the whole table (gc,
+    capacity, exports and re-embedding, pattern extraction, the benchmarks), never a person's
+    listing."""
 
     user: str  # the operator's own user: scope
     team: str | None  # the team's scope, when memory.team is set
+    everyone: bool = False  # every scope (EVERYONE)
 
     @classmethod
     def of(cls, config: Any) -> Reader:
         return cls(user_scope(config), team_scope(config))
 
     def allows(self, scope: str) -> bool:
+        if self.everyone:
+            return True
         if scope.startswith(USER_PREFIX):
             return scope == self.user
         if scope.startswith(TEAM_PREFIX) and self.team is not None:
@@ -105,6 +113,9 @@ class Reader:
         return True
 
     def where(self) -> str:
+        """:meth:`allows` as a LanceDB predicate over the ``scope`` column."""
+        if self.everyone:
+            return "true"
         mine = self.user.replace("'", "''")
         if self.team is None:
             return f"(scope NOT LIKE '{USER_PREFIX}%' OR scope = '{mine}')"
@@ -115,6 +126,10 @@ class Reader:
         )
 
 
+EVERYONE = Reader("", None, everyone=True)
+"""The reader of every scope (see :class:`Reader`)."""
+
+
 def readable(config: Any, scope: str) -> bool:
     """Whether this operator may read a row of ``scope`` by its id or in a listing: the same
     rule recall applies, for every agent. Another operator's ``user:`` scope never; another
@@ -123,15 +138,10 @@ def readable(config: Any, scope: str) -> bool:
     return Reader.of(config).allows(scope)
 
 
-def readable_where(config: Any) -> str:
-    """:func:`readable` as a LanceDB pre-filter over the ``scope`` column."""
-    return Reader.of(config).where()
-
-
 def read_by_id(store: Any, config: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it, else None: a row of another
     operator's (or team's) scope is reported as missing, so its existence is not revealed."""
     row = store.get(memory_id)
-    if row is None or not readable(config, row.scope):
+    if row is None or not Reader.of(config).allows(row.scope):
         return None
     return row

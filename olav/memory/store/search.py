@@ -24,7 +24,7 @@ from olav.memory.store.hits import Hit, fuse
 from olav.memory.store.maintenance import probe
 from olav.memory.store.ranking import Ranking, TableRows
 from olav.memory.store.schema import now
-from olav.memory.store.sql import live_filter
+from olav.memory.store.sql import filter_where
 from olav.memory.store.timeq import Period, query_period
 from olav.memory.store.vcache import CachedQuery, VectorCache
 from olav.memory.store.writes import RemoteGuards
@@ -104,20 +104,14 @@ class Searching:
             raise MemoryStoreError(
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
-        where, reader, period = filter.where, filter.reader, filter.period
-        extra = " AND ".join(f"({p})" for p in (where, reader and reader.where()) if p) or None
-        pred = live_filter(
-            scopes=filter.scopes,
-            categories=filter.categories,
-            include_invalid=filter.include_invalid,
-            extra=extra,
-        )
+        reader, period = filter.reader, filter.period
+        pred = filter_where(filter)
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
         wants_vector = mode in ("vector", "hybrid")
         do_fts = mode in ("fts", "hybrid") and bool(_WORD.search(query))
         hybrid = mode == "hybrid"
         # rankings from the in-process snapshot when it is current (olav.memory.store.vcache)
-        snap = self._current_snapshot() if where is None else None
+        snap = self._current_snapshot() if not filter.table_only else None
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and filter.time_aware:
             period = query_period(query)

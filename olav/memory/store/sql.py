@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from olav.memory.store.schema import now
+from olav.memory.store.schema import QUARANTINE, now
+
+if TYPE_CHECKING:
+    from olav.memory.store.filters import SearchFilter
 
 
 def sql_str(value: str) -> str:
@@ -48,3 +52,41 @@ def live_filter(
     if extra:
         parts.append(f"({extra})")
     return " AND ".join(parts) if parts else None
+
+
+def filter_where(filter: SearchFilter, *, at: datetime | None = None) -> str | None:
+    """The pre-filter predicate of a typed filter (olav.memory.store.filters): the only place
+    that turns one into SQL. The reader's rule, the scopes, categories and liveness as
+    :func:`live_filter` writes them, then each further field."""
+    extra: list[str] = []
+    reader = filter.reader
+    if reader is not None and not reader.everyone:
+        extra.append(reader.where())
+    if filter.origins is not None:
+        extra.append(sql_in("origin", filter.origins))
+    if filter.ids is not None:
+        extra.append(sql_in("id", filter.ids))
+    if filter.scope_prefix is not None:
+        extra.append(f"scope LIKE {sql_str(_like_prefix(filter.scope_prefix))}")
+    if filter.quarantined:
+        extra.append(f"superseded_by LIKE {sql_str(_like_prefix(QUARANTINE))}")
+    if filter.created is not None:
+        extra.append(filter.created.sql("created_at"))
+    if filter.mentions is not None:
+        # LIKE's % is dropped from the needle (its _ still matches any one character: a
+        # superset, which a caller that needs the exact field checks in the row)
+        extra.append(f"metadata LIKE {sql_str('%' + filter.mentions.replace('%', '') + '%')}")
+    return live_filter(
+        scopes=filter.scopes,
+        categories=filter.categories,
+        at=at,
+        include_invalid=filter.include_invalid,
+        extra=" AND ".join(f"({p})" for p in extra) if extra else None,
+    )
+
+
+def _like_prefix(prefix: str) -> str:
+    """A LIKE pattern for the values that start with ``prefix`` (its % dropped; an _ in it
+    matches any one character, so a prefix that holds one selects a superset: the reader's
+    rule still applies)."""
+    return prefix.replace("%", "") + "%"

@@ -35,18 +35,18 @@ from olav.memory.store.connection import drop_backup as drop_backup
 from olav.memory.store.connection import lock_path as lock_path
 from olav.memory.store.connection import reembed as reembed
 from olav.memory.store.embedders import Embedder
+from olav.memory.store.filters import NEWEST, Order, SearchFilter
 from olav.memory.store.hits import Hit as Hit
 from olav.memory.store.maintenance import MAX_FRAGMENTS as MAX_FRAGMENTS
 from olav.memory.store.maintenance import REBUILD_ROWS as REBUILD_ROWS
 from olav.memory.store.remote import MemoryLocation, location, memory_location, remote_errors
 from olav.memory.store.schema import TABLE as TABLE
 from olav.memory.store.schema import MemoryRecord, build_schema, now, validate
+from olav.memory.store.scopes import Reader
 from olav.memory.store.search import SEARCH_MODES as SEARCH_MODES
 from olav.memory.store.search import Searching, SearchTuning
+from olav.memory.store.sql import filter_where, sql_in
 from olav.memory.store.sql import live_filter as live_filter
-from olav.memory.store.sql import sql_in
-from olav.memory.store.sql import sql_str as sql_str
-from olav.memory.store.sql import sql_ts as sql_ts
 from olav.memory.store.textvectors import embed_missing
 from olav.memory.store.vcache import VectorCache
 from olav.memory.store.writes import RemoteGuards, file_guard, retry_conflicts
@@ -311,15 +311,99 @@ class MemoryStore(Searching, maintenance.Maintaining):
         return out
 
     def get(self, memory_id: str, *, with_vector: bool = False) -> MemoryRecord | None:
+        """The row ``memory_id`` whatever its scope: the library's own read by id (a client
+        reads with :meth:`read`)."""
         found = self._fetch_ids([memory_id], with_vector)
         return found[0] if found else None
 
-    def count(self, where: str | None = None) -> int:
+    # -- typed reads: what a client reads, always as some reader ---------------------------
+    #
+    # A client (the CLI, the console, the store API, MCP) reads with rows, count, values and
+    # read, never with SQL: the filter is a value (olav.memory.store.filters), and it names
+    # the reader, so another operator's private rows are not in what comes back.
+
+    def read(
+        self, memory_id: str, reader: Reader, *, with_vector: bool = False
+    ) -> MemoryRecord | None:
+        """The row ``memory_id`` if ``reader`` may read it, else None: a row of another
+        operator's (or team's) scope is missing, so an id never reveals it."""
+        rec = self.get(memory_id, with_vector=with_vector)
+        return rec if rec is not None and reader.allows(rec.scope) else None
+
+    def rows(
+        self,
+        filter: SearchFilter,
+        *,
+        order: Order = NEWEST,
+        offset: int = 0,
+        limit: int | None = None,
+        with_vector: bool = False,
+    ) -> list[MemoryRecord]:
+        """The rows ``filter`` selects (its reader required), sorted by ``order``, from
+        ``offset``, at most ``limit``. The order is computed from the ids and times alone; a
+        page reads only its own rows."""
+        where = _required(filter, "rows")
+        if offset < 0 or (limit is not None and limit < 0):
+            raise MemoryStoreError(
+                f"rows: offset {offset} and limit {limit} must not be negative",
+                hint="Pass offset >= 0 and limit >= 0 (or no limit)",
+            )
+        keys = _order_columns(order)
+        times = self.column_values(keys, where)
+        if times.num_rows == 0:
+            return []
+        ids = _sorted_ids(times, order)
+        page = ids[offset : None if limit is None else offset + limit]
+        if not page:
+            return []
+        if len(page) == len(ids):  # every row: one read with the filter, not by ids
+            found = {r.id: r for r in self.list_rows(where, with_vector=with_vector)}
+        else:
+            found = {r.id: r for r in self._fetch_ids(page, with_vector)}
+        return [found[i] for i in page if i in found]
+
+    def count(self, filter: SearchFilter | str | None = None) -> int:
+        """How many rows ``filter`` selects (its reader required). Without a filter, the
+        table's size: every row of every scope and state, as a number (no row is read). A
+        SQL predicate, as :meth:`list_rows` takes one, is olav.memory's own (and the tests')."""
+        if filter is None:
+            return int(self._table.count_rows())
+        where = filter if isinstance(filter, str) else _required(filter, "count")
         return int(self._table.count_rows(where) if where else self._table.count_rows())
+
+    def values(self, columns: Sequence[str], filter: SearchFilter) -> pa.Table:
+        """Only ``columns`` (no vectors) of the rows ``filter`` selects (its reader required),
+        as Arrow: the charts and namespaces over a large table."""
+        where = _required(filter, "values")
+        known = set(self._columns(False))
+        for name in columns:
+            if name not in known:
+                raise MemoryStoreError(
+                    f"values: no column {name!r}", hint="Ask for: " + ", ".join(sorted(known))
+                )
+        return self.column_values(list(columns), where)
+
+    def scopes_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The scope of each of ``ids`` that is stored (in any state), and nothing else of
+        it: for a caller that must tell a row that is gone from one it may not read (the
+        console's decision log hides what names an unreadable row)."""
+        if not ids:
+            return {}
+        wanted = list(dict.fromkeys(ids))
+        out: dict[str, str] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            got = self.column_values(["id", "scope"], sql_in("id", chunk)).to_pylist()
+            out.update({r["id"]: r["scope"] for r in got})
+        return out
+
+    # -- the library's own reads (olav.memory's modules and tests): SQL, every row -----------
 
     def list_rows(
         self, where: str | None = None, *, limit: int | None = None, with_vector: bool = False
     ) -> list[MemoryRecord]:
+        """Rows by a SQL predicate, of every scope: olav.memory's own passes (gc, capacity,
+        imports). Clients read with :meth:`rows` (tests/test_store_reads.py keeps them to it)."""
         total = self.count()
         if total == 0:
             return []
@@ -330,6 +414,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
         return [MemoryRecord.from_row(r) for r in rows]
 
     def column_values(self, columns: list[str], where: str | None = None) -> pa.Table:
+        """Columns by a SQL predicate, of every scope (olav.memory's own; see list_rows)."""
         total = self.count()
         q = self._table.search().select(columns)
         if where:
@@ -357,3 +442,45 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     def backups(self) -> list[str]:
         return sorted(t for t in self._tables() if t.startswith(BACKUP_PREFIX))
+
+
+def _required(filter: SearchFilter, method: str) -> str | None:
+    """The predicate of a client's read, which must name its reader."""
+    if filter.reader is None:
+        raise MemoryStoreError(
+            f"store.{method} needs a reader: whose rows may be read",
+            hint="Pass SearchFilter(reader=Reader.of(config)), or EVERYONE for a pass over the "
+            "whole table (olav.memory.store.scopes)",
+        )
+    return filter_where(filter)
+
+
+_ORDER_COLUMNS = {"changed": ("updated_at", "created_at"), "created": ("created_at",), "id": ()}
+
+
+def _order_columns(order: Order) -> list[str]:
+    cols = ["id"]
+    for key, _direction in order.keys:
+        cols += [c for c in _ORDER_COLUMNS[key] if c not in cols]
+    return cols
+
+
+def _sorted_ids(times: pa.Table, order: Order) -> list[str]:
+    """The ids of ``times`` (id and the order's time columns) in ``order``; a row without
+    the time comes last."""
+    import pyarrow.compute as pc
+
+    keys: dict[str, Any] = {"id": times["id"]}
+    sort: list[tuple[str, str]] = []
+    for i, (key, direction) in enumerate(order.keys):
+        name = f"k{i}"
+        if key == "changed":
+            keys[name] = pc.coalesce(times["updated_at"], times["created_at"])
+        elif key == "created":
+            keys[name] = times["created_at"]
+        else:
+            keys[name] = times["id"]
+        sort.append((name, "descending" if direction == "desc" else "ascending"))
+    table = pa.table(keys)
+    idx = pc.sort_indices(table, sort_keys=sort)  # a null (no time) sorts last
+    return [str(i) for i in table["id"].take(idx).to_pylist()]

@@ -56,7 +56,9 @@ _DAYS_AGO = re.compile(r"\b(\d{1,3}) days? ago\b|(\d{1,3})\s*天前", _I)
 
 @dataclass(frozen=True)
 class Period:
-    """A half-open window [start, end) in UTC, or any year's months (``months``)."""
+    """A half-open window [start, end) in UTC, or any year's months (``months``). A window's
+    end, or its start, may be open (None), as a filter on a creation time is
+    (olav.memory.store.filters.SearchFilter.created); the periods a query names have both."""
 
     start: datetime | None = None
     end: datetime | None = None
@@ -65,19 +67,24 @@ class Period:
     def sql(self, column: str = "event_at") -> str:
         if self.months:
             return f"date_part('month', {column}) IN ({', '.join(map(str, self.months))})"
-        assert self.start is not None and self.end is not None
-        return f"({column} >= {_ts(self.start)} AND {column} < {_ts(self.end)})"
+        if self.start is not None and self.end is not None:
+            return f"({column} >= {_ts(self.start)} AND {column} < {_ts(self.end)})"
+        if self.start is not None:
+            return f"({column} >= {_ts(self.start)})"
+        if self.end is not None:
+            return f"({column} < {_ts(self.end)})"
+        return "true"
 
     def contains(self, when: datetime) -> bool:
         when = when if when.tzinfo else when.replace(tzinfo=UTC)
         if self.months:
             return when.month in self.months
-        assert self.start is not None and self.end is not None
-        return self.start <= when < self.end
+        return (self.start is None or self.start <= when) and (self.end is None or when < self.end)
 
 
 def _ts(d: datetime) -> str:
-    return f"CAST('{d.astimezone(UTC):%Y-%m-%d %H:%M:%S}' AS TIMESTAMP)"
+    fmt = "%Y-%m-%d %H:%M:%S.%f" if d.microsecond else "%Y-%m-%d %H:%M:%S"
+    return f"CAST('{d.astimezone(UTC).strftime(fmt)}' AS TIMESTAMP)"
 
 
 def _day(year: int, month: int, day: int) -> Period:

@@ -176,7 +176,7 @@ class Snapshot:
         if not query.include_invalid:
             mask &= self.live_invalid
             mask &= self.expires > _as_micros(query.at)
-        if query.reader is not None:
+        if query.reader is not None and not query.reader.everyone:
             mask &= self._readable(query.reader)
         if column in ("context_vector", "context"):
             mask &= self.context

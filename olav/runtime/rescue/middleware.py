@@ -35,7 +35,9 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 
-from olav.audit.queries import NUDGE_EVENT
+from olav.audit.events import CONTEXT_EVENT, CUT_EVENT, LOOP_EVENT, NUDGE_EVENT, SALVAGE_EVENT
+from olav.audit.events import REASONING_ROLE as REASONING_ROLE  # for the runner's import
+from olav.audit.events import RUN_STATS_EVENT as RUN_STATS_EVENT  # for the runner's import
 from olav.core.log import get_logger
 from olav.runtime.middleware import RunContext, last_human_index, message_text
 from olav.runtime.outcome import (
@@ -53,12 +55,6 @@ from olav.runtime.rescue.think import split_reasoning
 
 log = get_logger("runtime.rescue")
 
-SALVAGE_EVENT = "salvaged"
-LOOP_EVENT = "loop_guard"
-CONTEXT_EVENT = "context_full"
-CUT_EVENT = "cut_short"  # a model message stopped on the token limit
-REASONING_ROLE = "reasoning"  # messages.role of the reasoning the audit keeps
-RUN_STATS_EVENT = "run_stats"  # events.kind: a run's model calls, tokens and rescue marks
 _BLOCK = re.compile(r"^\s*<relevant-memories>.*?</relevant-memories>\s*", re.S)
 TRUNCATION_SHARE = 0.98  # a prompt this close to num_ctx was cut by the server
 

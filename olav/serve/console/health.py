@@ -106,9 +106,11 @@ def _outcomes(rows: list[tuple[date, str, int]]) -> list[dict[str, Any]]:
 def _memory_growth(ctx: Ctx, first: date) -> dict[str, Any]:
     """Rows created per day and category from ``first`` on, each day with the running total
     (``before``: the rows created earlier)."""
-    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.filters import SearchFilter
+    from olav.memory.store.scopes import Reader
 
-    cols = ctx.store().column_values(["category", "created_at"], readable_where(ctx.config))
+    every = SearchFilter(reader=Reader.of(ctx.config), include_invalid=True)  # retired too
+    cols = ctx.store().values(["category", "created_at"], every)
     before: Counter[str] = Counter()
     created: dict[date, Counter[str]] = {}
     for category, at in zip(

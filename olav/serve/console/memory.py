@@ -2,11 +2,12 @@
 ``/memory/{id}`` (one row in full, with its history from the audit's ``memory_events`` and the
 control plane's decisions about it from ``memory_decisions``).
 
-Only rows the operator may read are ever read (:func:`olav.memory.store.scopes.readable_where` as a
-pre-filter, :func:`~olav.memory.store.scopes.read_by_id` by id): another operator's private row is
-"not found", as in ``olav memory show``. A page reads one page of rows: a search asks for
-offset + limit hits; the newest-first listing sorts the matching rows' ids and times (two
-columns, in Arrow) and then reads only the rows of the page.
+Only rows the operator may read are ever read (every read names the operator's
+:class:`~olav.memory.store.scopes.Reader`: a filter's, or ``store.read`` by id): another
+operator's private row is "not found", as in ``olav memory show``. A page reads one page of
+rows: a search asks for offset + limit hits; the newest-first listing is ``store.rows`` with
+the page's offset and limit. Pin, edit, quarantine, release and delete are
+olav.memory.lifecycle.ops, audited with the operator (via ``console``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from olav.memory.store.filters import Order
 from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, Refused
 from olav.serve.console.html import (
     Markup,
@@ -38,9 +40,10 @@ MAX_HITS = 500  # the deepest a search pages
 SOURCE_CHARS = 20_000  # a guide's file is shown up to here
 LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated")
 GUIDES = ("usage_guide", "format_guide")  # edited through their YAML file, never here
-HELD = "console"  # the reason a row quarantined from the console carries
 EDIT_CHARS = 20_000  # the longest text the edit form takes
 DECISIONS = 100  # the newest control-plane decisions a page shows
+# newest change first; rows changed at one instant by id (the listing's pages keep that order)
+NEWEST_PAGE = Order((("changed", "desc"), ("id", "asc")))
 
 
 def _scopes(ctx: Ctx, agent: str, scope: str) -> list[str] | None:
@@ -63,7 +66,7 @@ def memory_page(ctx: Ctx) -> Page:
     scope = ctx.text("scope", 200)
     retired = ctx.params.get("retired") == "1"
     start, end = created_range(ctx)
-    created = _created_where(start, end)
+    created = _created_period(start, end)
     offset, limit = ctx.window()
     scopes = _scopes(ctx, agent, scope)
     if q:
@@ -171,20 +174,18 @@ def created_range(ctx: Ctx) -> tuple[date | None, date | None]:
     return start, end
 
 
-def _created_where(start: date | None, end: date | None) -> str:
-    """The rows created on the days ``start`` to ``end`` (UTC), as a SQL predicate."""
-    from olav.memory.store.sql import sql_ts
+def _created_period(start: date | None, end: date | None) -> Any:
+    """The days ``start`` to ``end`` (UTC, both included) as a period on the creation time;
+    None when neither is given."""
+    from olav.memory.store.timeq import Period
 
-    def midnight(day: date) -> str:  # no row is older than 1970: a far earlier day is that
+    def midnight(day: date) -> datetime:  # no row is older than 1970: a far earlier day is that
         day = max(day, date(1970, 1, 1))
-        return sql_ts(datetime(day.year, day.month, day.day, tzinfo=UTC))
+        return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
-    parts = []
-    if start is not None:
-        parts.append(f"created_at >= {midnight(start)}")
-    if end is not None and end < date.max:
-        parts.append(f"created_at < {midnight(end + timedelta(days=1))}")
-    return " AND ".join(parts)
+    after = midnight(start) if start is not None else None
+    before = midnight(end + timedelta(days=1)) if end is not None and end < date.max else None
+    return Period(after, before) if after is not None or before is not None else None
 
 
 def _row_json(rec: Any) -> dict[str, Any]:
@@ -194,34 +195,37 @@ def _row_json(rec: Any) -> dict[str, Any]:
     return dict(data)
 
 
-def _where(
+def reader(ctx: Ctx) -> Any:
+    """The logged-in operator as a reader: never another operator's private rows."""
+    from olav.memory.store.scopes import Reader
+
+    return Reader.of(ctx.config)
+
+
+def _filter(
     ctx: Ctx,
     category: str,
     origin: str,
     scopes: list[str] | None,
     retired: bool,
-    created: str = "",
-) -> str:
-    from olav.memory.store.scopes import readable_where
-    from olav.memory.store.sql import live_filter, sql_str
+    created: Any = None,
+) -> Any:
+    """The page's filters as the store's (olav.memory.store.filters.SearchFilter)."""
+    from olav.memory.store.filters import SearchFilter
 
-    extra = readable_where(ctx.config)
-    if origin:
-        extra += f" AND origin = {sql_str(origin)}"
-    if created:
-        extra += f" AND {created}"
-    where = live_filter(
+    return SearchFilter(
+        reader=reader(ctx),
         scopes=scopes,
         categories=[category] if category else None,
+        origins=[origin] if origin else None,
         include_invalid=retired,
-        extra=extra,
+        created=created,
     )
-    return where or extra
 
 
 def count_readable(ctx: Ctx) -> int:
     """How many live rows the operator may read."""
-    return int(ctx.store().count(_where(ctx, "", "", None, False)))
+    return int(ctx.store().count(_filter(ctx, "", "", None, False)))
 
 
 def _newest(
@@ -233,29 +237,16 @@ def _newest(
     offset: int,
     limit: int,
     *,
-    created: str = "",
+    created: Any = None,
 ) -> tuple[list[Any], int]:
-    """One page of the matching rows, newest first, and how many match (``created``: a SQL
-    predicate on the creation time)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from olav.memory.store.sql import sql_in
-
+    """One page of the matching rows, newest first, and how many match (``created``: a
+    period of the creation time)."""
     store = ctx.store()
-    where = _where(ctx, category, origin, scopes, retired, created)
-    times = store.column_values(["id", "created_at", "updated_at"], where)
-    if times.num_rows == 0:
+    chosen = _filter(ctx, category, origin, scopes, retired, created)
+    total = store.count(chosen)
+    if total == 0:
         return [], 0
-    order = pa.table(
-        {"id": times["id"], "at": pc.coalesce(times["updated_at"], times["created_at"])}
-    )
-    idx = pc.sort_indices(order, sort_keys=[("at", "descending"), ("id", "ascending")])
-    ids = order["id"].take(idx[offset : offset + limit]).to_pylist()
-    if not ids:
-        return [], times.num_rows
-    found = {r.id: r for r in store.list_rows(sql_in("id", ids), limit=len(ids) * 4 + 10)}
-    return [found[i] for i in ids if i in found], times.num_rows
+    return store.rows(chosen, order=NEWEST_PAGE, offset=offset, limit=limit), total
 
 
 def _search(
@@ -268,31 +259,15 @@ def _search(
     offset: int,
     limit: int,
     *,
-    created: str = "",
+    created: Any = None,
 ) -> tuple[list[Any], dict[str, float], int | None]:
     """One page of the hybrid search's hits (their fused scores by id); the total is unknown
     below the deepest page (None), else the number of hits."""
-    from olav.memory.store.filters import SearchFilter
-    from olav.memory.store.scopes import Reader
-    from olav.memory.store.sql import sql_str
-
     want = min(offset + limit, MAX_HITS)
     if offset >= want:
         return [], {}, None
-    where = [f"origin = {sql_str(origin)}"] if origin else []
-    where += [created] if created else []
-    hits = ctx.store().search(
-        q,
-        mode="hybrid",
-        k=want,
-        filter=SearchFilter(
-            scopes=scopes,
-            categories=[category] if category else None,
-            include_invalid=retired,
-            where=" AND ".join(where) or None,
-            reader=Reader.of(ctx.config),  # never another operator's private rows
-        ),
-    )
+    chosen = _filter(ctx, category, origin, scopes, retired, created)
+    hits = ctx.store().search(q, mode="hybrid", k=want, filter=chosen)
     page = hits[offset : offset + limit]
     total = len(hits) if len(hits) < want or want == MAX_HITS else None
     return [hit.record for hit in page], {hit.record.id: hit.score for hit in page}, total
@@ -304,12 +279,11 @@ def _search(
 def memory_row_page(ctx: Ctx) -> Page:
     from olav.audit.queries import memory_decisions, memory_events
     from olav.memory.lifecycle.conflicts import history
-    from olav.memory.store.scopes import readable
 
     memory_id = ctx.path_params["memory_id"]
     store = ctx.store()
     rec = _readable(ctx, memory_id)
-    chain = [r for r in history(store, memory_id) if readable(ctx.config, r.scope)]
+    chain = [r for r in history(store, memory_id) if reader(ctx).allows(r.scope)]
     events = memory_events(ctx.audit_path, [r.id for r in chain] or [rec.id], detail=True)
     meta = {k: v for k, v in rec.metadata.items() if k != "body"}
     decided = visible_decisions(
@@ -383,9 +357,7 @@ def memory_row_page(ctx: Ctx) -> Page:
 
 def _readable(ctx: Ctx, memory_id: str) -> Any:
     """The row if this operator may read it; else "not found", as for a missing row."""
-    from olav.memory.store.scopes import read_by_id
-
-    rec = read_by_id(ctx.store(), ctx.config, memory_id)
+    rec = ctx.store().read(memory_id, reader(ctx))
     if rec is None:
         raise Missing(f"no memory with id {memory_id!r}", hint="Search for it on /memory")
     return rec
@@ -457,9 +429,7 @@ def _guide_note(rec: Any) -> str:
 def quarantined(rec: Any) -> bool:
     """Held back from recall as `olav memory quarantine` lists it (retired, with a
     ``quarantine:`` reason)."""
-    from olav.memory.ingest.injection import QUARANTINE
-
-    return str(rec.superseded_by or "").startswith(QUARANTINE)
+    return bool(rec.quarantined)
 
 
 def _changing(ctx: Ctx) -> Any:
@@ -473,22 +443,38 @@ def _changing(ctx: Ctx) -> Any:
     return rec
 
 
+def _actor(ctx: Ctx) -> Any:
+    """The logged-in operator as the memory operations' actor (audited with who, by console)."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle.ops import Actor
+
+    return Actor(ctx.operator, "console", reader(ctx), AuditRecorder(ctx.audit_path))
+
+
+def _apply(op: Any, ctx: Ctx, rec: Any, *args: Any) -> Any:
+    """Run a memory operation on ``rec``; one that does not apply to the row as it is is
+    refused (403) with the operation's own reason."""
+    from olav.memory.lifecycle.ops import NotApplicable
+
+    try:
+        return op(ctx.store(), rec.id, *args, _actor(ctx))
+    except NotApplicable as exc:
+        raise Refused(exc.message) from None
+
+
 def pin_action(ctx: Ctx) -> Redirect:
     """`olav memory pin`: it never decays and its confidence is 1.0 (audited, with who)."""
-    from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle.decay import pin
+    from olav.memory.lifecycle.ops import pin
 
     rec = _changing(ctx)
-    pin(ctx.store(), rec.id)
-    AuditRecorder(ctx.audit_path).memory_event(rec.id, "pin", ctx.operator, {"by": "console"})
+    _apply(pin, ctx, rec)
     return Redirect(memory_href(rec.id), flash=f"Pinned {rec.id}: it never decays.")
 
 
 def edit_action(ctx: Ctx) -> Redirect:
     """`olav memory edit --text`: the new text, re-embedded, the old one in the audit (with
     who). A guide is refused: it is edited through its YAML file."""
-    from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle.decay import edit_text
+    from olav.memory.lifecycle.ops import edit
 
     rec = _changing(ctx)
     if rec.category in GUIDES:
@@ -502,7 +488,7 @@ def edit_action(ctx: Ctx) -> Redirect:
         raise BadRequest(f"the new text has {len(text)} characters; at most {EDIT_CHARS}")
     if text == _editable_text(rec).strip():
         return Redirect(memory_href(rec.id), flash=f"{rec.id} is unchanged.")
-    edit_text(ctx.store(), rec.id, text, actor=ctx.operator, audit=AuditRecorder(ctx.audit_path))
+    _apply(edit, ctx, rec, text)
     return Redirect(memory_href(rec.id), flash=f"Updated and re-embedded {rec.id}.")
 
 
@@ -510,16 +496,10 @@ def quarantine_action(ctx: Ctx) -> Redirect:
     """Hold a row back from recall without deleting it, as the injection scanner does
     (retired, ``superseded_by = "quarantine:console"``): `olav memory quarantine` lists it
     and ``--release`` (or Release here) returns it. Audited with who."""
-    from olav.audit.recorder import AuditRecorder
-    from olav.memory.ingest.injection import QUARANTINE
+    from olav.memory.lifecycle.ops import quarantine
 
     rec = _changing(ctx)
-    if rec.invalidated_at is not None:
-        raise Refused(f"memory {rec.id} is retired already: recall never reads it")
-    ctx.store().update(rec.id, invalidated_at=datetime.now(UTC), superseded_by=QUARANTINE + HELD)
-    AuditRecorder(ctx.audit_path).memory_event(
-        rec.id, "quarantine", ctx.operator, {"by": "console", "text": rec.text[:2000]}
-    )
+    _apply(quarantine, ctx, rec)
     return Redirect(
         memory_href(rec.id), flash=f"Quarantined {rec.id}: recall never reads it until released."
     )
@@ -527,23 +507,19 @@ def quarantine_action(ctx: Ctx) -> Redirect:
 
 def release_action(ctx: Ctx) -> Redirect:
     """`olav memory quarantine --release ID`: back into recall (audited, with who)."""
-    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle.ops import release
 
     rec = _changing(ctx)
-    if not quarantined(rec):
-        raise Refused(f"memory {rec.id} is not in quarantine")
-    ctx.store().update(rec.id, invalidated_at=None, superseded_by=None)
-    AuditRecorder(ctx.audit_path).memory_event(rec.id, "release", ctx.operator, {"by": "console"})
+    _apply(release, ctx, rec)
     return Redirect(memory_href(rec.id), flash=f"Released {rec.id}: recall reads it again.")
 
 
 def delete_action(ctx: Ctx) -> Redirect:
     """`olav memory delete` (not --purge): retired, kept for history, never recalled again."""
-    from olav.audit.recorder import AuditRecorder
-    from olav.memory.lifecycle.decay import soft_delete
+    from olav.memory.lifecycle.ops import forget
 
     rec = _changing(ctx)
-    soft_delete(ctx.store(), rec.id, actor=ctx.operator, audit=AuditRecorder(ctx.audit_path))
+    _apply(forget, ctx, rec)
     return Redirect(memory_href(rec.id), flash=f"Deleted {rec.id}; it is kept for history.")
 
 
@@ -638,16 +614,10 @@ def visible_decisions(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, An
     own operator, who reads the whole log with `olav memory log`, sees decisions naming one.
     Each kept decision says which of its ids link to a row page (``linked``) and names its run
     only when the operator may see that run."""
-    from olav.memory.store.scopes import readable
-    from olav.memory.store.sql import sql_in
-
     ids = sorted({i for d in rows for i in (d["memory_id"], d["other_id"]) if i})
-    found = (
-        {r.id: r for r in ctx.store().list_rows(sql_in("id", ids), limit=len(ids) * 4 + 10)}
-        if ids
-        else {}
-    )
-    may_read = {i: readable(ctx.config, found[i].scope) for i in ids if i in found}
+    scopes = ctx.store().scopes_of(ids)  # purged rows are not there
+    who = reader(ctx)
+    may_read = {i: who.allows(scope) for i, scope in scopes.items()}
     runs = _visible_runs(ctx, {d["run_id"] for d in rows if d["run_id"]})
     out = []
     for d in rows:
@@ -709,18 +679,17 @@ def decision_json(d: dict[str, Any]) -> dict[str, Any]:
 def rows_of_run(ctx: Ctx, run_id: str, limit: int = 100) -> list[Any]:
     """The rows the operator may read whose metadata names ``run_id`` (``run_id``, or in a
     ``run_ids`` / ``runs`` list): lessons and rows captured from that run, newest first."""
-    from olav.memory.store.scopes import readable_where
+    from olav.memory.store.filters import NEWEST, SearchFilter
 
-    needle = run_id.replace("'", "''").replace("%", "")
-    where = f"{readable_where(ctx.config)} AND metadata LIKE '%{needle}%'"
+    # a superset (the run id anywhere in the metadata); names() keeps the rows that name it
+    mentioning = SearchFilter(reader=reader(ctx), mentions=run_id, include_invalid=True)
 
     def names(rec: Any) -> bool:
         meta = rec.metadata
         listed = [*(meta.get("run_ids") or []), *(meta.get("runs") or [])]
         return meta.get("run_id") == run_id or run_id in listed
 
-    found = [r for r in ctx.store().list_rows(where, limit=limit * 4 + 10) if names(r)]
-    found.sort(key=lambda r: r.updated_at or r.created_at, reverse=True)
+    found = [r for r in ctx.store().rows(mentioning, order=NEWEST) if names(r)]
     return found[:limit]
 
 

@@ -3,8 +3,8 @@ was kept or dropped, for the logged-in operator.
 
 It decides with the code `olav memory why` runs (:meth:`olav.memory.recall.recaller.Recaller.recall`
 with ``dry_run=True``: nothing is bumped or logged), on the operator's config (their
-``memory.user``, so their private scope and never another's); its JSON twin has the fields of
-`olav memory why --json`.
+``memory.user``, so their private scope and never another's); its JSON twin is
+:meth:`~olav.memory.recall.recaller.RecallResult.to_json`, what `olav memory why --json` prints.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def model_tier(ctx: Ctx) -> str:
 def explain(ctx: Ctx, query: str, agent: str, tier: str) -> tuple[Any, Any]:
     """(the Recaller, its dry-run RecallResult) for ``query``: `olav memory why`'s code."""
     from olav.memory.recall.recaller import Recaller
-    from olav.memory.store.scopes import readable
+    from olav.memory.store.scopes import Reader
 
-    if not readable(ctx.config, agent):  # an agent name is a scope: never another operator's
+    if not Reader.of(ctx.config).allows(agent):  # an agent name is a scope: never another's
         raise Refused(f"agent {agent!r} names another operator's scope")
     from olav.llm.models import verdict_model
 
@@ -82,15 +82,7 @@ def why_page(ctx: Ctx) -> Page:
             _candidates(result.candidates, relevance_on=rec.relevance_on),
         ]
     )
-    data = {
-        "query": query,
-        "agent": agent,
-        "tier": rec.tier,
-        "candidates": [c.to_json() for c in result.candidates],
-        "injected": result.injected_ids,
-        "block": result.block,
-    }
-    return Page("Why", body, data, active="/why")
+    return Page("Why", body, result.to_json(), active="/why")
 
 
 def _form(query: str, agents: list[str], agent: str, tier: str, default_tier: str) -> Markup:
