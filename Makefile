@@ -8,6 +8,9 @@ LOCOMO ?= ../shared/data/locomo/locomo_dev.json
 STEER_WS ?=
 
 CHROMIUM ?= /usr/bin/chromium
+# LangGraph Server's wheel, read (never installed) for its OpenAPI document by
+# tests/serve/test_serve_openapi_reference.py
+REFERENCE := .cache/reference/langgraph_api-0.16.7-py3-none-any.whl
 
 .PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors clean
 
@@ -32,6 +35,9 @@ browser:
 			echo "the browser tests need Debian's chromium: sudo apt-get install chromium" >&2; \
 			exit 1; \
 		fi; }
+
+$(REFERENCE): $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps --dest .cache/reference langgraph-api==0.16.7
 
 # threads in PostgreSQL (tests/runtime/test_threads_postgres.py start their own server on
 # 127.0.0.1 from Debian's packages); as root (CI) they are installed here
@@ -63,7 +69,7 @@ fmt: $(STAMP)
 # one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
 # are built once (TEST_WORKERS=0 runs the suite in this process)
 TEST_WORKERS ?= auto
-test: lint browser postgres
+test: lint browser postgres $(REFERENCE)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md

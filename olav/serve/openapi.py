@@ -154,11 +154,13 @@ SCHEMAS: dict[str, Any] = {
     "Ok": {"type": "object", "required": ["ok"], "properties": {"ok": {"const": True}}},
     "Info": {
         "type": "object",
-        "required": ["version", "olav", "flags", "operator"],
+        "required": ["version", "langgraph_py_version", "olav", "flags", "metadata", "operator"],
         "properties": {
-            "version": {"type": "string"},
+            "version": {"type": "string", "description": "olav's version"},
+            "langgraph_py_version": {"type": "string"},
             "olav": {"const": True},
             "flags": {"type": "object"},
+            "metadata": {"type": "object"},
             "operator": {"type": "string"},
         },
     },

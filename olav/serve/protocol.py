@@ -45,12 +45,16 @@ def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
 
 
 def info(server: Any, request: Request, operator: str) -> dict[str, Any]:
+    from importlib.metadata import version
+
     from olav import __version__
 
     return {
         "version": __version__,
+        "langgraph_py_version": version("langgraph"),
         "olav": True,
         "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "metadata": {},
         "operator": operator,
     }
 
