@@ -271,12 +271,15 @@ async def _events(
     try:
         while True:
             events, done = await run.next_events(sent, HEARTBEAT_S)
+            chunk = []  # the events ready now, in one write: a burst costs one send, not one each
             for number, event, data in events:
                 sent = number
                 if only is not None and event not in only:
                     continue
                 payload = json.dumps(data, ensure_ascii=False, default=str)
-                yield f"id: {number}\nevent: {event}\ndata: {payload}\n\n".encode()
+                chunk.append(f"id: {number}\nevent: {event}\ndata: {payload}\n\n")
+            if chunk:
+                yield "".join(chunk).encode()
             if done and sent >= run.last_event:
                 finished = True
                 return
