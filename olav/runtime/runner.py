@@ -371,6 +371,8 @@ class Session:
         # the graph runs in a worker: Ctrl-C reaches this thread at once and stops the model
         # call itself (olav.runtime.cancel), instead of waiting for it to return
         for mode, payload in stream_in_worker(produce, cancel):
+            if mode == "values":
+                self._settled(payload)
             if self.on_step is not None and mode != "messages":
                 self.on_step(mode, payload)
             if mode == "messages":
@@ -385,6 +387,22 @@ class Session:
                     final = msgs[-1]
         self._final_id = final.id if final is not None else None
         return final
+
+    def _settled(self, values: Any) -> None:
+        """A model message the state now holds is complete: what its guard held back (text
+        that was no call) is shown before the state that holds it, as LangGraph streams a
+        message's last chunk before the step's values (a client that places chunks by arrival,
+        as LangGraph's SDK does, would show it twice otherwise)."""
+        msgs = values.get("messages") if isinstance(values, dict) else None
+        last = msgs[-1] if msgs else None
+        guard = self._guards.get(getattr(last, "id", None) or "")
+        if guard is None or not isinstance(last, AIMessage) or not self.on_token:
+            return
+        rest = guard.flush()
+        if rest:
+            self.token_id = last.id or ""
+            self._shown.append(rest)
+            self.on_token(rest)
 
     def _retry(self, chunk: AIMessageChunk, meta: dict[str, Any]) -> bool:
         """A message of a model step that already streamed one: the rescue layer asked the

@@ -435,10 +435,6 @@ class Server:
         checkpoint = _checkpoint_of(body)
         again = checkpoint is not None and body.get("input") in (None, {})
         text = "" if answers or again else input_text(body.get("input"))
-        if answers and checkpoint is not None:
-            raise HTTPError(
-                422, "a run answers an approval (command) or starts from a checkpoint, not both"
-            )
         disconnect = body.get("on_disconnect") or "continue"
         if disconnect not in ("continue", "cancel"):
             raise HTTPError(
@@ -483,12 +479,23 @@ class Server:
                 # ThreadExistsError (409) when another operator made it meanwhile
                 self.threads.create(agent, thread_id, owner=operator)
             elif answers:
-                waiting = self.pending(operator, info)
+                found = self.snapshots(operator, info)
+                waiting = list(found[0].interrupts or ()) if found else []
                 if not waiting:
                     raise HTTPError(
                         409,
                         f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
                     )
+                # agent-chat-ui sends the checkpoint it shows with every run, an answer's
+                # too: the one where the thread waits is its latest
+                head = ((found[0].config or {}).get("configurable") or {}).get("checkpoint_id")
+                if checkpoint is not None and checkpoint != head:
+                    raise HTTPError(
+                        409,
+                        f"thread {thread_id} waits for its answer at checkpoint {head}, not at "
+                        f"{checkpoint}: answer at the thread's latest checkpoint (reload it)",
+                    )
+                checkpoint = None
                 try:
                     if resume is not None:
                         check_answer(read_answer(resume), waiting[0].value)

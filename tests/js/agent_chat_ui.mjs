@@ -55,6 +55,13 @@ const stored = await messagesOf(tid);
 assert.equal(stored.at(-1).content, "answer to hello from node");
 const chunkIds = new Set(events.filter((e) => e.event === "messages").map((e) => e.data[0].id));
 assert.deepEqual([...chunkIds], [stored.at(-1).id]);
+// a message's chunks come before the state that holds it: useStream places a chunk whose id it
+// has not seen yet after the messages it has, and would show the answer twice
+const firstChunk = events.findIndex((e) => e.event === "messages");
+const firstHolding = events.findIndex(
+  (e) => e.event === "values" && (e.data.messages ?? []).some((m) => m.id === stored.at(-1).id),
+);
+assert.ok(firstChunk >= 0 && firstChunk < firstHolding, `chunk ${firstChunk}, state ${firstHolding}`);
 const found = await client.threads.search({ metadata: { graph_id: "core" }, limit: 100 });
 const listed = found.find((t) => t.thread_id === tid);
 assert.equal(listed.values.messages[0].content, "hello from node");
@@ -76,8 +83,14 @@ async function paused(text) {
   assert.ok(value.review_configs[0].allowed_decisions.includes("edit"));
   return [t, value];
 }
+// useStream sends the checkpoint it shows (the thread's head) with every submit, an answer's too
+async function head(threadId) {
+  const { checkpoint } = await client.threads.getState(threadId);
+  return { checkpoint_ns: checkpoint.checkpoint_ns, checkpoint_id: checkpoint.checkpoint_id };
+}
 const decide = async (t, decision) => {
-  await submit(t, "netops", {}, { command: { resume: { decisions: [decision] } } });
+  const command = { resume: { decisions: [decision] } };
+  await submit(t, "netops", {}, { command, checkpoint: await head(t) });
   const messages = await messagesOf(t);
   return messages.filter((m) => m.type === "tool").at(-1).content;
 };
@@ -96,6 +109,16 @@ assert.equal(
   `Error: the user rejected take_snapshot and said: ${why}`,
 );
 report("reject");
+// an answer sent from a checkpoint where the thread no longer waits is refused, not taken
+let [t4] = await paused("take a snapshot of sh1-border01 (js stale)");
+const oldest = (await client.threads.getHistory(t4, { limit: 100 })).at(-1).checkpoint;
+const approve = { resume: { decisions: [{ type: "approve" }] } };
+await assert.rejects(
+  submit(t4, "netops", {}, { command: approve, checkpoint: { checkpoint_id: oldest.checkpoint_id } }),
+  /409/,
+);
+assert.ok(!(await messagesOf(t4)).some((m) => m.type === "tool"), "the tool did not run");
+report("stale-answer");
 
 // -- Regenerate and Edit ---------------------------------------------------------------------
 await submit(tid, "core", human("hello again"));

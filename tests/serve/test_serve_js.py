@@ -61,6 +61,7 @@ def test_agent_chat_ui_calls_through_the_javascript_sdk(tmp_path: Path) -> None:
         "approve",
         "edit",
         "reject",
+        "stale-answer",
         "regenerate",
         "edit-from-checkpoint",
     ]
