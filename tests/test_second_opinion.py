@@ -14,7 +14,7 @@ from olav.admin.doctor import check_relevance
 from olav.core.config import Workspace
 from olav.memory.recall import relevance, second_opinion
 from olav.memory.recall.lessons import lesson_record
-from olav.memory.recall.second_opinion import SecondOpinion, judge_for
+from olav.memory.recall.second_opinion import SecondOpinion, margins_for
 from olav.memory.store.table import MemoryStore
 
 DUMP_LESSON = (
@@ -44,7 +44,7 @@ def test_the_shipped_background_is_the_encoders_own() -> None:
 
 
 def test_a_lesson_is_nearer_the_request_it_was_written_for(tmp_path: Path) -> None:
-    judge = judge_for(tmp_path)
+    judge = margins_for(tmp_path)
     assert judge is not None
     needs, unrelated = (
         judge.margins(q, relevance.language(q), [DUMP_LESSON]) for q in (NEEDS_IT, UNRELATED)

@@ -265,7 +265,7 @@ def run_golden(
         rows, ms = _recall_all(store, gs, recaller)
         retrieval = _retrieval(store, rows, recaller.scopes)
     _check_replay(rows, recaller.floors or Floors.off(), budget)
-    alone = embedder_alone(rows, settings, emb.name, budget) if recaller.judge else None
+    alone = embedder_alone(rows, settings, emb.name, budget) if recaller.lesson_margins else None
     say("calibrating the floors on the calibration half")
     key = calibration.floors_key(settings, emb.name)
     suggested, scale = _suggest(rows, recaller, configured, key, budget)
@@ -280,7 +280,7 @@ def run_golden(
     return {
         "embedder": emb.name,
         "floors_key": key,
-        "second_opinion": recaller.judge is not None,
+        "second_opinion": recaller.lesson_margins is not None,
         "agent": AGENT,
         "rrf_k": settings["memory.rrf_k"],
         "token_budget": budget,

@@ -137,8 +137,8 @@ def _searcher(
 
 def _forget(rec: Any, queries: list[str]) -> None:
     """Make the second opinion encode these requests again, as e5 does uncached."""
-    if rec.judge is not None:
-        rec.judge.opinion.forget(queries)
+    if rec.lesson_margins is not None:
+        rec.lesson_margins.opinion.forget(queries)
 
 
 def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
@@ -151,13 +151,13 @@ def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
     from olav.memory.recall import second_opinion
 
     # lessons are decided with the second opinion as in chat (its weights load untimed here)
-    judge = second_opinion.judge_for(None) if second_opinion.wanted(config) else None
-    if judge is not None:
-        judge.opinion.vectors(["warm"])
+    margins = second_opinion.margins_for(None) if second_opinion.wanted(config) else None
+    if margins is not None:
+        margins.opinion.vectors(["warm"])
     return {
         "agent": AGENT,
         "options": options,
-        "judge": judge,
+        "lesson_margins": margins,
         # the relevance signals are computed as in chat, but with no floor: random-word
         # queries are relevant to nothing, and the bench must still pay for injecting and
         # for the access-count bumps that injected memories cost
@@ -249,8 +249,8 @@ def measure_recall(
         "e5_query": summary(latencies_ms(lambda i: e5.embed_query(queries[i]), n)),
         "hybrid_k_candidates": summary(latencies_ms(hybrid, n)),
     }
-    if dry.judge is not None:  # its encoding of the request, uncached
-        encode = dry.judge.opinion.encode
+    if dry.lesson_margins is not None:  # its encoding of the request, uncached
+        encode = dry.lesson_margins.opinion.encode
         parts["second_query"] = summary(latencies_ms(lambda i: encode([queries[i]]), n))
     store.embedder = CachedEmbedder(e5, 0)  # e5 embeds every query, no bump is written
     _forget(dry, queries)  # and so does the second opinion

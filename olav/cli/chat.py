@@ -115,8 +115,14 @@ def ask(
     if problem is not None:
         raise ModelError(problem.detail, hint=problem.fix)
     # --auto-approve covers dangerous tools, never a memory commit: nobody is here to say yes
-    approve = Callbacks(approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT)
-    session = agent_session(ws, agent=agent, callbacks=approve)
+    callbacks = Callbacks(
+        approver=lambda name, args: auto_approve and name not in NEEDS_CONSENT,
+        # on stderr, so the answer (or --json) on stdout stays clean
+        on_warning=lambda message: err_console.print(
+            message, style="yellow", markup=False, soft_wrap=True
+        ),
+    )
+    session = agent_session(ws, agent=agent, callbacks=callbacks)
     if thread is not None:
         found = session.threads.find(thread)
         if found is not None:
@@ -125,10 +131,6 @@ def ask(
             session.thread_id = _new_thread_id(thread)
     elif resume_last:
         session.continue_last()
-    # on stderr, so the answer (or --json) on stdout stays clean
-    session.run.on_warning = lambda message: err_console.print(
-        message, style="yellow", markup=False, soft_wrap=True
-    )
     try:
         result = session.ask(question)
     finally:

@@ -99,10 +99,10 @@ class Chat:
                     on_token=self.token,
                     on_tool_start=self.tool_start,
                     on_tool_end=self.tool_end,
+                    on_warning=self.warn,  # e.g. memory degraded: one line per run
                 ),
             )
-            session.run.on_warning = self.warn  # e.g. memory degraded: one line per run
-            session.built  # noqa: B018 (builds the graph, opens memory, loads the embedder)
+            session.build()  # the graph, memory and the embedder, while the person types
             self._session = session
         except BaseException as exc:  # raised where the session is first needed
             self._failure = exc

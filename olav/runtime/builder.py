@@ -183,8 +183,8 @@ class _Assembly:
             else Recaller(store, agent=a.name, options=RecallOptions(tier=tier))
         )
         self.recallers[a.name] = rec
-        if rec.judge is not None:  # the second opinion's weights load while the user types
-            rec.judge.opinion.warm()
+        if rec.lesson_margins is not None:  # the second opinion's weights load while the user types
+            rec.lesson_margins.opinion.warm()
         allowed = set(tools) | ({"task"} if sub_names else set())
         recall = [AutoRecallMiddleware(rec, run)] if memory_on else []  # memory off: no recall
         window = self.window_for(a, name)

@@ -57,3 +57,7 @@ class Callbacks:
     on_token: Callable[[str], None] | None = None
     on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
     on_tool_end: Callable[[str, str, str, float], None] | None = None
+    # (mode, payload) of each graph step: "values", "updates" and the run's extra stream modes
+    on_step: Callable[[str, Any], None] | None = None
+    # a line for the person about the run (memory degraded, the window nearly full)
+    on_warning: Callable[[str], None] | None = None

@@ -99,14 +99,20 @@ class Session:
         callbacks: Callbacks = Callbacks(),
         model: Any = None,
         store: Any = None,
+        store_opener: Callable[[RunContext], Any] | None = None,
+        interrupts: bool = False,
         hooks: Hooks | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
         thread: str | None = None,
     ) -> None:
-        """``callbacks`` are the person's side (approval, streaming); ``hooks`` say what
-        happens after each run and ``tools`` adds tools beyond the
+        """``callbacks`` are the person's side (approval, streaming, each graph step);
+        ``hooks`` say what happens after each run and ``tools`` adds tools beyond the
         registry's: both are the composer's (olav.compose adds learning). ``thread``
-        continues that thread (olav.runtime.threads) instead of starting one."""
+        continues that thread (olav.runtime.threads) instead of starting one. ``store`` is
+        the memory store to use, or ``store_opener`` opens it from the session's run context
+        (a server shares one per operator). ``interrupts``: a dangerous tool waits for its
+        approval as a LangGraph interrupt (olav serve), instead of asking ``approver`` at
+        once. The agent is built on first use, or by :meth:`build`."""
         self.ws = ws
         configure_logging(ws.logs)
         _migrate_audit(ws)
@@ -122,17 +128,19 @@ class Session:
             ),
             on_tool_start=callbacks.on_tool_start,
             on_tool_end=callbacks.on_tool_end,
+            on_warning=callbacks.on_warning,
         )
+        self.run.interrupts = interrupts
         self.on_token = callbacks.on_token
         # (mode, payload) of each graph step, "values" and "updates" (olav serve streams them)
-        self.on_step: Callable[[str, Any], None] | None = None
+        self.on_step: Callable[[str, Any], None] | None = callbacks.on_step
         # more of LangGraph's stream modes for on_step ("custom", "tasks", "checkpoints",
         # "debug"), per run; and the id of the message whose token on_token gets now
         self.step_modes: tuple[str, ...] = ()
         self.token_id = ""
         self._from: str | None = None  # the checkpoint this run starts from (None: the last)
         self._model = model
-        self._store = store
+        self._store = store if store_opener is None else store_opener(self.run)
         self.agent_name = agent
         self.session_id = uuid.uuid4().hex[:12]
         self._threads: ThreadStore | None = None
@@ -151,6 +159,12 @@ class Session:
 
     @property
     def built(self) -> BuiltAgent:
+        """The agent, built on first use (:meth:`build`)."""
+        return self.build()
+
+    def build(self) -> BuiltAgent:
+        """Build the agent now (its graph, memory and embedder), so that a failure is the
+        caller's at this point rather than the first request's; once."""
         if self._built is None:
             self._built = build(
                 self.ws,

@@ -138,7 +138,7 @@ UNFINISHED = ("pending", "running")
 
 
 @dataclass(frozen=True)
-class Hit:
+class ThreadHit:
     thread: ThreadInfo
     turn: Turn
     before: Turn | None
@@ -928,7 +928,7 @@ class ThreadStore:
 
     def search(
         self, text: str, *, agent: str | None = None, owner: str | None = None, limit: int = 20
-    ) -> list[Hit]:
+    ) -> list[ThreadHit]:
         """Turns (user, assistant and tool) whose text contains ``text``, case-insensitively,
         newest threads first, each with the turns around it."""
         needle = text.strip()
@@ -947,7 +947,7 @@ class ThreadStore:
             params.append(owner)
         sql += " ORDER BY h.updated_at DESC, t.seq LIMIT ?"
         params.append(limit)
-        hits: list[Hit] = []
+        hits: list[ThreadHit] = []
         infos: dict[str, ThreadInfo] = {}
         for thread_id, seq in self._rows(sql, params):
             info = infos.get(thread_id) or self.get(thread_id)
@@ -963,7 +963,7 @@ class ThreadStore:
                     )
                 )
             }
-            hits.append(Hit(info, near[seq], near.get(seq - 1), near.get(seq + 1)))
+            hits.append(ThreadHit(info, near[seq], near.get(seq - 1), near.get(seq + 1)))
         return hits
 
 

@@ -40,7 +40,6 @@ from olav.core.log import get_logger
 from olav.core.net import listen
 from olav.serve import openai_api, protocol
 from olav.serve.console import Console
-from olav.serve.console import handles as console_handles
 from olav.serve.http import (
     MAX_ID,
     HTTPError,
@@ -727,9 +726,7 @@ class _Auth:
             await send(message)
 
         try:
-            if console_handles(scope.get("method", ""), path) or self.console.claims(
-                scope, self.tables[0]
-            ):
+            if self.console.handles(scope) or self.console.claims(scope, self.tables[0]):
                 await self.console(scope, receive, sending)
                 return
             if path not in OPEN_PATHS and not self.preflight(request):

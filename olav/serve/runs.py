@@ -878,13 +878,13 @@ class SessionPool:
             callbacks=Callbacks(
                 approver=lambda name, args: self._approve(sink, name, args),
                 on_token=sink.token,
+                on_step=sink.step,
             ),
+            store_opener=lambda run: self.memory(lambda: open_memory(ows, run)),
+            interrupts=True,
         )
-        session.run.interrupts = True
-        session._store = self.memory(lambda: open_memory(ows, session.run))
-        session.on_step = sink.step
         sink.session = session
-        session.built  # noqa: B018 (build now: a failure is the run's, not the next one's)
+        session.build()  # now: a failure is this run's, not the next one's
         return _Pooled(session, sink)
 
     @contextlib.contextmanager

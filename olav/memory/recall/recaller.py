@@ -139,7 +139,7 @@ class Recaller:
         floors: Floors | None = None,
         background: Background | None = None,
         audit: Any = None,
-        judge: second_opinion.Judge | None = None,
+        lesson_margins: second_opinion.LessonMargins | None = None,
         second_look: Any = None,
     ) -> None:
         self.store = store
@@ -153,7 +153,7 @@ class Recaller:
         self.floors = floors
         self.background = background
         # a second encoder's margin for lessons (olav.memory.recall.second_opinion); None: e5 alone
-        self.judge = judge
+        self.lesson_margins = lesson_margins
         # a reranker and the chat model as judge (olav.memory.recall.second_look.SecondLook)
         self.second_look = second_look
         self.policy = options.policy
@@ -184,9 +184,9 @@ class Recaller:
         policy = policy_for(config)
         floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
-        judge = None
+        margins = None
         if floors is not None and background is not None and second_opinion.wanted(config):
-            judge = second_opinion.judge_for(store.path.parent / "cache")
+            margins = second_opinion.margins_for(store.path.parent / "cache")
         options = RecallOptions(
             tier=tier,
             token_budget=policy.token_budget,
@@ -203,7 +203,7 @@ class Recaller:
             floors=floors,
             background=background,
             audit=audit,
-            judge=judge,
+            lesson_margins=margins,
             second_look=look,
         )
 
@@ -232,8 +232,8 @@ class Recaller:
         if not query.strip():
             return result
         query = recall_text(query)
-        if self.judge is not None:  # its encoding of the request overlaps e5's and the search
-            self.judge.opinion.prefetch(query)
+        if self.lesson_margins is not None:  # its encoding of the request overlaps e5's, search's
+            self.lesson_margins.opinion.prefetch(query)
         temporal = bool(TEMPORAL.search(query))
         # episodes answer "what did we do last time"; other requests never get them
         quotas = self.policy.quotas
@@ -312,9 +312,9 @@ class Recaller:
         """The second opinion's margin of every lesson among ``hits`` (one encoding of the
         request; each lesson's text is encoded once per process)."""
         lessons = [h for h in hits if h.record.category == "reflection"]
-        if self.judge is None or not lessons:
+        if self.lesson_margins is None or not lessons:
             return {}
-        got = self.judge.margins(query, lang, [h.record.text for h in lessons])
+        got = self.lesson_margins.margins(query, lang, [h.record.text for h in lessons])
         if got is None:
             return {}
         return {h.record.id: float(m) for h, m in zip(lessons, got, strict=True)}

@@ -173,7 +173,7 @@ def shared() -> SecondOpinion:
         return _SHARED
 
 
-class Judge:
+class LessonMargins:
     """The second opinion with its background: margins of lesson texts for a request."""
 
     def __init__(self, opinion: SecondOpinion, background: Background) -> None:
@@ -194,14 +194,14 @@ class Judge:
         return SCALE * (mem @ q - self.background.level(mem, lang))
 
 
-def judge_for(cache_dir: Any) -> Judge | None:
+def margins_for(cache_dir: Any) -> LessonMargins | None:
     """The shared second opinion with its background (shipped precomputed, or embedded once
     into ``cache_dir``); None when it cannot load."""
     from olav.memory.recall.relevance import load_background
 
     opinion = shared()
     try:
-        return Judge(opinion, load_background(opinion, cache_dir))
+        return LessonMargins(opinion, load_background(opinion, cache_dir))
     except Exception as exc:  # memory degrades: e5 alone decides
         log.warning(
             "second opinion background unavailable (%s: %s); lessons are decided by the "

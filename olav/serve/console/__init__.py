@@ -7,6 +7,6 @@ session cookie; every form that changes something carries a CSRF token and must 
 console's own origin (:mod:`.sessions`).
 """
 
-from olav.serve.console.app import Console, handles
+from olav.serve.console.app import Console
 
-__all__ = ["Console", "handles"]
+__all__ = ["Console"]

@@ -10,7 +10,6 @@ Confirm must be a person's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -33,10 +32,6 @@ from olav.serve.http import HTTPError, jsonsafe
 
 log = get_logger("serve.console")
 
-PAGES = ("/", "/login", "/memory", "/runs", "/drafts", "/why", "/lessons", "/health", "/chat")
-POSTS = ("/login", "/logout")
-BELOW = ("/static/", "/memory/", "/drafts/")
-ONE_BELOW = re.compile(r"/runs/[^/]+")
 STATIC = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
@@ -54,18 +49,6 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),
 ]
 View = Callable[[Ctx], Any]
-
-
-def handles(method: str, path: str) -> bool:
-    """Whether a request is the console's (else it is the API's, and needs a token). The
-    console's pages are GETs; its POSTs are the login, the logout, the buttons under
-    ``/drafts/`` (and ``/memory/``) and the chat's ``/chat/send`` and ``/chat/answer``.
-    ``POST /runs/stream`` and every other API route stay the API's."""
-    if method in ("GET", "HEAD"):
-        return path in PAGES or path.startswith(BELOW) or bool(ONE_BELOW.fullmatch(path))
-    if method == "POST":
-        return path in POSTS or path.startswith(("/drafts/", "/memory/", "/chat/"))
-    return False
 
 
 class Console:
@@ -90,8 +73,21 @@ class Console:
 
         await self.app(scope, receive, sending)
 
+    def handles(self, scope: Any) -> bool:
+        """Whether a request is one of the console's routes, path and method (else it is
+        the API's, and needs a token): the routes below are the one list of its pages and
+        buttons. ``POST /runs/stream`` and every other API route stay the API's."""
+        for route in self.app.routes:
+            try:
+                match, _ = route.matches(scope)
+            except Exception:  # a scope no route can read
+                continue
+            if match is Match.FULL:
+                return True
+        return False
+
     def claims(self, scope: Any, api_routes: Any) -> bool:
-        """Whether a request :func:`handles` does not name is the console's all the same: a
+        """Whether a request :meth:`handles` does not name is the console's all the same: a
         GET for a path no API route has, from a browser logged in to the console (its
         session cookie, no API token). The console answers it with its Not found page; a
         stranger, a script with a token, and every API path keep the API's JSON answers."""
