@@ -417,7 +417,7 @@ def test_no_memory_decision_constant_lives_outside_the_policy() -> None:
 def test_olav_serve_sessions_keep_the_workspace_s_policy(tmp_path: Path) -> None:
     """An operator's session on `olav serve` is the workspace's configuration with their own
     memory.user: the policy and where its values came from are the same."""
-    from olav.serve.runs import operator_workspace
+    from olav.serve.pool import operator_workspace
 
     write_config(tmp_path, HASH_CONFIG + "memory:\n  policy:\n    quotas:\n      fact: 5\n")
     ws = Workspace.open(tmp_path)

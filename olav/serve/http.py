@@ -10,7 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from olav.serve.runs import Run
+from olav.serve.run import Run
 
 HEARTBEAT_S = 15.0
 # LangGraph's stream modes, as the SDKs name them (each emits what LangGraph emits for it;

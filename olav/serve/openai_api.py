@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from olav.serve.http import HEARTBEAT_S, HTTPError, content_text, ident, shown
-from olav.serve.runs import Run
+from olav.serve.run import Run
+from olav.serve.server import Server
 
 PREFIX = "olav/"
 CREATED = int(time.time())
@@ -36,7 +37,7 @@ def _oai_error(status: int, message: str) -> JSONResponse:
     )
 
 
-def models(server: Any, request: Request, operator: str) -> Any:
+def models(server: Server, request: Request, operator: str) -> Any:
     data = [
         {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
         for name in sorted(server.agents)
@@ -44,7 +45,7 @@ def models(server: Any, request: Request, operator: str) -> Any:
     return {"object": "list", "data": data}
 
 
-def _agent(server: Any, model: Any) -> str:
+def _agent(server: Server, model: Any) -> str:
     if not isinstance(model, str) or not model:
         raise HTTPError(422, "model is required: one of " + _names(server))
     ident(model, "model")
@@ -54,7 +55,7 @@ def _agent(server: Any, model: Any) -> str:
     return name
 
 
-def _names(server: Any) -> str:
+def _names(server: Server) -> str:
     return ", ".join(PREFIX + n for n in sorted(server.agents))
 
 
@@ -87,7 +88,7 @@ def _conversation(messages: Any) -> tuple[str, list[Any]]:
     return turns[-1][1], history
 
 
-async def completions(server: Any, request: Request, operator: str) -> Any:
+async def completions(server: Server, request: Request, operator: str) -> Any:
     try:
         body = await server.body(request)
         agent = _agent(server, body.get("model"))
@@ -128,7 +129,7 @@ async def completions(server: Any, request: Request, operator: str) -> Any:
     }
 
 
-def _start(server: Any, operator: str, agent: str, text: str, history: list[Any]) -> Run:
+def _start(server: Server, operator: str, agent: str, text: str, history: list[Any]) -> Run:
     thread_id = uuid.uuid4().hex
     server.threads.create(agent, thread_id, owner=operator)
     run = Run(

@@ -26,7 +26,7 @@ from olav.serve.http import (
     MAX_TAGS,
     STREAM_MODES,
 )
-from olav.serve.runs import STATUSES
+from olav.serve.run import STATUSES
 
 
 def _ref(name: str) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from olav.core.errors import OlavError
-from olav.runtime.threads import UNFINISHED
 from olav.serve.http import (
     MAX_LIMIT,
     MAX_NAME,
@@ -34,7 +33,9 @@ from olav.serve.http import (
     text_field,
     window,
 )
-from olav.serve.runs import STATUSES
+from olav.serve.records import UNFINISHED
+from olav.serve.run import STATUSES
+from olav.serve.server import Server
 
 
 def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
@@ -44,7 +45,7 @@ def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
 # -- server and assistants ----------------------------------------------------------------------
 
 
-def info(server: Any, request: Request, operator: str) -> dict[str, Any]:
+def info(server: Server, request: Request, operator: str) -> dict[str, Any]:
     from importlib.metadata import version
 
     from olav import __version__
@@ -59,7 +60,7 @@ def info(server: Any, request: Request, operator: str) -> dict[str, Any]:
     }
 
 
-async def assistants_search(server: Any, request: Request, operator: str) -> Any:
+async def assistants_search(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     limit, offset = _limit(body)
     graph = body.get("graph_id")
@@ -67,11 +68,11 @@ async def assistants_search(server: Any, request: Request, operator: str) -> Any
     return [server.assistant(n) for n in names[offset : offset + limit]]
 
 
-def assistant_get(server: Any, request: Request, operator: str) -> Any:
+def assistant_get(server: Server, request: Request, operator: str) -> Any:
     return server.assistant(server.agent(request.path_params["assistant_id"]))
 
 
-def assistant_graph(server: Any, request: Request, operator: str) -> Any:
+def assistant_graph(server: Server, request: Request, operator: str) -> Any:
     name = server.agent(request.path_params["assistant_id"])
     return {
         "nodes": [{"id": "__start__"}, {"id": "model"}, {"id": "tools"}, {"id": "__end__"}],
@@ -85,7 +86,7 @@ def assistant_graph(server: Any, request: Request, operator: str) -> Any:
     }
 
 
-def assistant_schemas(server: Any, request: Request, operator: str) -> Any:
+def assistant_schemas(server: Server, request: Request, operator: str) -> Any:
     name = server.agent(request.path_params["assistant_id"])
     messages = {"type": "array", "items": {"type": "object"}}
     state = {"type": "object", "properties": {"messages": messages}}
@@ -102,7 +103,7 @@ def assistant_schemas(server: Any, request: Request, operator: str) -> Any:
 # -- threads ------------------------------------------------------------------------------------
 
 
-async def threads_create(server: Any, request: Request, operator: str) -> Any:
+async def threads_create(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     metadata = bounded_object(body.get("metadata"))
     thread_id = ident(body.get("thread_id"), "thread_id", required=False)
@@ -132,7 +133,7 @@ THREAD_FIELDS = (
 SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
 
 
-async def threads_search(server: Any, request: Request, operator: str) -> Any:
+async def threads_search(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     limit, offset = _limit(body)
     metadata = bounded_object(body.get("metadata"))
@@ -197,12 +198,12 @@ def _select(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def thread_get(server: Any, request: Request, operator: str) -> Any:
+def thread_get(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     return server.thread_json(info, operator=operator)
 
 
-async def thread_patch(server: Any, request: Request, operator: str) -> Any:
+async def thread_patch(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     body = await server.body(request)
     metadata = body.get("metadata")
@@ -216,7 +217,7 @@ async def thread_patch(server: Any, request: Request, operator: str) -> Any:
     return server.thread_json(server.threads.set_metadata(info.id, metadata), with_values=False)
 
 
-def thread_delete(server: Any, request: Request, operator: str) -> Any:
+def thread_delete(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     if server.runs.active(info.id) is not None:
         raise HTTPError(409, f"thread {info.id} has a run in progress; cancel it first")
@@ -224,13 +225,13 @@ def thread_delete(server: Any, request: Request, operator: str) -> Any:
     return Response(status_code=204)
 
 
-def thread_state(server: Any, request: Request, operator: str) -> Any:
+def thread_state(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     found = server.snapshots(operator, info)
     return server.state_json(info.id, found[0] if found else None)
 
 
-async def thread_history(server: Any, request: Request, operator: str) -> Any:
+async def thread_history(server: Server, request: Request, operator: str) -> Any:
     """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
     checkpoint starts one): each names its parent, which is how a client draws the branches.
     ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
@@ -275,13 +276,13 @@ def _checkpoint_id(value: Any, field: str) -> str | None:
 # -- runs ---------------------------------------------------------------------------------------
 
 
-async def run_create(server: Any, request: Request, operator: str) -> Any:
+async def run_create(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     run = server.start(server.new_run(operator, body, request.path_params["thread_id"]))
     return run.to_json()
 
 
-async def run_stream(server: Any, request: Request, operator: str) -> Any:
+async def run_stream(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     thread_id = request.path_params.get("thread_id")
     run = server.start(server.new_run(operator, body, thread_id))
@@ -293,7 +294,7 @@ async def run_stream(server: Any, request: Request, operator: str) -> Any:
     )
 
 
-async def run_wait(server: Any, request: Request, operator: str) -> Any:
+async def run_wait(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     run = server.start(server.new_run(operator, body, request.path_params.get("thread_id")))
     await run.ended()
@@ -302,7 +303,7 @@ async def run_wait(server: Any, request: Request, operator: str) -> Any:
     return run.values
 
 
-def _run_of(server: Any, request: Request, operator: str) -> tuple[Any, Any]:
+def _run_of(server: Server, request: Request, operator: str) -> tuple[Any, Any]:
     """The operator's thread and its run: this server's, or one the thread store keeps (run by
     an earlier server, or by another one on the same database)."""
     info = server.thread(operator, request.path_params["thread_id"])
@@ -313,11 +314,11 @@ def _run_of(server: Any, request: Request, operator: str) -> tuple[Any, Any]:
     return info, run
 
 
-def run_get(server: Any, request: Request, operator: str) -> Any:
+def run_get(server: Server, request: Request, operator: str) -> Any:
     return _run_of(server, request, operator)[1].to_json()
 
 
-def runs_list(server: Any, request: Request, operator: str) -> Any:
+def runs_list(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     query = request.query_params
     limit, offset = _limit({k: _integer(k, query[k]) for k in ("limit", "offset") if k in query})
@@ -337,7 +338,7 @@ def _integer(name: str, text: str) -> Any:
         raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
 
 
-async def _follow(server: Any, operator: str, info: Any, run: Any) -> None:
+async def _follow(server: Server, operator: str, info: Any, run: Any) -> None:
     """A kept run brought to its end here: once it has finished (another server runs it, so
     its status is read from the store again), its events are the thread's values, its error
     and the end; the events of its own server are not kept."""
@@ -347,7 +348,7 @@ async def _follow(server: Any, operator: str, info: Any, run: Any) -> None:
     run.replay(values)
 
 
-async def _follow_stream(server: Any, operator: str, info: Any, run: Any) -> None:
+async def _follow_stream(server: Server, operator: str, info: Any, run: Any) -> None:
     try:
         await _follow(server, operator, info, run)
     except Exception as exc:  # its thread deleted meanwhile, the store gone: the stream ends
@@ -359,7 +360,7 @@ async def _follow_stream(server: Any, operator: str, info: Any, run: Any) -> Non
 _FOLLOWING: set[asyncio.Task[None]] = set()  # the streams' followers, kept from the collector
 
 
-async def run_join(server: Any, request: Request, operator: str) -> Any:
+async def run_join(server: Server, request: Request, operator: str) -> Any:
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:
         await _follow(server, operator, info, run)
@@ -368,7 +369,7 @@ async def run_join(server: Any, request: Request, operator: str) -> Any:
     return run.values
 
 
-async def run_join_stream(server: Any, request: Request, operator: str) -> Any:
+async def run_join_stream(server: Server, request: Request, operator: str) -> Any:
     """The run's events again (after ``Last-Event-ID``); ``stream_mode`` (repeatable) keeps
     those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
     away."""
@@ -386,7 +387,7 @@ async def run_join_stream(server: Any, request: Request, operator: str) -> Any:
     )
 
 
-async def run_cancel(server: Any, request: Request, operator: str) -> Any:
+async def run_cancel(server: Server, request: Request, operator: str) -> Any:
     """Cancel the run: ``204`` once it has ended (``wait=1`` waits for that), ``202`` while it
     is ending; no body either way, which every SDK reads as nothing (the JavaScript one parses
     any other answer as JSON). ``action=interrupt`` only: olav keeps what the run did."""

@@ -44,6 +44,7 @@ from olav.serve.http import (
     text_field,
     window,
 )
+from olav.serve.server import Server
 
 ROOT = "memories"
 PRIVATE = "private"
@@ -58,9 +59,9 @@ FILTERABLE = ("category", "scope", "origin")
 class _Operator:
     """The request's operator: their configuration (``memory.user`` is them) and scopes."""
 
-    def __init__(self, server: Any, operator: str) -> None:
+    def __init__(self, server: Server, operator: str) -> None:
         from olav.memory.store.scopes import Reader, team_scope, user_name
-        from olav.serve.runs import operator_workspace
+        from olav.serve.pool import operator_workspace
 
         self.ws = operator_workspace(server.ws, operator)
         self.config = self.ws.config
@@ -112,7 +113,7 @@ class _Operator:
 class _Reading(_Operator):
     """What a read (or a delete) works with: the operator and the server's memory table."""
 
-    def __init__(self, server: Any, operator: str) -> None:
+    def __init__(self, server: Server, operator: str) -> None:
         super().__init__(server, operator)
         self.store = _memory(server)
 
@@ -176,7 +177,7 @@ class _Reading(_Operator):
         return rows[0]
 
 
-def _memory(server: Any) -> Any:
+def _memory(server: Server) -> Any:
     """The server's one memory table (shared with its sessions), or 503."""
     from olav.runtime.builder import MemoryOff
 
@@ -326,7 +327,7 @@ def _filter_where(value: Any) -> Where:
 # -- the routes -------------------------------------------------------------------------------
 
 
-async def put_item(server: Any, request: Request, operator: str) -> Any:
+async def put_item(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     namespace = _labels(body.get("namespace"), "namespace", required=True)
     key = _key(body.get("key"))
@@ -339,7 +340,7 @@ async def put_item(server: Any, request: Request, operator: str) -> Any:
 
 
 def _draft(
-    server: Any, operator: str, namespace: list[str], key: str, text: str, tags: list[str]
+    server: Server, operator: str, namespace: list[str], key: str, text: str, tags: list[str]
 ) -> str:
     from olav.learning.curator import DraftRequest, propose_draft
 
@@ -361,7 +362,7 @@ def _draft(
     return draft
 
 
-def get_item(server: Any, request: Request, operator: str) -> Any:
+def get_item(server: Server, request: Request, operator: str) -> Any:
     params = request.query_params
     raw = params.get("namespace", "")
     namespace = _labels([label for label in raw.split(".") if label], "namespace")
@@ -370,7 +371,7 @@ def get_item(server: Any, request: Request, operator: str) -> Any:
     return reading.item(reading.find(namespace, key))
 
 
-async def delete_item(server: Any, request: Request, operator: str) -> Any:
+async def delete_item(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     namespace = _labels(body.get("namespace"), "namespace")
     key = _key(body.get("key"))
@@ -378,7 +379,7 @@ async def delete_item(server: Any, request: Request, operator: str) -> Any:
     return Response(status_code=204)
 
 
-def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
+def _delete(server: Server, operator: str, namespace: list[str], key: str) -> None:
     from olav.audit.recorder import AuditRecorder
     from olav.learning.curator import GUIDE_CATEGORIES
     from olav.memory.lifecycle.ops import Actor, forget
@@ -397,7 +398,7 @@ def _delete(server: Any, operator: str, namespace: list[str], key: str) -> None:
     forget(reading.store, rec.id, actor)
 
 
-async def search_items(server: Any, request: Request, operator: str) -> Any:
+async def search_items(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     prefix = _labels(body.get("namespace_prefix"), "namespace_prefix")
     conditions = _filter_where(body.get("filter"))
@@ -411,7 +412,7 @@ async def search_items(server: Any, request: Request, operator: str) -> Any:
 
 
 def _search(
-    server: Any,
+    server: Server,
     operator: str,
     prefix: list[str],
     conditions: Where,
@@ -434,7 +435,7 @@ def _search(
     return {"items": [reading.item(r) for r in rows]}
 
 
-async def list_namespaces(server: Any, request: Request, operator: str) -> Any:
+async def list_namespaces(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     prefix = _labels(body.get("prefix"), "prefix")
     suffix = _labels(body.get("suffix"), "suffix")
@@ -450,7 +451,7 @@ async def list_namespaces(server: Any, request: Request, operator: str) -> Any:
 
 
 def _namespaces(
-    server: Any,
+    server: Server,
     operator: str,
     prefix: list[str],
     suffix: list[str],

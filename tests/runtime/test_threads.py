@@ -18,7 +18,8 @@ import pytest
 
 from olav.compose import agent_session
 from olav.core.config import Workspace
-from olav.runtime.threads import SCHEMA_VERSION, RunRecord, ThreadBusyError, ThreadStore
+from olav.runtime.threads import SCHEMA_VERSION, ThreadBusyError, ThreadStore
+from olav.serve.records import RunRecord, RunRecords
 from tests.helpers import OlavCli, clean_env, ollama_workspace, run_olav, scripted_ws, spawn_olav
 
 DOC = "# Devices\n\n- sh1-border01\n"
@@ -316,13 +317,13 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
             "SELECT value FROM olav_meta WHERE key = 'schema'"
         ).fetchone()
         assert version == str(SCHEMA_VERSION) == "3"
-        store.record_run(RunRecord("r1", "v1-thread", "core", "alice", "running", 3.0, 3.0))
+        RunRecords(store).record(RunRecord("r1", "v1-thread", "core", "alice", "running", 3.0, 3.0))
     finally:
         store.close()
     again = ThreadStore(db)  # migrated once: nothing to do the second time
     try:
         assert again.migrated == []
-        assert [r.run_id for r in again.runs("v1-thread")] == ["r1"]
+        assert [r.run_id for r in RunRecords(again).of_thread("v1-thread")] == ["r1"]
         assert again.get("v1-thread").turns == 1
     finally:
         again.close()
@@ -332,10 +333,11 @@ def test_runs_are_kept_listed_newest_first_updated_and_deleted_with_their_thread
     tmp_path: Path,
 ) -> None:
     store = ThreadStore(tmp_path / "threads.sqlite")
+    runs = RunRecords(store)
     try:
         store.create("core", "t1", owner="alice")
         for i, status in enumerate(("success", "error", "running")):
-            store.record_run(
+            runs.record(
                 RunRecord(
                     f"r{i}",
                     "t1",
@@ -348,25 +350,25 @@ def test_runs_are_kept_listed_newest_first_updated_and_deleted_with_their_thread
                     kwargs={"stream_mode": ["values"]},
                 )
             )
-        assert [r.run_id for r in store.runs("t1")] == ["r2", "r1", "r0"]
-        assert [r.run_id for r in store.runs("t1", limit=1, offset=1)] == ["r1"]
-        assert [r.run_id for r in store.runs("t1", status=("running", "pending"))] == ["r2"]
-        assert store.runs("t1", owner="bob") == []
-        assert store.get_run("r0", owner="bob") is None
-        assert store.get_run("r0", thread_id="t2") is None
-        kept = store.get_run("r0", thread_id="t1", owner="alice")
+        assert [r.run_id for r in runs.of_thread("t1")] == ["r2", "r1", "r0"]
+        assert [r.run_id for r in runs.of_thread("t1", limit=1, offset=1)] == ["r1"]
+        assert [r.run_id for r in runs.of_thread("t1", status=("running", "pending"))] == ["r2"]
+        assert runs.of_thread("t1", owner="bob") == []
+        assert runs.get("r0", owner="bob") is None
+        assert runs.get("r0", thread_id="t2") is None
+        kept = runs.get("r0", thread_id="t1", owner="alice")
         assert kept is not None and kept.metadata == {"n": 0} and kept.pid is not None
         assert kept.kwargs == {"stream_mode": ["values"]}
         # only from a status it is in: a finished run is never set back
-        assert not store.update_run("r0", "error", "late", only_from=("running",))
-        assert store.update_run("r2", "error", "the server stopped", only_from=("running",))
-        changed = store.get_run("r2")
+        assert not runs.update("r0", "error", "late", only_from=("running",))
+        assert runs.update("r2", "error", "the server stopped", only_from=("running",))
+        changed = runs.get("r2")
         assert changed is not None and (changed.status, changed.error) == (
             "error",
             "the server stopped",
         )
         store.delete("t1")
-        assert store.runs("t1") == [] and store.get_run("r0") is None
-        assert not store.update_run("r1", "success")  # a deleted thread's run is not kept again
+        assert runs.of_thread("t1") == [] and runs.get("r0") is None
+        assert not runs.update("r1", "success")  # a deleted thread's run is not kept again
     finally:
         store.close()

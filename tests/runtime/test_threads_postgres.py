@@ -23,11 +23,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from olav.core.errors import OlavError
 from olav.runtime.threads import (
-    RunRecord,
     ThreadBusyError,
     ThreadNotFoundError,
     ThreadStore,
 )
+from olav.serve.records import RunRecord, RunRecords
 from tests.helpers import clean_env, ollama_workspace, run_olav
 from tests.pg_support import new_database, postgres_server
 
@@ -91,17 +91,18 @@ def _transcript(store: ThreadStore) -> list[Any]:
     store.claim("gamma-1", "run-3", "core", "carol")  # a claim creates its thread
     store.release("gamma-1", "run-3")
     out.append((store.get("gamma-1").owner, store.get("gamma-1").agent))
-    store.record_run(RunRecord("run-a", "alpha-2", "netops", "bob", "running", 1.0, 1.0))
-    store.record_run(RunRecord("run-b", "alpha-2", "netops", "bob", "pending", 2.0, 2.0))
-    out.append(store.update_run("run-a", "success", only_from=("running",)))
-    out.append(store.update_run("run-a", "error", "late", only_from=("running",)))
-    out.append([(r.run_id, r.status) for r in store.runs("alpha-2", owner="bob")])
-    out.append([r.run_id for r in store.runs("alpha-2", status=("pending",), limit=1)])
-    kept = store.get_run("run-b", thread_id="alpha-2", owner="bob")
+    runs = RunRecords(store)
+    runs.record(RunRecord("run-a", "alpha-2", "netops", "bob", "running", 1.0, 1.0))
+    runs.record(RunRecord("run-b", "alpha-2", "netops", "bob", "pending", 2.0, 2.0))
+    out.append(runs.update("run-a", "success", only_from=("running",)))
+    out.append(runs.update("run-a", "error", "late", only_from=("running",)))
+    out.append([(r.run_id, r.status) for r in runs.of_thread("alpha-2", owner="bob")])
+    out.append([r.run_id for r in runs.of_thread("alpha-2", status=("pending",), limit=1)])
+    kept = runs.get("run-b", thread_id="alpha-2", owner="bob")
     out.append(kept and (kept.assistant_id, kept.status, kept.created_at, kept.error))
-    out.append(store.get_run("run-b", owner="alice"))
+    out.append(runs.get("run-b", owner="alice"))
     out.append(store.delete("alpha-2").id)
-    out.append(store.get_run("run-a"))  # deleted with its thread
+    out.append(runs.get("run-a"))  # deleted with its thread
     out.append(sorted(t.id for t in store.recent()))
     return out
 

@@ -53,7 +53,7 @@ def _uvicorn(app: Any, **options: Any) -> Iterator[str]:
 @dataclass
 class Local:
     url: str
-    server: Any  # olav.serve.app.Server
+    server: Any  # olav.serve.server.Server
     ws: Path
     alice: str  # the workspace's own operator
     tokens: dict[str, str]  # operator -> token
@@ -147,7 +147,7 @@ def sse(text: str) -> list[tuple[int, str, Any]]:
 class Here:
     url: str
     ws: Path
-    server: Any  # olav.serve.app.Server
+    server: Any  # olav.serve.server.Server
     api: Any  # its Starlette app (the routes), inside the guard
     state: StubState
     alice: str

@@ -419,7 +419,7 @@ def test_an_unreadable_answer_is_a_422_never_a_denial(
 
 
 def test_a_memory_commit_takes_no_edit() -> None:
-    from olav.serve.runs import AnswerError, approval_request, check_answer, read_answer
+    from olav.serve.approvals import AnswerError, approval_request, check_answer, read_answer
 
     asked = approval_request("commit_to_memory", {"subject": "d1", "preview": "text"})
     assert asked["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]

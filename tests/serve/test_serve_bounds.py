@@ -348,7 +348,7 @@ def test_the_request_audit_never_makes_a_request_wait(tmp_path: Path) -> None:
     import threading
 
     from olav.audit.db import connect, migrate
-    from olav.serve.app import RequestAudit
+    from olav.serve.server import RequestAudit
 
     db = tmp_path / "audit.duckdb"
     migrate(db)

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 
 from olav.core.procs import this_process
-from olav.runtime.threads import RunRecord, ThreadExistsError, ThreadStore
+from olav.runtime.threads import ThreadExistsError, ThreadStore
+from olav.serve.records import RunRecord, RunRecords
 from tests.serve._inprocess import Local, human, local_server, sse, tokens_for
 from tests.serve._support import serving, sse_events, start_server, stop_server
 
@@ -96,7 +97,7 @@ def test_a_deleted_threads_id_taken_by_another_operator_shows_nothing_of_the_fir
         _nothing_of("tulip", state, history, found, bob.get(f"/threads/{tid}"))
 
         # nothing of hers is left to find, in memory or in the store
-        assert local.server.threads.get_run(rid) is None
+        assert RunRecords(local.server.threads).get(rid) is None
         assert local.server.runs.find(tid, rid, local.alice) is None
         assert local.server.runs.runs_of(tid, local.alice) == []
         config = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
@@ -368,7 +369,7 @@ def test_an_audit_run_left_running_by_a_dead_process_is_settled_and_only_that(
 
 
 def test_event_numbers_are_reserved_in_the_store_before_any_client_sees_them() -> None:
-    from olav.serve.runs import RESERVE, Run
+    from olav.serve.run import RESERVE, Run
 
     asked: list[int] = []
     run = Run("r", "t", "core", "alice", "", [], ("values",), reserved=RESERVE)
@@ -397,7 +398,7 @@ def test_a_replayed_stream_numbers_its_events_after_those_its_server_sent(local:
     threads = local.server.threads
     threads.create("core", "killed", owner=local.alice)
     rid = str(uuid.uuid4())
-    threads.record_run(
+    RunRecords(threads).record(
         RunRecord(
             rid, "killed", "core", local.alice, "running", 1.0, 1.0, pid=int(dead.stdout), events=64
         )
@@ -413,13 +414,13 @@ def test_a_replayed_stream_numbers_its_events_after_those_its_server_sent(local:
 
 
 def test_a_kept_run_reserves_its_event_numbers(local: Local) -> None:
-    from olav.serve.runs import RESERVE
+    from olav.serve.run import RESERVE
 
     with local.http() as alice:
         alice.post("/threads", json={"thread_id": "kept"})
         run = _run(alice, "kept", "a question", stream_mode=["values", "messages-tuple"])
         streamed = sse(alice.get(f"/threads/kept/runs/{run['run_id']}/stream").text)
-    kept = local.server.threads.get_run(run["run_id"])
+    kept = RunRecords(local.server.threads).get(run["run_id"])
     assert kept is not None and kept.events >= streamed[-1][0] and kept.events == RESERVE
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from langgraph_sdk.errors import NotFoundError
 
-from olav.runtime.threads import RunRecord, ThreadStore
+from olav.runtime.threads import ThreadStore
+from olav.serve.records import RunRecord, RunRecords
 from olav.serve.runs import RunManager
 from tests.serve._support import (
     http_events,
@@ -123,7 +124,7 @@ def test_sigterm_mid_run_ends_the_streams_flushes_the_audit_and_exits(tmp_path: 
         assert probes and probes[0]["operator"] == served.alice
         store = ThreadStore(served.ws / ".olav" / "databases" / "threads.sqlite")
         try:  # kept as it ended: interrupted, and why
-            kept = store.get_run(run["run_id"])
+            kept = RunRecords(store).get(run["run_id"])
         finally:
             store.close()
         assert kept is not None and kept.status == "interrupted"
@@ -154,7 +155,7 @@ def test_a_kept_run_is_an_error_once_its_server_is_gone_and_only_then(tmp_path: 
         for run_id, (status, pid, host, _) in cases.items():
             thread = "t-held" if run_id == "far-held" else "t-" + run_id
             store.create("core", thread, owner="alice")
-            store.record_run(
+            RunRecords(store).record(
                 RunRecord(run_id, thread, "core", "alice", status, 1.0, 1.0, pid=pid, host=host)
             )
         manager = RunManager(pool=None, threads=store)  # type: ignore[arg-type]
@@ -164,10 +165,10 @@ def test_a_kept_run_is_an_error_once_its_server_is_gone_and_only_then(tmp_path: 
             found = manager.find(thread, run_id, "alice")
             assert found is not None and found.stored
             seen[run_id] = found.status
-            kept = store.get_run(run_id)
+            kept = RunRecords(store).get(run_id)
             assert kept is not None and kept.status == found.status  # the store says so too
         assert seen == {run_id: want for run_id, (_, _, _, want) in cases.items()}
-        pending = store.get_run("earlier-me")
+        pending = RunRecords(store).get("earlier-me")
         assert pending is not None and pending.error.startswith(
             "the server stopped before it started"
         )

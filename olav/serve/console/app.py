@@ -29,6 +29,7 @@ from olav.serve.console.context import BadRequest, Ctx, Page, Redirect, Refused
 from olav.serve.console.html import Markup, cards, h, join, page, url
 from olav.serve.console.sessions import COOKIE, Sessions, cookie, csrf_ok, same_origin
 from olav.serve.http import HTTPError, jsonsafe
+from olav.serve.server import Server
 
 log = get_logger("serve.console")
 
@@ -52,9 +53,9 @@ View = Callable[[Ctx], Any]
 
 
 class Console:
-    """The console as an ASGI app over one :class:`~olav.serve.app.Server`."""
+    """The console as an ASGI app over one :class:`~olav.serve.server.Server`."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.sessions = Sessions(server.tokens)
         self.app = Starlette(routes=self._routes())

@@ -4,7 +4,7 @@ thread (the operator owns it; ``olav threads list`` shows it, the API continues 
 A message is a ``POST /chat/send`` and the answer to an approval a ``POST /chat/answer``: the
 console's POSTs (a live session, its CSRF token, the console's own origin), never an API
 token, so an approval is always a person's. Both drive the runs of the Agent Protocol
-(:meth:`olav.serve.app.Server.new_run` and ``start``: the same session pool, the same one run
+(:meth:`olav.serve.server.Server.new_run` and ``start``: the same session pool, the same one run
 per thread, the same interrupts), and answer with the run as server-sent events
 (``static/chat.js`` reads them with fetch):
 
@@ -406,7 +406,7 @@ async def _events(ctx: Ctx, run: Any) -> AsyncIterator[bytes]:
 
 
 def translate(kind: str, data: Any, seen: set[str]) -> list[tuple[str, dict[str, Any]]]:
-    """A run's event (:class:`olav.serve.runs.Run`) as the chat's events; ``seen`` keeps the
+    """A run's event (:class:`olav.serve.run.Run`) as the chat's events; ``seen`` keeps the
     tool calls, results and approvals already sent (a node's update may repeat them)."""
     if kind == "messages" and isinstance(data, list) and data:
         text = str((data[0] or {}).get("content") or "")

@@ -13,6 +13,7 @@ from typing import Any
 from olav.core.errors import NotFoundError, OlavError
 from olav.serve.console.html import Markup
 from olav.serve.console.sessions import ConsoleSession
+from olav.serve.server import Server
 
 MAX_LIMIT = 200
 MAX_OFFSET = 100_000
@@ -47,7 +48,7 @@ class Redirect:
 
 @dataclass
 class Ctx:
-    server: Any  # olav.serve.app.Server (not imported: the app imports the console)
+    server: Server
     operator: str
     session: ConsoleSession | None
     params: Mapping[str, str] = field(default_factory=dict)
@@ -57,7 +58,7 @@ class Ctx:
     @cached_property
     def ws(self) -> Any:
         """The workspace as this operator sees it (their ``memory.user``)."""
-        from olav.serve.runs import operator_workspace
+        from olav.serve.pool import operator_workspace
 
         return operator_workspace(self.server.ws, self.operator)
 

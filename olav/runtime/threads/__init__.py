@@ -1,0 +1,71 @@
+"""Conversations that last: every conversation is a thread, kept in one SQLite file under
+``.olav/databases/threads.sqlite``, or, for a team whose servers share their threads, in a
+PostgreSQL database (``threads.uri: postgresql://…``).
+
+Two things share that file (or database):
+
+- **LangGraph's checkpoints** (``langgraph-checkpoint-sqlite``): the agent graph's state after
+  every step, which is what the model sees when a thread continues. A ``kill -9`` mid-run leaves
+  the thread at its last completed step.
+- **olav's index of threads** (``olav_threads``, ``olav_turns``): who a thread belongs to, its
+  name, its turns as text for listing, showing and searching without unpickling checkpoints,
+  and the claim that makes a thread run one run at a time.
+- **the runs of ``olav serve``** (``olav_runs``): each Agent Protocol run's status and the
+  server process that ran it, so that a run id outlives its server (a restart, or another
+  server on the same database); :mod:`olav.serve.records` keeps them.
+
+One active run per thread (the Agent Protocol's rule): :meth:`ThreadStore.claim` takes the thread
+in an immediate transaction, so a second process that tries to run it at the same moment gets
+:class:`ThreadBusyError`. A claim left by a process that died (``kill -9``) is taken over once
+that process is gone.
+
+The file is opened in WAL mode with a busy timeout, so processes that write at once wait for each
+other instead of failing. In PostgreSQL the claim is also a session advisory lock held by the
+claiming process's connection: the server drops it the moment that process dies, on whatever
+machine it ran, so a crashed host's claim is taken over at once instead of holding forever.
+
+The schema carries a version (``olav_meta``): a file from an older olav, or one that holds only
+checkpoints, is migrated in place, and its threads are indexed from the checkpoints; nothing is
+dropped (version 1 is the index of threads, version 2 adds ``olav_runs``, version 3 the
+number of stream events each run may have sent). Processes that set up a new PostgreSQL
+database at once take turns (an advisory lock).
+
+A thread id is its owner's from the moment it is made: :meth:`ThreadStore.insert` makes the row
+and tells who owns it in one transaction, so of two processes that make one id at once exactly
+one gets it, and the other is told (:class:`ThreadExistsError` when it is another operator's).
+Deleting a thread deletes its checkpoints, its turns and its runs, so an id taken again later
+shows nothing of its earlier owner.
+
+The package: :mod:`.model` (threads, turns, hits, errors), :mod:`.schema` (the tables and their
+version), :mod:`.backend` (what the store asks of a database) with :mod:`.sqlite` and
+:mod:`.postgres` behind it, and :mod:`.store` (the ThreadStore).
+"""
+
+from olav.runtime.threads.model import (
+    PREVIEW_CHARS,
+    ThreadBusyError,
+    ThreadExistsError,
+    ThreadHit,
+    ThreadInfo,
+    ThreadNotFoundError,
+    Turn,
+    new_thread_id,
+)
+from olav.runtime.threads.postgres import check_uri, postgres_where
+from olav.runtime.threads.schema import SCHEMA_VERSION
+from olav.runtime.threads.store import ThreadStore
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "SCHEMA_VERSION",
+    "ThreadBusyError",
+    "ThreadExistsError",
+    "ThreadHit",
+    "ThreadInfo",
+    "ThreadNotFoundError",
+    "ThreadStore",
+    "Turn",
+    "check_uri",
+    "new_thread_id",
+    "postgres_where",
+]

@@ -1,0 +1,583 @@
+"""The server's state and what its routes share (:class:`Server`): the workspace, its tokens,
+agents, threads, the session pool and the run manager, the request audit, and how a request's
+operator, body, thread and run are read. The Agent Protocol's handlers (:mod:`.protocol`), the
+OpenAI endpoint (:mod:`.openai_api`), the store API (:mod:`.store_api`) and the console take a
+Server; the ASGI app (:mod:`.app`) builds one and routes to them."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+
+from olav.core.config import Workspace
+from olav.core.log import flush as flush_log
+from olav.core.log import get_logger
+from olav.serve.approvals import AnswerError, check_answer, read_answer
+from olav.serve.http import (
+    HTTPError,
+    bounded_object,
+    ident,
+    input_text,
+    iso,
+    jsonsafe,
+    shown,
+    stream_modes,
+    unreadable_text,
+)
+from olav.serve.pool import SessionPool
+from olav.serve.run import Run, dump_values, now_iso
+from olav.serve.runs import BusyError, RunManager
+
+log = get_logger("serve")
+MAX_BODY = 1 << 20
+
+
+# -- the audit of requests, off the request path ------------------------------------------------
+
+
+class RequestAudit:
+    """One ``http_request`` event per request, written in batches by a background thread: one
+    connection and one insert per batch (a connection per row costs tens of milliseconds, more
+    than a request). The queue is bounded: when the audit falls behind (its disk stalls), a
+    request never waits for it; the rows that did not fit are counted, and one event says how
+    many were lost."""
+
+    BATCH = 500
+    QUEUE = 20_000
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self._queue: queue.Queue[tuple[datetime, dict[str, Any]] | None] = queue.Queue(
+            maxsize=self.QUEUE
+        )
+        self.dropped = 0
+        self._reported = 0
+        self._warned = False
+        self._thread = threading.Thread(target=self._loop, name="olav-serve-audit", daemon=True)
+        self._thread.start()
+
+    def record(self, entry: dict[str, Any]) -> None:
+        try:
+            self._queue.put_nowait((datetime.now(UTC), entry))
+        except queue.Full:
+            self.dropped += 1
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            closing = False
+            while len(batch) < self.BATCH:
+                try:
+                    more = self._queue.get(timeout=0.2)
+                except queue.Empty:
+                    break
+                if more is None:
+                    closing = True
+                    break
+                batch.append(more)
+            self._write(batch)
+            if closing:
+                return
+
+    def _write(self, batch: list[tuple[datetime, dict[str, Any]]]) -> None:
+        from olav.audit.db import connect
+        from olav.core.redact import redact
+
+        rows = [
+            [uuid.uuid4().hex, None, "http_request", json.dumps(redact(entry), default=str), at]
+            for at, entry in batch
+        ]
+        lost = self.dropped - self._reported
+        if lost:  # the requests the full queue could not take, said once per gap
+            self._reported += lost
+            detail = json.dumps({"dropped": lost, "queue": self.QUEUE})
+            rows.append([uuid.uuid4().hex, None, "http_audit_dropped", detail, datetime.now(UTC)])
+        try:
+            with connect(self.path) as con:
+                con.executemany(
+                    "INSERT INTO events (id, run_id, kind, detail, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except Exception as exc:  # the audit never takes the server down
+            if not self._warned:
+                self._warned = True
+                log.warning("request audit write failed (%s); continuing", exc)
+
+    def close(self) -> None:
+        try:
+            self._queue.put(None, timeout=10)
+        except queue.Full:  # the writer is stuck: it is a daemon, the process ends anyway
+            return
+        self._thread.join(timeout=10)
+
+
+# -- the server object --------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        auto_approve: bool = False,
+        max_body: int = MAX_BODY,
+        model: Any = None,
+        tokens: Any = None,
+    ) -> None:
+        from olav.audit.db import migrate
+        from olav.audit.recorder import settle_orphans
+        from olav.runtime.skills import load_agents
+        from olav.runtime.threads import ThreadStore
+        from olav.serve.tokens import TokenStore
+
+        self.ws = ws
+        self.max_body = max_body
+        migrate(ws.audit_path)
+        settle_orphans(ws.audit_path)  # runs a killed process left 'running' say so now
+        self.tokens = tokens or TokenStore.for_workspace(ws)
+        self.threads = ThreadStore.for_workspace(ws)
+        self.agents = load_agents(ws)
+        self.pool = SessionPool(ws, auto_approve=auto_approve, model=model)
+        self.runs = RunManager(self.pool, self.threads)
+        self.audit = RequestAudit(ws.audit_path)
+        self.started = now_iso()
+        self._closed = False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.runs.shutdown()
+        self.audit.close()
+        flush_log()  # SIGTERM ends the process without atexit: the log's queue is written now
+
+    # -- who is asking --------------------------------------------------------------------------
+
+    def operator_of(self, request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        presented = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        presented = presented or request.headers.get("x-api-key", "").strip()
+        if not presented:
+            raise HTTPError(401, "missing token: send 'Authorization: Bearer <token>'")
+        info = self.tokens.verify(presented)
+        if info is None:
+            raise HTTPError(401, "invalid or revoked token")
+        return str(info.operator)
+
+    # -- the pieces the routes share -------------------------------------------------------------
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        size = int(request.headers.get("content-length") or 0)
+        if size > self.max_body:
+            raise HTTPError(413, f"request body over {self.max_body} bytes")
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw.extend(chunk)
+            if len(raw) > self.max_body:
+                raise HTTPError(413, f"request body over {self.max_body} bytes")
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw, parse_constant=_no_constant)
+        except ValueError as exc:
+            raise HTTPError(422, f"the body is not valid JSON: {exc.args[0]}") from None
+        except RecursionError:
+            raise HTTPError(422, "the body is not valid JSON: it is nested too deep") from None
+        if not isinstance(data, dict):
+            raise HTTPError(422, "the body must be a JSON object")
+        # "\ud800" and "\u0000" are the only ways to send text no store keeps; a body
+        # without a backslash-u escape or a raw surrogate (\xed) has neither
+        if b"\\u" in raw or b"\xed" in raw:
+            where = unreadable_text(data)
+            if where:
+                raise HTTPError(
+                    422,
+                    f"{where} holds a lone surrogate or a NUL character, which no text can "
+                    "keep: send valid Unicode",
+                )
+        return data
+
+    def agent(self, assistant_id: Any) -> str:
+        if not isinstance(assistant_id, str) or not assistant_id:
+            known = ", ".join(sorted(self.agents))
+            raise HTTPError(422, f"assistant_id is required: one of {known}")
+        ident(assistant_id, "assistant_id")
+        if assistant_id not in self.agents:
+            known = ", ".join(sorted(self.agents))
+            raise HTTPError(404, f"no assistant {assistant_id!r}; the assistants are: {known}")
+        return assistant_id
+
+    def assistant(self, name: str) -> dict[str, Any]:
+        a = self.agents[name]
+        return {
+            "assistant_id": name,
+            "graph_id": name,
+            "name": name,
+            "description": a.spec.description,
+            "config": {},
+            "context": {},
+            "metadata": {"created_by": "olav", "tools": list(a.spec.tools)},
+            "version": 1,
+            "created_at": self.started,
+            "updated_at": self.started,
+        }
+
+    def thread(self, operator: str, thread_id: str) -> Any:
+        """The operator's thread (another operator's is not found: an id reveals nothing)."""
+        ident(thread_id, "thread_id")
+        info = self.threads.find(thread_id, owner=operator) if thread_id else None
+        if info is None or info.id != thread_id:
+            raise HTTPError(404, f"no thread {thread_id!r}")
+        return info
+
+    def exact_thread(self, thread_id: str) -> Any:
+        """The thread with exactly this id, whoever's it is (None when there is none): for
+        the checks before a thread is made, where a prefix of another id is no match and no
+        ambiguity."""
+        from olav.runtime.threads import ThreadNotFoundError
+
+        ident(thread_id, "thread_id")
+        try:
+            info = self.threads.find(thread_id)
+        except ThreadNotFoundError:  # a prefix of several ids: none is this one
+            return None
+        return info if info is not None and info.id == thread_id else None
+
+    def claimed(self, info: Any) -> bool:
+        """Whether a live run holds the thread (this server's, or a terminal's in another
+        process). The claim of a process that died (a server killed with -9 mid-run) holds
+        nothing: the thread's next run takes it over."""
+        return bool(info.running) and bool(self.threads.held(info.id))
+
+    def thread_json(
+        self, info: Any, *, with_values: bool = True, operator: str = ""
+    ) -> dict[str, Any]:
+        active = self.runs.active(info.id)
+        out: dict[str, Any] = {
+            "thread_id": info.id,
+            "created_at": iso(info.created_at),
+            "updated_at": iso(info.updated_at),
+            "metadata": {
+                **info.metadata,
+                "graph_id": info.agent,
+                "assistant_id": info.agent,
+                "owner": info.owner,
+                "name": info.name,
+            },
+            "status": "busy" if active is not None or self.claimed(info) else "idle",
+            "interrupts": {},
+        }
+        if with_values:
+            found = self.snapshots(operator or info.owner, info)
+            out["values"] = dump_values(found[0].values) if found else {}
+            waiting = list(found[0].interrupts or ()) if found else []
+            if waiting and out["status"] == "idle":
+                out["status"] = "interrupted"
+                out["interrupts"] = {i.id: [{"value": i.value, "id": i.id}] for i in waiting}
+        return out
+
+    def snapshots(
+        self,
+        operator: str,
+        info: Any,
+        limit: int | None = None,
+        *,
+        before: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        checkpoint: str | None = None,
+    ) -> list[Any]:
+        """The thread's state (``limit`` None; ``checkpoint``: at that checkpoint), or its
+        history, newest first, on every branch (``before``: below that checkpoint;
+        ``metadata``: the checkpoints whose metadata has those values), read through the
+        agent's graph: the checkpoints keep messages as deltas that only the graph that wrote
+        them puts back together."""
+        if not info.agent or info.agent not in self.agents:
+            return []
+        with self.pool.session(operator, info.agent) as pooled:
+            graph = pooled.session.built.graph
+            config: dict[str, Any] = {"configurable": {"thread_id": info.id}}
+            if limit is None:
+                if checkpoint:
+                    config["configurable"]["checkpoint_id"] = checkpoint
+                state = graph.get_state(config)
+                return [state] if state.created_at else []
+            below = {"configurable": {"thread_id": info.id, "checkpoint_id": before}}
+            return list(
+                graph.get_state_history(
+                    config, limit=limit, before=below if before else None, filter=metadata or None
+                )
+            )
+
+    def state_values(self, operator: str, info: Any) -> dict[str, Any]:
+        found = self.snapshots(operator, info)
+        return dump_values(found[0].values) if found else {}
+
+    def state_json(self, thread_id: str, snap: Any) -> dict[str, Any]:
+        if snap is None:
+            return {
+                "values": {},
+                "next": [],
+                "tasks": [],
+                "metadata": {},
+                "created_at": None,
+                "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
+                "parent_checkpoint": None,
+                "interrupts": [],
+            }
+        cfg = (snap.config or {}).get("configurable", {})
+        parent = (snap.parent_config or {}).get("configurable") if snap.parent_config else None
+        waiting = [{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())]
+        tasks = [
+            {
+                "id": t.id,
+                "name": t.name,
+                "interrupts": [{"value": jsonsafe(i.value), "id": i.id} for i in t.interrupts],
+            }
+            for t in (snap.tasks or ())
+        ]
+        return {
+            "values": dump_values(snap.values),
+            "next": list(snap.next or ()),
+            "tasks": tasks,
+            "metadata": jsonsafe(dict(snap.metadata or {})),
+            "created_at": snap.created_at,
+            "checkpoint": {
+                "thread_id": thread_id,
+                "checkpoint_ns": cfg.get("checkpoint_ns", ""),
+                "checkpoint_id": cfg.get("checkpoint_id"),
+            },
+            "parent_checkpoint": (
+                {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": parent.get("checkpoint_ns", ""),
+                    "checkpoint_id": parent.get("checkpoint_id"),
+                }
+                if parent
+                else None
+            ),
+            "interrupts": waiting,
+        }
+
+    def new_run(
+        self,
+        operator: str,
+        body: dict[str, Any],
+        thread_id: str | None,
+        *,
+        default_modes: Sequence[str] = ("values",),
+    ) -> Run:
+        """A run from an Agent Protocol body (its input's last human message is the
+        request)."""
+        agent = self.agent(body.get("assistant_id"))
+        resume, resolve = _command_of(body.get("command"))
+        answers = resume is not None or resolve  # the run answers the thread's approval
+        checkpoint = _checkpoint_of(body)
+        again = checkpoint is not None and body.get("input") in (None, {})
+        text = "" if answers or again else input_text(body.get("input"))
+        disconnect = body.get("on_disconnect") or "continue"
+        if disconnect not in ("continue", "cancel"):
+            raise HTTPError(
+                422, f"on_disconnect {shown(str(disconnect), 40)!r}: use 'continue' or 'cancel'"
+            )
+        modes = stream_modes(body.get("stream_mode"), default_modes)
+        strategy = body.get("multitask_strategy") or "reject"
+        if strategy not in ("reject", "enqueue"):
+            raise HTTPError(
+                422,
+                f"multitask_strategy {shown(str(strategy), 40)!r} is not supported; "
+                "use 'reject' or 'enqueue'",
+            )
+        metadata = bounded_object(body.get("metadata"))
+        stateless = thread_id is None
+        if answers and stateless:
+            raise HTTPError(
+                409,
+                "a stateless run has no thread that waits for an answer: resume on "
+                "/threads/{thread_id}/runs",
+            )
+        nothing = "resolve" if resolve else "resume"
+        if checkpoint is not None and (stateless or body.get("if_not_exists") == "create"):
+            exists = not stateless and self.exact_thread(str(thread_id)) is not None
+            if not exists:
+                raise HTTPError(404, f"a new thread has no checkpoint {checkpoint!r}")
+        if thread_id is None:
+            thread_id = uuid.uuid4().hex
+            self.threads.create(agent, thread_id, owner=operator)
+        else:
+            info = self.exact_thread(thread_id)
+            if info is None or info.owner != operator:
+                if body.get("if_not_exists") != "create":
+                    raise HTTPError(404, f"no thread {thread_id!r}")
+                if info is not None:  # another operator's: never run on it, never show it
+                    raise HTTPError(409, f"thread {thread_id!r} exists")
+                if answers:  # a new thread waits for nothing
+                    raise HTTPError(
+                        409,
+                        f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
+                    )
+                # ThreadExistsError (409) when another operator made it meanwhile
+                self.threads.create(agent, thread_id, owner=operator)
+            elif answers:
+                found = self.snapshots(operator, info)
+                waiting = list(found[0].interrupts or ()) if found else []
+                if not waiting:
+                    raise HTTPError(
+                        409,
+                        f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
+                    )
+                # agent-chat-ui sends the checkpoint it shows with every run, an answer's
+                # too: the one where the thread waits is its latest
+                head = ((found[0].config or {}).get("configurable") or {}).get("checkpoint_id")
+                if checkpoint is not None and checkpoint != head:
+                    raise HTTPError(
+                        409,
+                        f"thread {thread_id} waits for its answer at checkpoint {head}, not at "
+                        f"{checkpoint}: answer at the thread's latest checkpoint (reload it)",
+                    )
+                checkpoint = None
+                try:
+                    if resume is not None:
+                        check_answer(read_answer(resume), waiting[0].value)
+                except AnswerError as exc:
+                    raise HTTPError(422, f"command.resume: {exc}") from None
+            elif checkpoint is not None and not self.snapshots(
+                operator, info, checkpoint=checkpoint
+            ):
+                raise HTTPError(404, f"thread {thread_id} has no checkpoint {checkpoint!r}")
+            elif self.runs.active(thread_id) is None and self.claimed(info):
+                # a run of another process (the terminal's): refused now, not accepted and
+                # failed a moment later
+                raise HTTPError(
+                    409,
+                    f"thread {thread_id} has a run in progress in another process "
+                    "(a terminal's); wait for it to finish",
+                )
+        return Run(
+            run_id=str(uuid.uuid4()),
+            thread_id=thread_id,
+            assistant_id=agent,
+            operator=operator,
+            text=text,
+            history=[],
+            stream_modes=modes,
+            metadata=metadata,
+            multitask_strategy=strategy,
+            stateless=stateless,
+            resume=resume,
+            resolve=resolve,
+            checkpoint=checkpoint,
+            on_disconnect=disconnect,
+        )
+
+    def pending(self, operator: str, info: Any) -> list[Any]:
+        """The interrupts the thread waits on (an approval asked of a person)."""
+        found = self.snapshots(operator, info)
+        return list(found[0].interrupts or ()) if found else []
+
+    def start(self, run: Run) -> Run:
+        on_done = self._forget_thread if run.stateless else None
+        try:
+            return self.runs.start(run, on_done)
+        except BusyError as exc:
+            raise HTTPError(409, exc.one_line()) from None
+
+    def _forget_thread(self, run: Run) -> None:
+        """A stateless run's thread is deleted once the run ends (on_completion 'delete'),
+        its runs with it."""
+        self.runs.delete_thread(run.thread_id)
+
+
+END = "__end__"  # LangGraph's END: a command's goto that ends the run where it waits
+
+
+def _command_of(command: Any) -> tuple[Any, bool]:
+    """A run's ``command``: the person's answer to an approval (``{"resume": ...}``), or the
+    end of the wait (``{"goto": "__end__"}``, agent-chat-ui's *Mark as resolved*): (the
+    answer or None, whether it ends the wait). One olav cannot read is a 422 that names the
+    shapes it reads, never a no."""
+    if command is None:
+        return None, False
+    if not isinstance(command, dict):
+        raise HTTPError(
+            422,
+            'command must be an object: {"resume": ANSWER} (the answer to an approval) or '
+            '{"goto": "__end__"} (end the wait without running the tool)',
+        )
+    if command.get("update"):
+        raise HTTPError(
+            422,
+            "command.update is not supported: olav's state is the agent's messages; answer "
+            'the approval with {"resume": ...} or end it with {"goto": "__end__"}',
+        )
+    goto = command.get("goto")
+    if goto not in (None, [], ""):
+        targets = goto if isinstance(goto, list) else [goto]
+        for target in targets:
+            node = target.get("node") if isinstance(target, dict) else target
+            if node != END:
+                raise HTTPError(
+                    422,
+                    f"command.goto {shown(json.dumps(node, default=str), 40)}: olav goes to "
+                    f"'{END}' only (end the run where it waits: the tool does not run); the "
+                    "agent's own nodes are not a client's to send to",
+                )
+        if command.get("resume") is not None:
+            raise HTTPError(
+                422,
+                'command has both resume and goto: answer the approval ({"resume": ...}) or '
+                'end the wait ({"goto": "__end__"}), not both',
+            )
+        return None, True
+    if "resume" not in command:
+        raise HTTPError(
+            422,
+            'command must have "resume" (the answer to an approval) or "goto": "__end__" '
+            "(end the wait without running the tool)",
+        )
+    if command["resume"] is None:
+        raise HTTPError(
+            422,
+            'command.resume is empty: answer the approval, e.g. {"decisions": [{"type": '
+            '"approve"}]} or "no"',
+        )
+    try:
+        read_answer(command["resume"])
+    except AnswerError as exc:
+        raise HTTPError(422, f"command.resume: {exc}") from None
+    return command["resume"], False
+
+
+def _checkpoint_of(body: dict[str, Any]) -> str | None:
+    """The checkpoint a run starts from: ``checkpoint`` (``{"checkpoint_id": …}``, as the SDKs
+    send it) or ``checkpoint_id``; None for the thread's latest."""
+    found = body.get("checkpoint")
+    if found is not None and not isinstance(found, dict):
+        raise HTTPError(422, 'checkpoint must be an object: {"checkpoint_id": "…"}')
+    if isinstance(found, dict) and found.get("checkpoint_ns"):
+        raise HTTPError(422, "checkpoint.checkpoint_ns: a run starts from the agent's own graph")
+    value = (found or {}).get("checkpoint_id") or body.get("checkpoint_id")
+    if value is None:
+        return None
+    return ident(value, "checkpoint_id")
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: accepted, they would be stored and then break every
+    response that shows them."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
+# -- the routes ---------------------------------------------------------------------------------
+
+Handler = Callable[[Server, Request, str], Any]
