@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from olav.memory.recall.recaller import RECALL_EDGE, recall_text
-from olav.runtime.runner import RequestTooLongError
+from olav.runtime.request_size import RequestTooLongError
 from tests.helpers import audit_rows
 
 

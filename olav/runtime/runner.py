@@ -11,7 +11,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
 from olav.audit.db import migrate
-from olav.audit.queries import NARRATED_EVENT
 from olav.audit.recorder import AuditRecorder, settle_orphans
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
@@ -19,17 +18,17 @@ from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
 from olav.llm.models import translate_model_error
 from olav.memory.decisions import DecisionBuffer
-from olav.memory.ingest.capture import CORRECTION, apply_capture, invalidate_ids, plan_capture
+from olav.memory.ingest.capture import CORRECTION, invalidate_ids
 from olav.memory.policy import policy_for
-from olav.memory.store.scopes import private_scope, user_name
+from olav.memory.store.scopes import user_name
 from olav.memory.store.writer import shared_writer
-from olav.runtime.builder import BuiltAgent, MemoryOff, build, load_agents
+from olav.runtime import aftermath
+from olav.runtime.builder import BuiltAgent, build, load_agents
 from olav.runtime.cancel import Cancel, CancelledByPerson, Relay, stream_in_worker
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
 from olav.runtime.middleware import Decision, RunContext, message_text
-from olav.runtime.outcome import DIRECTIVE_CATEGORIES, Directive, classify, directive, named_tools
-from olav.runtime.rescue.middleware import REASONING_ROLE, RUN_STATS_EVENT
-from olav.runtime.rescue.stream import StreamGuard, unshown
+from olav.runtime.request_size import check_fits
+from olav.runtime.shown import ShownText, is_main
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
 from olav.runtime.threads import ThreadInfo, ThreadStore, new_thread_id
 from olav.runtime.tools import ToolSpec
@@ -41,11 +40,6 @@ RECURSION_LIMIT = 80
 BUMP_EVERY_N_TURNS = 5
 
 
-def _is_main(meta: dict[str, Any]) -> bool:
-    """Tokens of the top-level agent (sub-agents run inside the tools node)."""
-    return "tools:" not in str(meta.get("langgraph_checkpoint_ns", ""))
-
-
 def _migrate_audit(ws: Workspace) -> None:
     """A workspace made by an older olav gains the new audit columns before its first run,
     and runs a killed process left running are settled."""
@@ -54,10 +48,6 @@ def _migrate_audit(ws: Workspace) -> None:
     except Exception as exc:  # auditing must never stop the chat
         log.warning("audit migration failed: %s", exc)
     settle_orphans(ws.audit_path)
-
-
-class RequestTooLongError(OlavError):
-    """The person's message alone is larger than the model's window."""
 
 
 class RunCancelled(OlavError):
@@ -78,7 +68,6 @@ class TurnResult:
 
 
 _NO_RESUME: Any = object()  # ask(): a new request, not the answer to an interrupt
-CANCELLED_NOTE = "(cancelled by the user)"  # ends what a cancelled run's thread keeps
 INTERRUPT_EVENT = "interrupt"  # events.kind: a run paused for a person's answer
 
 
@@ -137,7 +126,7 @@ class Session:
         # more of LangGraph's stream modes for on_step ("custom", "tasks", "checkpoints",
         # "debug"), per run; and the id of the message whose token on_token gets now
         self.step_modes: tuple[str, ...] = ()
-        self.token_id = ""
+        self._view = ShownText(None, self.run.rescue)  # the run's text as it streams
         self._from: str | None = None  # the checkpoint this run starts from (None: the last)
         self._model = model
         self._store = store if store_opener is None else store_opener(self.run)
@@ -156,6 +145,11 @@ class Session:
         self._writer = shared_writer()
         self.hooks = hooks or Hooks()
         self.tools = dict(tools or {})
+
+    @property
+    def token_id(self) -> str:
+        """The id of the message whose token ``on_token`` gets now."""
+        return self._view.token_id
 
     @property
     def built(self) -> BuiltAgent:
@@ -249,7 +243,7 @@ class Session:
         """Run ``text`` on the thread (``checkpoint``: from that checkpoint of it, a new
         branch; with ``resume`` None as well, nothing is added: regenerate)."""
         built = self.built
-        self._check_size(built, text)
+        check_fits(built.window, text)
         self.decisions.drain(self.audit)  # the previous run's, off its reply path
         if self._last_patterns and CORRECTION.search(text):
             why = "the user corrected its SQL in the next message"
@@ -308,7 +302,7 @@ class Session:
             answer=answer,
             status="interrupted" if waiting else "completed",
             outcome=outcome,
-            unshown=self._unshown(answer) if not waiting else "",
+            unshown=self._view.unshown(answer) if not waiting else "",
             rescue=rescue,
             interrupts=waiting,
         )
@@ -335,28 +329,17 @@ class Session:
         self, built: BuiltAgent, text: str, run_id: str, *, steps: bool = True
     ) -> None:
         """After a run (finished or not): the thread's index catches up with its checkpoint,
-        and the audit keeps the run's steps. Neither may break the run."""
-        try:
-            messages = list(
-                (built.graph.get_state(self._config()).values or {}).get("messages") or []
-            )
-            # a run from an earlier checkpoint is a new branch: the index is its messages
-            self.threads.sync(self.thread_id, messages, since=0 if self._from else None)
-            start = next(
-                (
-                    i
-                    for i in range(len(messages) - 1, -1, -1)
-                    if isinstance(messages[i], HumanMessage) and messages[i].content == text
-                ),
-                None,
-            )
-            if start is None:  # the answer to an interrupt: the run it continues, whole
-                humans = [i for i, m in enumerate(messages) if isinstance(m, HumanMessage)]
-                start = humans[-1] if humans else None
-            if start is not None and steps:
-                self.audit.steps(run_id, messages[start:])
-        except Exception as exc:
-            log.warning("thread %s not indexed after run %s: %s", self.thread_id, run_id, exc)
+        and the audit keeps the run's steps (olav.runtime.aftermath)."""
+        aftermath.record_thread(
+            built.graph,
+            self._config(),
+            self.threads,
+            self.audit,
+            text=text,
+            run_id=run_id,
+            branch=bool(self._from),
+            steps=steps,
+        )
 
     def _stream(
         self, built: BuiltAgent, text: str, started: float, resume: Any = None
@@ -366,9 +349,7 @@ class Session:
         cancel = Cancel()
         config = {**self._config(self._from), "callbacks": [cancel]}
         final: AIMessage | None = None
-        self._guards: dict[str, StreamGuard] = {}
-        self._shown: list[str] = []
-        self._step_first: dict[tuple[Any, Any], str] = {}
+        self._view = view = ShownText(self.on_token, self.run.rescue)
         modes = ["messages", "values", *(["updates"] if self.on_step else []), *self.step_modes]
         graph_input: Any = None  # resume None: again from the checkpoint (regenerate)
         if resume is _NO_RESUME:
@@ -386,81 +367,21 @@ class Session:
         # call itself (olav.runtime.cancel), instead of waiting for it to return
         for mode, payload in stream_in_worker(produce, cancel):
             if mode == "values":
-                self._settled(payload)
+                view.settled(payload)
             if self.on_step is not None and mode != "messages":
                 self.on_step(mode, payload)
             if mode == "messages":
                 chunk, meta = payload
-                if isinstance(chunk, AIMessageChunk) and _is_main(meta):
-                    if self._retry(chunk, meta):
+                if isinstance(chunk, AIMessageChunk) and is_main(meta):
+                    if view.retry(chunk, meta):
                         continue  # the rescue layer asked again: the answer shows once
-                    self._token(chunk, started)
+                    view.token(chunk, started)
             elif mode == "values":
                 msgs = payload.get("messages") or []
                 if msgs and isinstance(msgs[-1], AIMessage):
                     final = msgs[-1]
-        self._final_id = final.id if final is not None else None
+        view.final_id = final.id if final is not None else None
         return final
-
-    def _settled(self, values: Any) -> None:
-        """A model message the state now holds is complete: what its guard held back (text
-        that was no call) is shown before the state that holds it, as LangGraph streams a
-        message's last chunk before the step's values (a client that places chunks by arrival,
-        as LangGraph's SDK does, would show it twice otherwise)."""
-        msgs = values.get("messages") if isinstance(values, dict) else None
-        last = msgs[-1] if msgs else None
-        guard = self._guards.get(getattr(last, "id", None) or "")
-        if guard is None or not isinstance(last, AIMessage) or not self.on_token:
-            return
-        rest = guard.flush()
-        if rest:
-            self.token_id = last.id or ""
-            self._shown.append(rest)
-            self.on_token(rest)
-
-    def _retry(self, chunk: AIMessageChunk, meta: dict[str, Any]) -> bool:
-        """A message of a model step that already streamed one: the rescue layer asked the
-        model again inside the step (the nudge, a cut answer, the loop guard). Its text is
-        not streamed; what the step settles on is printed whole at the end of the turn, so
-        the person never reads the same announcement twice."""
-        step = (meta.get("langgraph_step"), meta.get("langgraph_node"))
-        first = self._step_first.setdefault(step, chunk.id or "")
-        return (chunk.id or "") != first
-
-    def _token(self, chunk: AIMessageChunk, started: float) -> None:
-        piece = message_text(chunk)
-        if not piece:
-            return
-        if self.run.rescue.first_token_s is None:  # the person's approvals are not the model's
-            waited = self.run.rescue.approval_s
-            self.run.rescue.first_token_s = round(time.perf_counter() - started - waited, 3)
-        key = chunk.id or ""
-        if key not in self._guards:
-            self._flush_guards()  # a new message: what the last one held back is final
-        guard = self._guards.setdefault(key, StreamGuard())
-        shown = guard.feed(piece)
-        self.token_id = key
-        if shown and self.on_token:
-            self._shown.append(shown)
-            self.on_token(shown)
-
-    def _check_size(self, built: BuiltAgent, text: str) -> None:
-        """A request that cannot fit the model's window by itself is refused before anything
-        is sent or recorded: the server would cut it from the front, and with it the system
-        prompt and the memories (a prompt that only overflows with the thread's history is
-        sent, with the window warning)."""
-        if not built.window or len(text) < built.window:  # at most a token per character
-            return
-        from olav.memory.store.tokens import estimate_tokens
-
-        size = estimate_tokens(text)
-        if size >= built.window:
-            raise RequestTooLongError(
-                f"this message is about {size} tokens, more than the model's window of "
-                f"{built.window}: it was not sent",
-                hint="Send the part that matters, save the rest as a file and ask about it, or "
-                "raise llm.num_ctx (and the server's window)",
-            )
 
     def _on_caller(
         self, approver: Callable[[str, dict[str, Any]], bool | Decision]
@@ -475,45 +396,8 @@ class Session:
         return asked
 
     def _keep_cancelled(self, built: BuiltAgent) -> str:
-        """A cancelled run's thread keeps what the person saw of the answer, marked as
-        cancelled, as the run's last message: the next request is a turn of its own, and the
-        model knows the answer before it was cut off. Returns that message ("" if not kept)."""
-        seen = "".join(getattr(self, "_shown", [])).strip()
-        text = f"{seen}\n\n{CANCELLED_NOTE}" if seen else CANCELLED_NOTE
-        try:
-            state = built.graph.get_state(self._config())
-            messages = list((state.values or {}).get("messages") or [])
-            if not messages or not isinstance(messages[-1], HumanMessage):
-                return ""  # cancelled after its answer was kept (or before the request was)
-            note = AIMessage(content=text, response_metadata={"olav_cancelled": True})
-            built.graph.update_state(self._config(), {"messages": [note]})
-        except Exception as exc:  # the thread stays as it was; the run is cancelled anyway
-            log.warning("thread %s: the cancelled answer was not kept: %s", self.thread_id, exc)
-            return ""
-        return text
-
-    def _flush_guards(self) -> None:
-        """Show what earlier messages of this run held back and turned out to be text (a
-        short lead-in before a structured tool call); a call written as text stays held."""
-        if not self.on_token:
-            return
-        for key, guard in self._guards.items():
-            rest = guard.flush()
-            if rest:
-                self.token_id = key
-                self.on_token(rest)
-
-    def _unshown(self, answer: str) -> str:
-        """What of the final answer the stream did not print: all of it when nothing of it
-        streamed (``olav ask``, or a message the guard held back), else its held-back end."""
-        guard = getattr(self, "_guards", {}).get(getattr(self, "_final_id", None) or "")
-        if guard is None or not self.on_token:
-            return answer
-        rest = guard.flush()
-        if rest:
-            self.token_id = getattr(self, "_final_id", None) or ""
-            self.on_token(rest)
-        return unshown(guard.shown, answer)
+        """What the thread keeps of a cancelled run (olav.runtime.aftermath)."""
+        return aftermath.keep_cancelled(built.graph, self._config(), self._view.seen())
 
     def _model_failure(self, run_id: str, exc: Exception, model_name: str) -> OlavError:
         """Record a run that the model (or the graph) broke; the error to raise instead."""
@@ -526,31 +410,18 @@ class Session:
         return ModelError(f"the run failed: {type(exc).__name__}: {exc}")
 
     def _finish(self, run_id: str, text: str, answer: str, first_recall: int) -> str:
-        """Record the answer and the outcome of a run that completed; returns the outcome.
-        Reasoning goes to the audit apart from the answer; a run the loop guard stopped
-        ends ``tool_error``."""
-        for thought in self.run.rescue.reasoning:
-            self.audit.message(run_id, REASONING_ROLE, thought)
-        self.audit.message(run_id, "assistant", answer)
-        named = named_tools(self._directives(first_recall), text, self._tools)
-        outcome = classify("completed", text, self.run.tool_events, named)
-        if self.run.rescue.loop_stopped:
-            outcome = "tool_error"
-        self.audit.event(run_id, RUN_STATS_EVENT, self.run.rescue.summary())
-        if outcome == "narrated":  # what trace_learner needs to name the tool to call
-            detail = {"named_tools": named, "tools": sorted(self._tools)}
-            self.audit.event(run_id, NARRATED_EVENT, detail)
-        self.audit.end_run(run_id, "completed", outcome=outcome)
-        return outcome
-
-    def _directives(self, first_recall: int) -> list[Directive]:
-        """The directives recalled for this run (guides, patterns, lessons)."""
-        return [
-            directive(c.hit.record)
-            for result in self.run.recalls[first_recall:]
-            for c in result.injected
-            if c.hit.record.category in DIRECTIVE_CATEGORIES
-        ]
+        """Record the answer and the outcome of a run that completed; returns the outcome
+        (olav.runtime.aftermath)."""
+        recalls = self.run.recalls[first_recall:]
+        return aftermath.record_outcome(
+            self.run,
+            self.audit,
+            run_id=run_id,
+            text=text,
+            answer=answer,
+            recalls=recalls,
+            tools=self._tools,
+        )
 
     def _after_run(self, text: str, run_id: str, outcome: str) -> None:
         """The run's bookkeeping. Only what is cheap happens here; embeddings and writes go
@@ -570,26 +441,20 @@ class Session:
         return next(iter(self.built.recallers.values())).store
 
     def _capture_run(self, text: str, run_id: str, outcome: str) -> None:
-        """L1 capture after every run (olav.memory.ingest.capture), on the background writer."""
-        finished = outcome not in ("failed", "cancelled")
-        try:
-            plan = plan_capture(
-                self.run.tool_events,
-                question=text if finished else "",
-                run_id=run_id,
-                declared=self._capture,
-                scope=private_scope(self.ws.config),
-                policy=policy_for(self.ws.config),
-            )
-        except Exception as exc:  # learning must never break the chat
-            log.warning("capture failed for run %s: %s", run_id, exc)
-            return
-        # the patterns this run used, new or already stored: a correction invalidates them
-        self._last_patterns = plan.pattern_ids
-        if plan:
-            self._writer.submit(
-                f"capture of run {run_id}", apply_capture, self.store, plan, self.decisions
-            )
+        """L1 capture after every run, on the background writer (olav.runtime.aftermath)."""
+        used = aftermath.capture_run(
+            self.run,
+            config=self.ws.config,
+            declared=self._capture,
+            writer=self._writer,
+            store=self.store,
+            decisions=self.decisions,
+            text=text,
+            run_id=run_id,
+            outcome=outcome,
+        )
+        if used is not None:
+            self._last_patterns = used
 
     def _run_hooks(self, run_id: str, outcome: str) -> None:
         """The composer's after-run hooks; what they start is waited for by wait_background."""
@@ -604,38 +469,14 @@ class Session:
                 self._background.append(started)
 
     def _maintain(self) -> None:
-        """Compact the memory table once writes (captures, access-count bumps) have left it
-        in many small fragments; each one slows every search. Then reload the in-process
-        vector snapshot, so that the next request finds it current. Runs on the writer,
-        after the run's own writes."""
-        store = self.store
-        if isinstance(store, MemoryOff):
-            return
-        try:
-            if store.needs_maintenance():
-                store.maintain()
-            store.vcache.refresh(store.table)
-        except Exception as exc:  # another process may hold the lock; try next time
-            log.warning("memory maintenance failed: %s", exc)
+        """The memory table's maintenance, on the writer after the run's own writes."""
+        aftermath.maintain(self.store)
 
     def write_episode(self) -> str | None:
         """Store this session's episode (what was asked, done, left open)."""
-        from olav.audit.queries import runs_tool_calls, session_runs
-        from olav.memory.recall.episodes import SessionLog, write_episode
-
         if self._built is None or self.turns == 0:
             return None
-        try:
-            runs = session_runs(self.audit.path, self.session_id)
-            calls = runs_tool_calls(self.audit.path, [r[0] for r in runs])
-            log_rows = SessionLog(self.session_id, runs, calls)
-            policy = policy_for(self.ws.config)
-            return write_episode(
-                self.store, log_rows, self.agent_name, policy=policy, decisions=self.decisions
-            )
-        except Exception as exc:  # an episode is a nicety; never break the chat for it
-            log.warning("episode for session %s not written: %s", self.session_id, exc)
-            return None
+        return aftermath.episode(self, self.store)
 
     def close(self) -> None:
         """End of the session: write pending access counts, wait for the background writes

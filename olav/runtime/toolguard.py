@@ -17,7 +17,7 @@ from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.memory.ingest.capture import ToolEvent
 from olav.runtime.middleware import Decision, RunContext, message_text, stream_note
-from olav.runtime.rescue.middleware import tool_schemas
+from olav.runtime.rescue.response import tool_schemas
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
 

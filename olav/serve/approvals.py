@@ -5,6 +5,7 @@ tool."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from olav.runtime.middleware import Decision
 
+from olav.serve.http import HTTPError, shown
 from olav.serve.run import Run
 
 RESOLVED_TEXT = "(the approval marked as resolved: nothing ran)"  # the audit's request
@@ -261,3 +263,63 @@ def approved(answer: Any) -> bool:
         return read_answer(answer).kind != "reject"
     except AnswerError:
         return False
+
+
+END = "__end__"  # LangGraph's END: a command's goto that ends the run where it waits
+
+
+def command_of(command: Any) -> tuple[Any, bool]:
+    """A run's ``command``: the person's answer to an approval (``{"resume": ...}``), or the
+    end of the wait (``{"goto": "__end__"}``, agent-chat-ui's *Mark as resolved*): (the
+    answer or None, whether it ends the wait). One olav cannot read is a 422 that names the
+    shapes it reads, never a no."""
+    if command is None:
+        return None, False
+    if not isinstance(command, dict):
+        raise HTTPError(
+            422,
+            'command must be an object: {"resume": ANSWER} (the answer to an approval) or '
+            '{"goto": "__end__"} (end the wait without running the tool)',
+        )
+    if command.get("update"):
+        raise HTTPError(
+            422,
+            "command.update is not supported: olav's state is the agent's messages; answer "
+            'the approval with {"resume": ...} or end it with {"goto": "__end__"}',
+        )
+    goto = command.get("goto")
+    if goto not in (None, [], ""):
+        targets = goto if isinstance(goto, list) else [goto]
+        for target in targets:
+            node = target.get("node") if isinstance(target, dict) else target
+            if node != END:
+                raise HTTPError(
+                    422,
+                    f"command.goto {shown(json.dumps(node, default=str), 40)}: olav goes to "
+                    f"'{END}' only (end the run where it waits: the tool does not run); the "
+                    "agent's own nodes are not a client's to send to",
+                )
+        if command.get("resume") is not None:
+            raise HTTPError(
+                422,
+                'command has both resume and goto: answer the approval ({"resume": ...}) or '
+                'end the wait ({"goto": "__end__"}), not both',
+            )
+        return None, True
+    if "resume" not in command:
+        raise HTTPError(
+            422,
+            'command must have "resume" (the answer to an approval) or "goto": "__end__" '
+            "(end the wait without running the tool)",
+        )
+    if command["resume"] is None:
+        raise HTTPError(
+            422,
+            'command.resume is empty: answer the approval, e.g. {"decisions": [{"type": '
+            '"approve"}]} or "no"',
+        )
+    try:
+        read_answer(command["resume"])
+    except AnswerError as exc:
+        raise HTTPError(422, f"command.resume: {exc}") from None
+    return command["resume"], False

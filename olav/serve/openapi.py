@@ -6,6 +6,9 @@ generator, a person and the fuzzer (tests/serve/test_serve_fuzz.py) read the sam
 test fails when a route is served without its entry here. JSON Schema cannot say everything a
 route checks (metadata's size as JSON, how deep it nests, whether an assistant exists), so a
 body that fits the schema may still be refused, always with a 4xx this document lists.
+
+One cohesive catalogue (over 500 lines on purpose): the document is data, one entry per route
+and schema, kept in one place so that it is read as the contract it is.
 """
 
 from __future__ import annotations

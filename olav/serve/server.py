@@ -7,11 +7,8 @@ Server; the ASGI app (:mod:`.app`) builds one and routes to them."""
 from __future__ import annotations
 
 import json
-import queue
-import threading
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -19,7 +16,7 @@ from starlette.requests import Request
 from olav.core.config import Workspace
 from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
-from olav.serve.approvals import AnswerError, check_answer, read_answer
+from olav.serve.approvals import AnswerError, check_answer, command_of, read_answer
 from olav.serve.http import (
     HTTPError,
     bounded_object,
@@ -32,94 +29,12 @@ from olav.serve.http import (
     unreadable_text,
 )
 from olav.serve.pool import SessionPool
+from olav.serve.request_audit import RequestAudit
 from olav.serve.run import Run, dump_values, now_iso
 from olav.serve.runs import BusyError, RunManager
 
 log = get_logger("serve")
 MAX_BODY = 1 << 20
-
-
-# -- the audit of requests, off the request path ------------------------------------------------
-
-
-class RequestAudit:
-    """One ``http_request`` event per request, written in batches by a background thread: one
-    connection and one insert per batch (a connection per row costs tens of milliseconds, more
-    than a request). The queue is bounded: when the audit falls behind (its disk stalls), a
-    request never waits for it; the rows that did not fit are counted, and one event says how
-    many were lost."""
-
-    BATCH = 500
-    QUEUE = 20_000
-
-    def __init__(self, path: Any) -> None:
-        self.path = path
-        self._queue: queue.Queue[tuple[datetime, dict[str, Any]] | None] = queue.Queue(
-            maxsize=self.QUEUE
-        )
-        self.dropped = 0
-        self._reported = 0
-        self._warned = False
-        self._thread = threading.Thread(target=self._loop, name="olav-serve-audit", daemon=True)
-        self._thread.start()
-
-    def record(self, entry: dict[str, Any]) -> None:
-        try:
-            self._queue.put_nowait((datetime.now(UTC), entry))
-        except queue.Full:
-            self.dropped += 1
-
-    def _loop(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            closing = False
-            while len(batch) < self.BATCH:
-                try:
-                    more = self._queue.get(timeout=0.2)
-                except queue.Empty:
-                    break
-                if more is None:
-                    closing = True
-                    break
-                batch.append(more)
-            self._write(batch)
-            if closing:
-                return
-
-    def _write(self, batch: list[tuple[datetime, dict[str, Any]]]) -> None:
-        from olav.audit.db import connect
-        from olav.core.redact import redact
-
-        rows = [
-            [uuid.uuid4().hex, None, "http_request", json.dumps(redact(entry), default=str), at]
-            for at, entry in batch
-        ]
-        lost = self.dropped - self._reported
-        if lost:  # the requests the full queue could not take, said once per gap
-            self._reported += lost
-            detail = json.dumps({"dropped": lost, "queue": self.QUEUE})
-            rows.append([uuid.uuid4().hex, None, "http_audit_dropped", detail, datetime.now(UTC)])
-        try:
-            with connect(self.path) as con:
-                con.executemany(
-                    "INSERT INTO events (id, run_id, kind, detail, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
-        except Exception as exc:  # the audit never takes the server down
-            if not self._warned:
-                self._warned = True
-                log.warning("request audit write failed (%s); continuing", exc)
-
-    def close(self) -> None:
-        try:
-            self._queue.put(None, timeout=10)
-        except queue.Full:  # the writer is stuck: it is a daemon, the process ends anyway
-            return
-        self._thread.join(timeout=10)
 
 
 # -- the server object --------------------------------------------------------------------------
@@ -380,7 +295,7 @@ class Server:
         """A run from an Agent Protocol body (its input's last human message is the
         request)."""
         agent = self.agent(body.get("assistant_id"))
-        resume, resolve = _command_of(body.get("command"))
+        resume, resolve = command_of(body.get("command"))
         answers = resume is not None or resolve  # the run answers the thread's approval
         checkpoint = _checkpoint_of(body)
         again = checkpoint is not None and body.get("input") in (None, {})
@@ -496,66 +411,6 @@ class Server:
         """A stateless run's thread is deleted once the run ends (on_completion 'delete'),
         its runs with it."""
         self.runs.delete_thread(run.thread_id)
-
-
-END = "__end__"  # LangGraph's END: a command's goto that ends the run where it waits
-
-
-def _command_of(command: Any) -> tuple[Any, bool]:
-    """A run's ``command``: the person's answer to an approval (``{"resume": ...}``), or the
-    end of the wait (``{"goto": "__end__"}``, agent-chat-ui's *Mark as resolved*): (the
-    answer or None, whether it ends the wait). One olav cannot read is a 422 that names the
-    shapes it reads, never a no."""
-    if command is None:
-        return None, False
-    if not isinstance(command, dict):
-        raise HTTPError(
-            422,
-            'command must be an object: {"resume": ANSWER} (the answer to an approval) or '
-            '{"goto": "__end__"} (end the wait without running the tool)',
-        )
-    if command.get("update"):
-        raise HTTPError(
-            422,
-            "command.update is not supported: olav's state is the agent's messages; answer "
-            'the approval with {"resume": ...} or end it with {"goto": "__end__"}',
-        )
-    goto = command.get("goto")
-    if goto not in (None, [], ""):
-        targets = goto if isinstance(goto, list) else [goto]
-        for target in targets:
-            node = target.get("node") if isinstance(target, dict) else target
-            if node != END:
-                raise HTTPError(
-                    422,
-                    f"command.goto {shown(json.dumps(node, default=str), 40)}: olav goes to "
-                    f"'{END}' only (end the run where it waits: the tool does not run); the "
-                    "agent's own nodes are not a client's to send to",
-                )
-        if command.get("resume") is not None:
-            raise HTTPError(
-                422,
-                'command has both resume and goto: answer the approval ({"resume": ...}) or '
-                'end the wait ({"goto": "__end__"}), not both',
-            )
-        return None, True
-    if "resume" not in command:
-        raise HTTPError(
-            422,
-            'command must have "resume" (the answer to an approval) or "goto": "__end__" '
-            "(end the wait without running the tool)",
-        )
-    if command["resume"] is None:
-        raise HTTPError(
-            422,
-            'command.resume is empty: answer the approval, e.g. {"decisions": [{"type": '
-            '"approve"}]} or "no"',
-        )
-    try:
-        read_answer(command["resume"])
-    except AnswerError as exc:
-        raise HTTPError(422, f"command.resume: {exc}") from None
-    return command["resume"], False
 
 
 def _checkpoint_of(body: dict[str, Any]) -> str | None:

@@ -5,6 +5,9 @@ and whether the format is *strong* (tags or special tokens that only a tool call
 *weak* (JSON or a Python call list, which an answer may also show as content). Names and
 arguments are raw here; :mod:`olav.runtime.rescue.salvage` decides what may run.
 
+One cohesive catalogue (over 500 lines on purpose): one entry per family, each beside its
+markers, so that a family is added or read in one place.
+
 | family | what the model wrote |
 |---|---|
 | ``hermes`` | ``<tool_call>{"name": …, "arguments": …}</tool_call>`` (closing tag optional) |

@@ -1,4 +1,6 @@
 """The call grammars of the open model families, read as their chat templates write them.
+One cohesive catalogue (over 500 lines on purpose): one reader per family, side by side, as
+the templates are.
 
 Each reader follows one family's official template, token for token, and yields a
 :class:`~olav.runtime.rescue.formats.Found` for every call with the span it takes in the

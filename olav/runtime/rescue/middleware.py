@@ -24,8 +24,6 @@ Every hook has a sync and an async version.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Generator
@@ -49,6 +47,17 @@ from olav.runtime.outcome import (
     narrates,
 )
 from olav.runtime.rescue.markers import scrub
+from olav.runtime.rescue.response import (
+    Ask,
+    Done,
+    ai_of,
+    call_key,
+    cut_short,
+    nudge_text,
+    rebuilt,
+    replace_ai,
+    tool_schemas,
+)
 from olav.runtime.rescue.salvage import Salvage, asks_for_example, salvage
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.rescue.think import split_reasoning
@@ -85,39 +94,6 @@ class RescuePolicy:
         )
 
 
-def tool_schemas(tools: list[Any], cache: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each offered tool's argument JSON schema by name (``cache`` keeps them per agent)."""
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools:
-        if isinstance(tool, dict):
-            inner = tool.get("function")
-            fn: dict[str, Any] = inner if isinstance(inner, dict) else tool
-            name = fn.get("name")
-            if name:
-                out[name] = fn.get("parameters") or {}
-            continue
-        name = getattr(tool, "name", None)
-        if not name:
-            continue
-        if name not in cache:
-            cache[name] = _schema_of(tool)
-        out[name] = cache[name]
-    return out
-
-
-def _schema_of(tool: Any) -> dict[str, Any]:
-    schema = getattr(tool, "tool_call_schema", None) or getattr(tool, "args_schema", None)
-    if isinstance(schema, dict):
-        return schema
-    if schema is not None and hasattr(schema, "model_json_schema"):
-        return dict(schema.model_json_schema())
-    return {"type": "object", "properties": {}}
-
-
-def _call_key(name: str, args: Any) -> str:
-    return name + json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
-
-
 class RescueMiddleware(AgentMiddleware):
     def __init__(self, agent_name: str, run: RunContext, policy: RescuePolicy) -> None:
         super().__init__()
@@ -138,17 +114,17 @@ class RescueMiddleware(AgentMiddleware):
         reply = next(steps)
         try:
             while True:
-                if isinstance(reply, _Done):
+                if isinstance(reply, Done):
                     return reply.response
                 reply = steps.send(handler(reply.request))
-        except StopIteration as stop:  # pragma: no cover - _steps always ends with _Done
+        except StopIteration as stop:  # pragma: no cover - _steps always ends with Done
             return stop.value
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         steps = self._steps(request)
         reply = next(steps)
         while True:
-            if isinstance(reply, _Done):
+            if isinstance(reply, Done):
                 return reply.response
             reply = steps.send(await handler(reply.request))
 
@@ -161,19 +137,19 @@ class RescueMiddleware(AgentMiddleware):
             limit = self.policy.max_model_calls
             text = f"Stopped: this run reached runtime.max_model_calls ({limit})."
             self._audit(LOOP_EVENT, {"reason": "max_model_calls", "limit": state.model_calls})
-            yield _Done(AIMessage(content=text))
+            yield Done(AIMessage(content=text))
             return
         request = self._with_thinking(request)
         tools = tool_schemas(list(request.tools or []), self._schemas)
         self._check_fit(request)
-        response = yield _Ask(request)
+        response = yield Ask(request)
         msg = self._account(response)
         if msg is None:
-            yield _Done(response)
+            yield Done(response)
             return
         if cut_short(msg):
             msg = yield from self._cut(request, msg, tools)
-            yield _Done(_replace(response, msg))
+            yield Done(replace_ai(response, msg))
             return
         msg = self._clean(msg, request, tools)
         if msg.tool_calls:
@@ -182,7 +158,7 @@ class RescueMiddleware(AgentMiddleware):
                 msg = yield from self._break_loop(request, msg, repeated, tools)
         elif self._would_narrate(request, msg, tools):
             msg = yield from self._nudge(request, msg, tools)
-        yield _Done(_replace(response, msg))
+        yield Done(replace_ai(response, msg))
 
     def _with_thinking(self, request: Any) -> Any:
         """This turn's thinking switch, as the provider takes it."""
@@ -229,7 +205,7 @@ class RescueMiddleware(AgentMiddleware):
         """Count the call and its tokens; the model's message (None if it sent none)."""
         state = self.run.rescue
         state.model_calls += 1
-        msg = _ai_of(response)
+        msg = ai_of(response)
         if msg is None:
             return None
         usage = getattr(msg, "usage_metadata", None) or {}
@@ -260,16 +236,16 @@ class RescueMiddleware(AgentMiddleware):
         if msg.tool_calls:
             return self._repaired(msg, answer, reasoning, tools)
         if not self.policy.salvage or not tools:
-            return _rebuilt(msg, answer, reasoning, [])
+            return rebuilt(msg, answer, reasoning, [])
         found = salvage(content, tools, request=self._request_text(request), reasoning=kept)
         if not found.calls:
-            return _rebuilt(msg, found.answer if found.unfinished else answer, reasoning, [])
+            return rebuilt(msg, found.answer if found.unfinished else answer, reasoning, [])
         self._record_salvage(found)
         calls = [
             {"name": c.name, "args": c.args, "id": f"salvaged_{uuid.uuid4().hex[:12]}"}
             for c in found.calls
         ]
-        return _rebuilt(msg, found.answer, reasoning, calls)
+        return rebuilt(msg, found.answer, reasoning, calls)
 
     def _repaired(
         self, msg: AIMessage, answer: str, reasoning: str, tools: dict[str, dict[str, Any]]
@@ -282,7 +258,7 @@ class RescueMiddleware(AgentMiddleware):
                 if checked.ok and checked.repaired:
                     call = {**call, "args": checked.args}
             calls.append(dict(call))
-        return _rebuilt(msg, answer, reasoning, calls)
+        return rebuilt(msg, answer, reasoning, calls)
 
     def _record_salvage(self, found: Salvage) -> None:
         for call in found.calls:
@@ -346,7 +322,7 @@ class RescueMiddleware(AgentMiddleware):
             {"agent": self.agent_name, "tools": named, "narration": message_text(msg)[:500]},
         )
         messages = [*request.messages, msg, HumanMessage(content=note)]
-        response = yield _Ask(request.override(messages=messages))
+        response = yield Ask(request.override(messages=messages))
         again = self._account(response)
         if again is None:
             return msg
@@ -390,19 +366,19 @@ class RescueMiddleware(AgentMiddleware):
             )
             if names and not shown.strip():  # what the person and the thread keep of the turn
                 shown = f"(The answer was cut off at the model's token limit{what}.)"
-            return _rebuilt(msg, shown, reasoning, [])
+            return rebuilt(msg, shown, reasoning, [])
         note = (
             f"[olav] Your last message was cut off at the token limit ({limit} tokens) before "
             "it ended, so its tool call did not run. Send the tool call again, complete, as one "
             "tool call; keep its arguments short (write long content in parts)."
         )
-        plain = _rebuilt(msg, shown, "", [])
-        response = yield _Ask(
+        plain = rebuilt(msg, shown, "", [])
+        response = yield Ask(
             request.override(messages=[*request.messages, plain, HumanMessage(content=note)])
         )
         again = self._account(response)
         if again is None:
-            return _rebuilt(msg, shown, reasoning, [])
+            return rebuilt(msg, shown, reasoning, [])
         if cut_short(again):
             return (yield from self._cut(request, again, tools))
         return self._clean(again, request, tools)
@@ -416,10 +392,10 @@ class RescueMiddleware(AgentMiddleware):
         idx = last_human_index(list(request.messages))
         for old in list(request.messages)[(idx or 0) :]:
             for call in getattr(old, "tool_calls", None) or []:
-                key = _call_key(call["name"], call.get("args"))
+                key = call_key(call["name"], call.get("args"))
                 seen[key] = seen.get(key, 0) + 1
         for call in msg.tool_calls:
-            if seen.get(_call_key(call["name"], call.get("args")), 0) >= self.policy.loop_limit:
+            if seen.get(call_key(call["name"], call.get("args")), 0) >= self.policy.loop_limit:
                 return str(call["name"])
         return ""
 
@@ -433,8 +409,8 @@ class RescueMiddleware(AgentMiddleware):
             "will not change. Do not call it again with them: answer from the results above, "
             "or change the arguments."
         )
-        plain = _rebuilt(msg, message_text(msg), "", [])
-        response = yield _Ask(
+        plain = rebuilt(msg, message_text(msg), "", [])
+        response = yield Ask(
             request.override(messages=[*request.messages, plain, HumanMessage(note)])
         )
         again = self._account(response)
@@ -455,89 +431,3 @@ class RescueMiddleware(AgentMiddleware):
                 self.run.audit.event(self.run.run_id, kind, detail)
             except Exception as exc:  # the audit must never break the run
                 log.warning("audit event %s not written: %s", kind, exc)
-
-
-def cut_short(msg: AIMessage) -> bool:
-    """The message stopped on the token limit: Ollama's ``done_reason``, an OpenAI-compatible
-    server's ``finish_reason``."""
-    meta = msg.response_metadata or {}
-    return "length" in (meta.get("done_reason"), meta.get("finish_reason"))
-
-
-def nudge_text(named: list[str], offered: list[str]) -> str:
-    """The one-call directive that follows a narrated action."""
-    if len(named) == 1:
-        target = f"Call {named[0]} now"
-    elif named:
-        target = "Call " + ", ".join(named) + " now"
-    else:
-        target = "Call the tool that does it now (one of: " + ", ".join(offered) + ")"
-    return (
-        "[olav] You described the action but did not call a tool, so nothing has happened yet. "
-        f"{target}, as a tool call with the arguments it needs. Do not describe it again."
-    )
-
-
-@dataclass(frozen=True)
-class _Ask:
-    request: Any
-
-
-@dataclass(frozen=True)
-class _Done:
-    response: Any
-
-
-def _ai_of(response: Any) -> AIMessage | None:
-    if isinstance(response, AIMessage):
-        return response
-    result = getattr(response, "result", None)
-    if result is None:
-        inner = getattr(response, "model_response", None)
-        result = getattr(inner, "result", None)
-    for msg in reversed(result or []):
-        if isinstance(msg, AIMessage):
-            return msg
-    return None
-
-
-def _replace(response: Any, msg: AIMessage) -> Any:
-    """``response`` with its AI message replaced by ``msg``."""
-    if isinstance(response, AIMessage):
-        return msg
-    inner = getattr(response, "model_response", None)
-    target = inner if inner is not None else response
-    result = list(getattr(target, "result", []) or [])
-    for i in range(len(result) - 1, -1, -1):
-        if isinstance(result[i], AIMessage):
-            result[i] = msg
-            break
-    else:
-        result.append(msg)
-    fixed = dataclasses.replace(target, result=result)
-    return dataclasses.replace(response, model_response=fixed) if inner is not None else fixed
-
-
-def _rebuilt(
-    msg: AIMessage, content: str, reasoning: str, calls: list[dict[str, Any]]
-) -> AIMessage:
-    """``msg`` with new content, its reasoning in ``additional_kwargs`` and ``calls``."""
-    extra = dict(msg.additional_kwargs)
-    if reasoning:
-        extra["reasoning_content"] = reasoning
-    same = (
-        content == message_text(msg)
-        and calls == list(msg.tool_calls)
-        and (extra == msg.additional_kwargs)
-    )
-    if same:
-        return msg
-    return AIMessage(
-        content=content,
-        tool_calls=[{**c, "type": "tool_call"} for c in calls],
-        additional_kwargs=extra,
-        response_metadata=dict(msg.response_metadata),
-        usage_metadata=msg.usage_metadata,
-        id=msg.id,
-        name=msg.name,
-    )

@@ -24,7 +24,7 @@ from starlette.routing import Match, Route
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.log import get_logger
-from olav.serve.console import chat, drafts, health, lessons, memory, runs, why
+from olav.serve.console import chat, drafts, health, lessons, memory, memory_row, runs, why
 from olav.serve.console.context import BadRequest, Ctx, Page, Redirect, Refused
 from olav.serve.console.html import Markup, cards, h, join, page, url
 from olav.serve.console.sessions import COOKIE, Sessions, cookie, csrf_ok, same_origin
@@ -114,19 +114,25 @@ class Console:
             Route("/logout", self._logout, methods=["POST"]),
             Route("/static/{name}", self._static, methods=["GET"]),
             Route("/memory", self._page(memory.memory_page), methods=["GET"]),
-            Route("/memory/{memory_id}", self._page(memory.memory_row_page), methods=["GET"]),
-            Route("/memory/{memory_id}/pin", self._action(memory.pin_action), methods=["POST"]),
+            Route("/memory/{memory_id}", self._page(memory_row.memory_row_page), methods=["GET"]),
+            Route("/memory/{memory_id}/pin", self._action(memory_row.pin_action), methods=["POST"]),
             Route(
-                "/memory/{memory_id}/delete", self._action(memory.delete_action), methods=["POST"]
-            ),
-            Route("/memory/{memory_id}/edit", self._action(memory.edit_action), methods=["POST"]),
-            Route(
-                "/memory/{memory_id}/quarantine",
-                self._action(memory.quarantine_action),
+                "/memory/{memory_id}/delete",
+                self._action(memory_row.delete_action),
                 methods=["POST"],
             ),
             Route(
-                "/memory/{memory_id}/release", self._action(memory.release_action), methods=["POST"]
+                "/memory/{memory_id}/edit", self._action(memory_row.edit_action), methods=["POST"]
+            ),
+            Route(
+                "/memory/{memory_id}/quarantine",
+                self._action(memory_row.quarantine_action),
+                methods=["POST"],
+            ),
+            Route(
+                "/memory/{memory_id}/release",
+                self._action(memory_row.release_action),
+                methods=["POST"],
             ),
             Route("/runs", self._page(runs.runs_page), methods=["GET"]),
             Route("/runs/{run_id}", self._page(runs.run_page), methods=["GET"]),

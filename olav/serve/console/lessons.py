@@ -18,7 +18,8 @@ from typing import Any
 
 from olav.serve.console.context import BadRequest, Ctx, Page, Redirect
 from olav.serve.console.html import Markup, h, join, link, memory_href, pager, stamp, table
-from olav.serve.console.memory import GUIDES, _newest, _readable, _row_json
+from olav.serve.console.memory import GUIDES, newest, row_json
+from olav.serve.console.memory_row import readable_row
 
 LESSON_COLUMNS = ("id", "lesson", "scope", "origin", "reads", "created", "expires")
 GAP_COLUMNS = (
@@ -34,7 +35,7 @@ def lessons_page(ctx: Ctx) -> Page:
     from olav.learning.gaps import WITHIN
 
     offset, limit = ctx.window()
-    rows, total = _newest(ctx, "reflection", "", None, False, offset, limit)
+    rows, total = newest(ctx, "reflection", "", None, False, offset, limit)
     now = datetime.now(UTC)
     misses = gaps(ctx)
     body = join(
@@ -71,7 +72,7 @@ def lessons_page(ctx: Ctx) -> Page:
         "offset": offset,
         "limit": limit,
         "total": total,
-        "lessons": [_row_json(r) for r in rows],
+        "lessons": [row_json(r) for r in rows],
         "gaps": [m.to_json() for m in misses],
     }
     return Page("Lessons and gaps", body, data, active="/lessons")
@@ -171,7 +172,7 @@ def keyword_action(ctx: Ctx) -> Redirect:
     from olav.core.errors import OlavError
     from olav.learning.curator.amend import clean_keyword, propose_keywords
 
-    rec = _readable(ctx, ctx.text("guide", 300))
+    rec = readable_row(ctx, ctx.text("guide", 300))
     try:
         word = clean_keyword(str(ctx.params.get("keyword", "")))
         draft = propose_keywords(

@@ -181,12 +181,12 @@ def run_page(ctx: Ctx) -> Page:
     if run is None or not may_see(ctx, run.operator):
         raise Missing(f"no run {run_id!r}", hint="Pick one on /runs")
     from olav.audit.queries import memory_decisions
-    from olav.serve.console import memory
+    from olav.serve.console import decisions
 
-    decided = memory.visible_decisions(
-        ctx, memory_decisions(ctx.audit_path, run_id=run.id, limit=memory.DECISIONS)
+    decided = decisions.visible_decisions(
+        ctx, memory_decisions(ctx.audit_path, run_id=run.id, limit=decisions.DECISIONS)
     )
-    learned = memory.rows_of_run(ctx, run.id)
+    learned = decisions.rows_of_run(ctx, run.id)
     took = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
     tokens = {k: run.stats.get(k) for k in ("model_calls", "tokens_in", "tokens_out")}
     body = join(
@@ -226,18 +226,18 @@ def run_page(ctx: Ctx) -> Page:
                 "What memory's control plane decided during this run (writes, conflicts, "
                 "lifecycle), newest first; only decisions about rows you may read.",
             ),
-            memory.decisions_table(decided, with_run=False),
+            decisions.decisions_table(decided, with_run=False),
             h(
                 '<h2>Lessons learned from this run</h2><p class="hint">{}</p>',
                 "The rows you may read whose metadata names this run: lessons, and what was "
                 "captured from it.",
             ),
-            memory.rows_table(learned),
+            decisions.rows_table(learned),
         ]
     )
     data = _again(run.to_json()) | {
         "recalls": _again(run.recalls),
-        "memory_decisions": [memory.decision_json(d) for d in decided],
+        "memory_decisions": [decisions.decision_json(d) for d in decided],
         "lessons": [
             {"id": r.id, "category": r.category, "scope": r.scope, "text": r.text} for r in learned
         ],
