@@ -107,7 +107,7 @@ def test_an_example_the_person_asked_for_runs_nothing(tmp_path: Path) -> None:
             + "\n```"
         )
         state.chat_script[:] = [{"content": shown}]
-        res = run_olav("ask", "show me an example of a format_and_export call", "--json", cwd=ws)
+        res = olav_here(ws, "ask", "show me an example of a format_and_export call", "--json")
     out = json.loads(res.stdout)
     assert out["answer"] == shown and out["rescue"]["salvaged"] == []
     assert not (ws / "exports" / "devices.md").exists()
@@ -140,9 +140,9 @@ def test_reasoning_reaches_neither_the_answer_nor_memory_and_is_audited(tmp_path
     with ollama_stub(state) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "<think>routing via SP-7</think>BGP is a protocol."}]
-        res = run_olav("ask", "what is BGP", "--json", cwd=ws)
+        res = olav_here(ws, "ask", "what is BGP", "--json")
         out = json.loads(res.stdout)
-        dump = run_olav("kb", "export", "-", cwd=ws)
+        dump = olav_here(ws, "kb", "export", "-")
     assert out["answer"] == "BGP is a protocol."
     assert "SP-7" not in dump.stdout
     db = ws / ".olav" / "databases" / "audit.duckdb"

@@ -20,7 +20,15 @@ from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.runtime.threads import SCHEMA_VERSION, ThreadBusyError, ThreadStore
 from olav.serve.records import RunRecord, RunRecords
-from tests.helpers import OlavCli, clean_env, ollama_workspace, run_olav, scripted_ws, spawn_olav
+from tests.helpers import (
+    OlavCli,
+    clean_env,
+    olav_here,
+    ollama_workspace,
+    run_olav,
+    scripted_ws,
+    spawn_olav,
+)
 
 DOC = "# Devices\n\n- sh1-border01\n"
 EXPORT = {"name": "format_and_export", "args": {"data": DOC, "format": "md", "filename": "d.md"}}
@@ -146,14 +154,14 @@ def test_one_run_per_thread_and_a_kill_9_resumes_from_the_last_step(tmp_path: Pa
         resumed = run_olav("ask", "--thread", "victim-1", "did it save?", "--json", cwd=ws)
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["answer"].startswith("Yes")
-        listed = json.loads(run_olav("threads", "list", "--json", cwd=ws).stdout)
+        listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
     assert {t["id"] for t in listed} == {"victim-1", "other-1", "other-2"}
     assert not any(t["running"] for t in listed)
     body = chat_bodies(state)[-1]
     roles = [m["role"] for m in body["messages"] if m["role"] != "system"]
     # the victim's first step survived: its request, the call and the tool's result
     assert roles[:3] == ["user", "assistant", "tool"] and roles[-1] == "user"
-    victim_thread = json.loads(run_olav("threads", "show", "victim-1", "--json", cwd=ws).stdout)
+    victim_thread = json.loads(olav_here(ws, "threads", "show", "victim-1", "--json").stdout)
     assert [t["role"] for t in victim_thread["turns"]] == [
         "user",
         "assistant",
@@ -182,7 +190,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
             "ALTER TABLE writes DROP COLUMN task_path;"
         )
         con.close()
-        listed = json.loads(run_olav("threads", "list", "--json", cwd=ws).stdout)
+        listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
         assert [t["id"] for t in listed] == ["old-1"]
         again = run_olav("ask", "--thread", "old-1", "and now?", "--json", cwd=ws)
         assert again.returncode == 0, again.stderr
