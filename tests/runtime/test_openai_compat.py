@@ -13,7 +13,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
-from tests.helpers import OPENAI_MODEL, openai_workspace, run_olav
+from tests.helpers import OPENAI_MODEL, olav_here, openai_workspace, run_olav
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
 MODEL = OPENAI_MODEL
@@ -59,7 +59,7 @@ def test_olav_ask_streams_an_answer(tmp_path: Path) -> None:
     state = OpenAIStubState(chat_script=[{"content": "There are 4 border routers."}])
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url)
-        res = run_olav("ask", "how many border routers are there?", "--json", cwd=ws)
+        res = olav_here(ws, "ask", "how many border routers are there?", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["answer"].strip() == "There are 4 border routers."
@@ -78,7 +78,7 @@ def test_a_streamed_tool_call_exports_a_file_and_is_audited(tmp_path: Path) -> N
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [dict(t) for t in EXPORT_TURNS]
-        res = run_olav("ask", "save the border routers as csv", "--json", cwd=ws)
+        res = olav_here(ws, "ask", "save the border routers as csv", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["answer"].strip() == "Saved exports/border.csv"
