@@ -31,20 +31,11 @@ from typing import Any
 
 from olav.bench.threads import echo_workspace
 from olav.bench.timing import ms
+from olav.serve.http import STREAM_MODES
 
 RUNS = 30
 CONCURRENT = 20
-ALL_MODES = [
-    "values",
-    "updates",
-    "messages",
-    "messages-tuple",
-    "custom",
-    "events",
-    "debug",
-    "checkpoints",
-    "tasks",
-]
+ALL_MODES = list(STREAM_MODES)  # every mode agent-chat-ui and LangGraph's SDKs may ask for
 
 
 def _start(root: Path) -> tuple[subprocess.Popen[str], str]:

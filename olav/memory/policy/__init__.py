@@ -35,7 +35,6 @@ from olav.memory.policy.show import display_rows, policy_rows, source_label
 from olav.memory.policy.table import (
     POLICY_TABLE,
     YAML_KEYS,
-    _setting,
     build_policy,
     parse_floors,
     setting,
@@ -76,7 +75,7 @@ def policy_for(config: Any) -> MemoryPolicy:
         raw = config.get(POLICY_KEY)
     key = json.dumps(
         [
-            [_setting(config, k) for k in _POLICY_SETTINGS],
+            [setting(config, k) for k in _POLICY_SETTINGS],
             {k: origins.get(k) for k in (*_POLICY_SETTINGS, POLICY_KEY)},
             raw,
         ],

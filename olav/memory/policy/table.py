@@ -148,10 +148,6 @@ def parse_floors(raw: str, where: str = "") -> Floors:
 
 def setting(config: Any, key: str) -> Any:
     """A setting's value, or its default when ``config`` gives the settings in part."""
-    return _setting(config, key)
-
-
-def _setting(config: Any, key: str) -> Any:
     from olav.core.settings import SETTINGS_BY_KEY
 
     try:
@@ -175,20 +171,20 @@ def _from_settings(b: _Builder, config: Any) -> None:
         "judge_band": ("memory.judge_band", float),
     }
     for name, (key, kind) in simple.items():
-        value = kind(_setting(config, key))
+        value = kind(setting(config, key))
         if value != getattr(DEFAULTS, name):
             b.changes[name] = value
         b.sources[name] = _origin(config, key)
-    relevance = str(_setting(config, "memory.relevance")).strip().lower()
+    relevance = str(setting(config, "memory.relevance")).strip().lower()
     if relevance not in ("auto", "off"):
         b.changes["floors"] = parse_floors(relevance)
         relevance = "manual"
     b.changes["relevance"] = relevance
     b.sources["relevance"] = _origin(config, "memory.relevance")
-    second = str(_setting(config, "memory.second_opinion")).strip().lower()
+    second = str(setting(config, "memory.second_opinion")).strip().lower()
     b.changes["second_opinion"] = second
     b.sources["second_opinion"] = _origin(config, "memory.second_opinion")
-    dedup = str(_setting(config, "memory.dedup_distance")).strip()
+    dedup = str(setting(config, "memory.dedup_distance")).strip()
     if dedup != "auto":
         try:
             b.changes["lesson_dedup"] = float(dedup)

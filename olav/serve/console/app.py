@@ -52,6 +52,22 @@ HEADERS = [
 View = Callable[[Ctx], Any]
 
 
+def _best_match(routes: Any, scope: Any) -> Match:
+    """How well the best of ``routes`` matches the request: FULL (path and method), PARTIAL
+    (the path, another method) or NONE; a scope no route can read matches none."""
+    best = Match.NONE
+    for route in routes:
+        try:
+            match, _ = route.matches(scope)
+        except Exception:  # a scope no route can read
+            continue
+        if match is Match.FULL:
+            return match
+        if match is Match.PARTIAL:
+            best = match
+    return best
+
+
 class Console:
     """The console as an ASGI app over one :class:`~olav.serve.server.Server`."""
 
@@ -78,14 +94,7 @@ class Console:
         """Whether a request is one of the console's routes, path and method (else it is
         the API's, and needs a token): the routes below are the one list of its pages and
         buttons. ``POST /runs/stream`` and every other API route stay the API's."""
-        for route in self.app.routes:
-            try:
-                match, _ = route.matches(scope)
-            except Exception:  # a scope no route can read
-                continue
-            if match is Match.FULL:
-                return True
-        return False
+        return _best_match(self.app.routes, scope) is Match.FULL
 
     def claims(self, scope: Any, api_routes: Any) -> bool:
         """Whether a request :meth:`handles` does not name is the console's all the same: a
@@ -97,14 +106,7 @@ class Console:
         request = Request(scope)
         if _has_token(request) or self._session(request) is None:
             return False
-        for route in api_routes:
-            try:
-                match, _ = route.matches(scope)
-            except Exception:  # a scope no route can read
-                continue
-            if match is not Match.NONE:
-                return False
-        return True
+        return _best_match(api_routes, scope) is Match.NONE
 
     def _routes(self) -> list[Route]:
         return [
