@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# how often the server loop looks for shutdown(): stopping a stub waits at most this long,
+# not http.server's default half second
+POLL_S = 0.02
+
 
 def stub_vector(text: str, dim: int) -> list[float]:
     vec = [0.0] * dim
@@ -46,6 +50,8 @@ class StubState:
 
 def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True  # headers and body are two writes (no 40 ms stall)
+
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
 
@@ -202,7 +208,9 @@ def ollama_stub(state: StubState | None = None) -> Iterator[tuple[str, StubState
     """Run the stub on 127.0.0.1 on a free port; yields (base_url, state)."""
     state = state or StubState()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", state

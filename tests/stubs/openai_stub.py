@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.stubs.ollama_stub import stub_vector
+from tests.stubs.ollama_stub import POLL_S, stub_vector
 
 CREATED = 1_790_000_000  # a fixed timestamp keeps the replies deterministic
 
@@ -79,6 +79,7 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.1 for chunked streaming, so that a cut-off body is detectable. Every reply
         # closes its connection: no pooled socket outlives a test or the stopped stub.
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are two writes (no 40 ms stall)
 
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
@@ -216,7 +217,9 @@ def openai_stub(
     """Run the stub on 127.0.0.1 on a free port; yields (base_url ending in /v1, state)."""
     state = state or OpenAIStubState()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", state

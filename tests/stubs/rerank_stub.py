@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.stubs.ollama_stub import POLL_S
+
 FIELDS = {
     "rerank": ({"query", "documents"}, {"model", "top_n", "return_documents"}),
     "tei": ({"query", "texts"}, {"raw_scores", "return_text", "truncate"}),
@@ -79,6 +81,9 @@ def _answer(state: RerankStubState, dialect: str, body: dict[str, Any]) -> tuple
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # the headers and the body are two writes: with Nagle on, the body waits for the
+    # client's delayed ACK (40 ms a request on a kept-alive connection, as no real server does)
+    disable_nagle_algorithm = True
     state: RerankStubState
 
     def log_message(self, *args: Any) -> None:
@@ -127,7 +132,9 @@ def rerank_stub(state: RerankStubState) -> Iterator[str]:
     handler = type("Handler", (_Handler,), {"state": state})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
