@@ -128,14 +128,13 @@ def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:
 
 
 def audit_rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
-    """Rows of a read-only query on the workspace's audit database."""
-    import duckdb
+    """Rows of a query on the workspace's audit database, through olav's own connect: it
+    waits out another process's lock, and shares the file with a server in this process
+    (DuckDB refuses a read-only connection beside a read-write one of the same process)."""
+    from olav.audit.db import connect
 
-    con = duckdb.connect(str(root / ".olav/databases/audit.duckdb"), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+    with connect(root / ".olav/databases/audit.duckdb") as con:
+        return list(con.execute(sql).fetchall())
 
 
 # `olav cron serve` with a seconds field (argv[1], e.g. "*/2"): "* * * * *" then fires every

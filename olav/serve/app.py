@@ -257,6 +257,64 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
     return app
 
 
+class Listening:
+    """A Server behind uvicorn on a socket that already listens: what `olav serve` runs, built
+    apart from running it so that a test can serve the same wiring from a thread of its own
+    (and stop it with :meth:`stop`, as a signal stops the process)."""
+
+    def __init__(
+        self,
+        ws: Workspace,
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        auto_approve: bool = False,
+        cors: Sequence[str] = (),
+        max_body: int = MAX_BODY,
+        log_config: Any = "default",
+    ) -> None:
+        import uvicorn
+
+        self.server = server = Server(ws, auto_approve=auto_approve, max_body=max_body)
+        app = _Auth(create_app(server, cors=cors), server)
+        self.sock = listen(host, port)
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{self.sock.getsockname()[1]}"
+        logging: dict[str, Any] = {} if log_config == "default" else {"log_config": log_config}
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACE_S,
+            **logging,
+        )
+
+        class Stopping(uvicorn.Server):
+            async def shutdown(self, sockets: Any = None) -> None:
+                # the runs end first, their streams with them: uvicorn then waits for
+                # connections that are closing, not for model calls
+                server.runs.stop()
+                await super().shutdown(sockets=sockets)
+                # now, not after run() returns: on SIGTERM uvicorn raises the signal again as
+                # it returns, and the process ends before a `finally` could flush the audit
+                server.close()
+
+        self.userver = Stopping(config)
+
+    def run(self) -> None:
+        """Serve until a signal (or :meth:`stop`) ends it."""
+        try:
+            self.userver.run(sockets=[self.sock])
+        finally:
+            self.server.close()
+            self.sock.close()
+
+    def stop(self) -> None:
+        """End :meth:`run` as SIGTERM would: the runs stop, then the connections close."""
+        self.userver.should_exit = True
+
+
 def run_server(
     ws: Workspace,
     *,
@@ -268,38 +326,11 @@ def run_server(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve until a signal ends it."""
-    import uvicorn
-
-    server = Server(ws, auto_approve=auto_approve, max_body=max_body)
-    app = _Auth(create_app(server, cors=cors), server)
-    sock = listen(host, port)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{sock.getsockname()[1]}"
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=GRACE_S,
+    listening = Listening(
+        ws, host=host, port=port, auto_approve=auto_approve, cors=cors, max_body=max_body
     )
-
-    class Stopping(uvicorn.Server):
-        async def shutdown(self, sockets: Any = None) -> None:
-            # the runs end first, their streams with them: uvicorn then waits for
-            # connections that are closing, not for model calls
-            server.runs.stop()
-            await super().shutdown(sockets=sockets)
-            # now, not after run() returns: on SIGTERM uvicorn raises the signal again as it
-            # returns, and the process ends before a `finally` could flush the audit
-            server.close()
-
-    userver = Stopping(config)
     if on_ready is not None:
-        on_ready(url)
+        on_ready(listening.url)
     else:
-        print(f"olav serve: listening on {url}", flush=True)
-    try:
-        userver.run(sockets=[sock])
-    finally:
-        server.close()
-        sock.close()
+        print(f"olav serve: listening on {listening.url}", flush=True)
+    listening.run()

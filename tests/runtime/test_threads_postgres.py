@@ -327,7 +327,7 @@ def test_two_servers_share_their_threads_and_one_run_per_thread(
         with (ws / ".olav" / "olav.yaml").open("a") as cfg:
             cfg.write(f"threads:\n  uri: {pg_uri}\n")
 
-    with serving(tmp_path / "ws", prepare=prepare) as one, ExitStack() as stack:
+    with serving(tmp_path / "ws", prepare=prepare, process=True) as one, ExitStack() as stack:
         two_proc, two_url = start_server(one.ws)
         two = get_sync_client(url=two_url, api_key=one.tokens[one.alice])
         try:

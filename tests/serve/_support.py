@@ -1,6 +1,8 @@
 """What the `olav serve` end-to-end tests share: a workspace on the Ollama stub, tokens for three
-operators (the workspace's own, whose terminal threads are hers, bob and carol), and the real
-CLI serving it in a subprocess (one server per test module).
+operators (the workspace's own, whose terminal threads are hers, bob and carol), served by
+what `olav serve` runs (:class:`olav.serve.app.Listening`: the Server, its app and uvicorn) in a
+thread of this process; a test of the process itself (a kill, a signal, a restart) asks for
+``serving(..., process=True)``: the real CLI in a subprocess.
 
 The stub answers ``answer to <request>``. A test holds a run mid-flight with
 ``served.model.hold(tag)``: the model call of a request that contains ``tag`` waits, in the
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,7 +99,7 @@ class Served:
     ws: Path
     state: StubState
     model: Model
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[str] | None  # the `olav serve` process (None: served in this one)
     alice: str  # the workspace's operator: the terminal's threads are hers
     tokens: dict[str, str]  # operator -> token
     token_ids: dict[str, str]  # operator -> token id
@@ -200,26 +203,84 @@ def serving(
     *args: str,
     prepare: Callable[[Path], None] | None = None,
     model: Model | None = None,
+    process: bool = False,
 ) -> Iterator[Served]:
-    """A workspace on a fresh stub, served by `olav serve ARGS`; ``prepare(ws)`` runs before
-    the server starts (the stub is up: the embedder works); ``model`` replaces the stub's
-    replies."""
+    """A workspace on a fresh stub, served as `olav serve ARGS` serves it; ``prepare(ws)`` runs
+    before the server starts (the stub is up: the embedder works); ``model`` replaces the
+    stub's replies. With ``process``, the real CLI in a subprocess (its stderr must hold no
+    traceback); without, the same server in a thread of this process (no error may be
+    logged with a traceback)."""
     model = model or Model()
     state = StubState(chat_reply=model.reply)
     with ollama_stub(state) as (url, _):
         ws, alice, tokens, ids = make_workspace(root, url)
         if prepare is not None:
             prepare(ws)
-        proc, base = start_server(ws, *args)
-        served = Served(base, ws, state, model, proc, alice, tokens, ids)
-        try:
-            yield served
-        finally:
-            served.close()
-            for gate in list(model.gates.values()):
-                gate.release.set()
-            err = stop_server(served.proc)
-            assert "Traceback" not in err, err[-4000:]
+        if process:
+            proc, base = start_server(ws, *args)
+            served = Served(base, ws, state, model, proc, alice, tokens, ids)
+            try:
+                yield served
+            finally:
+                served.close()
+                for gate in list(model.gates.values()):
+                    gate.release.set()
+                if served.proc is not None:
+                    err = stop_server(served.proc)
+                    assert "Traceback" not in err, err[-4000:]
+            return
+        with _in_thread(ws, args) as base:
+            served = Served(base, ws, state, model, None, alice, tokens, ids)
+            try:
+                yield served
+            finally:
+                served.close()
+                for gate in list(model.gates.values()):
+                    gate.release.set()
+
+
+class _Tracebacks(logging.Handler):
+    """Records logged with an exception: what a served process would print as a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.seen.append(f"{record.name}: {record.getMessage()}\n{self.format(record)}")
+
+
+@contextlib.contextmanager
+def _in_thread(ws: Path, args: Sequence[str]) -> Iterator[str]:
+    """`olav serve ARGS` (``--cors ORIGIN``, ``--max-body N``) in a thread of this process, on a
+    free port of 127.0.0.1: its URL until the block ends, then stopped as SIGTERM stops it."""
+    from olav.core.config import Workspace
+    from olav.serve.app import Listening
+
+    options: dict[str, Any] = {"cors": []}
+    rest = list(args)
+    while rest:
+        flag, value = rest.pop(0), rest.pop(0)
+        if flag == "--cors":
+            options["cors"].append(value)
+        elif flag == "--max-body":
+            options["max_body"] = int(value)
+        else:
+            raise AssertionError(f"serving() in this process does not take {flag}")
+    listening = Listening(Workspace.open(ws), port=0, log_config=None, **options)
+    worker = threading.Thread(target=listening.run, name="olav-serve-test", daemon=True)
+    errors = _Tracebacks()
+    logging.getLogger().addHandler(errors)
+    worker.start()
+    try:
+        yield listening.url
+    finally:
+        listening.stop()
+        worker.join(START_S)
+        logging.getLogger().removeHandler(errors)
+        assert not worker.is_alive(), "the server did not stop"
+        assert not errors.seen, "\n".join(errors.seen)[-4000:]
 
 
 def sse_events(response: httpx.Response) -> Iterator[tuple[int, str, Any]]:
@@ -239,10 +300,12 @@ def sse_events(response: httpx.Response) -> Iterator[tuple[int, str, Any]]:
 
 
 def http_events(ws: Path) -> list[dict[str, Any]]:
-    """The details of the audit's ``http_request`` events."""
+    """The details of the audit's ``http_request`` events. The connection is read-write:
+    DuckDB refuses a read-only one to a file this process also has open (a server served
+    here), and olav's connect waits out another process's lock."""
     from olav.audit.db import connect
 
-    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(ws / ".olav" / "databases" / "audit.duckdb") as con:
         rows = con.execute("SELECT detail FROM events WHERE kind = 'http_request'").fetchall()
     return [json.loads(r[0]) for r in rows]
 

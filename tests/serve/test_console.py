@@ -318,7 +318,7 @@ def test_confirm_stores_a_draft_and_reject_does_not(served: Served, page: Any) -
 def _memory_event(ws: Path, action: str, body: str) -> dict[str, Any]:
     from olav.audit.db import connect
 
-    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(ws / ".olav" / "databases" / "audit.duckdb") as con:
         rows = con.execute("SELECT detail FROM memory_events WHERE action = ?", [action]).fetchall()
     found = [json.loads(r[0]) for r in rows if body in r[0]]
     assert found, f"no {action} of {body!r} in memory_events"

@@ -78,7 +78,7 @@ def page(browser: Any, served: Served) -> Iterator[Any]:
 def audit(ws: Path, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     from olav.audit.db import connect
 
-    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(ws / ".olav" / "databases" / "audit.duckdb") as con:
         return list(con.execute(sql, params).fetchall())
 
 

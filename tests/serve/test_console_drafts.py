@@ -70,7 +70,7 @@ def memory_row(served: Served, memory_id: str) -> dict[str, Any] | None:
 def audit(ws: Path, sql: str) -> list[dict[str, Any]]:
     from olav.audit.db import connect
 
-    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(ws / ".olav" / "databases" / "audit.duckdb") as con:
         return [json.loads(r[0]) for r in con.execute(sql).fetchall()]
 
 

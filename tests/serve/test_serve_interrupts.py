@@ -35,7 +35,7 @@ class SnapshotModel(Model):
 def audit_kinds(ws: Path) -> list[str]:
     from olav.audit.db import connect
 
-    with connect(ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(ws / ".olav" / "databases" / "audit.duckdb") as con:
         rows = con.execute("SELECT kind FROM events ORDER BY created_at").fetchall()
     return [r[0] for r in rows if r[0] in ("interrupt", "approval", "denial")]
 

@@ -428,7 +428,7 @@ def test_a_kept_run_reserves_its_event_numbers(local: Local) -> None:
 def test_after_kill_9_the_audit_says_error_and_a_resumed_stream_gets_the_error(
     tmp_path: Path,
 ) -> None:
-    with serving(tmp_path / "ws") as served:
+    with serving(tmp_path / "ws", process=True) as served:
         with served.http() as http:
             tid = http.post("/threads", json={"metadata": {"graph_id": "core"}}).json()["thread_id"]
             with served.model.hold("hold-kill") as gate:

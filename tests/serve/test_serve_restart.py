@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_server_killed_mid_run_restarts_and_the_thread_continues(tmp_path: Path) -> None:
-    with serving(tmp_path / "ws") as served:
+    with serving(tmp_path / "ws", process=True) as served:
         client = served.sdk()
         tid = client.threads.create(metadata={"graph_id": "core"})["thread_id"]
         client.runs.wait(tid, "core", input=human("first: which OSPF area is the core in?"))
@@ -94,7 +94,7 @@ def test_a_server_killed_mid_run_restarts_and_the_thread_continues(tmp_path: Pat
 
 
 def test_sigterm_mid_run_ends_the_streams_flushes_the_audit_and_exits(tmp_path: Path) -> None:
-    with serving(tmp_path / "ws") as served:
+    with serving(tmp_path / "ws", process=True) as served:
         client = served.sdk()
         tid = client.threads.create()["thread_id"]
         with served.http() as http:

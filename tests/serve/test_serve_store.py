@@ -220,7 +220,7 @@ def test_delete_retires_only_the_operators_own_private_rows(
     assert row["key"] not in str(alice.store.search_items([], limit=1000))
     with pytest.raises(NotFoundError):
         alice.store.delete_item(["memories", "preference"], key=row["key"])
-    with connect(served.ws / ".olav" / "databases" / "audit.duckdb", read_only=True) as con:
+    with connect(served.ws / ".olav" / "databases" / "audit.duckdb") as con:
         events = con.execute(
             "SELECT action, actor FROM memory_events WHERE memory_id = ?", [row["key"]]
         ).fetchall()
