@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import run_olav, wait_until
+from tests.helpers import olav_here, wait_until
 from tests.serve._support import (
     Model,
     Served,
@@ -168,7 +168,7 @@ def test_pages_need_a_session_and_their_json_twins_take_a_token(served: Served) 
 def test_a_revoked_token_ends_its_sessions(served: Served) -> None:
     with session(served, "carol") as carol:
         assert carol.get("/").status_code == 200
-        revoked = run_olav("serve", "token", "revoke", served.token_ids["carol"], cwd=served.ws)
+        revoked = olav_here(served.ws, "serve", "token", "revoke", served.token_ids["carol"])
         assert revoked.returncode == 0, revoked.stderr
         assert carol.get("/").status_code == 303
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import run_olav
+from tests.helpers import olav_here
 from tests.serve._support import (
     Model,
     Served,
@@ -144,7 +144,7 @@ def test_a_message_streams_its_answer_and_shows_what_the_model_saw(
     person = next(m["content"] for m in reversed(sent["messages"]) if m["role"] == "user")
     assert person.startswith(recorded)
 
-    listed = run_olav("threads", "list", "--json", cwd=served.ws)  # a normal olav thread
+    listed = olav_here(served.ws, "threads", "list", "--json")  # a normal olav thread
     assert listed.returncode == 0, listed.stderr
     mine = [t for t in json.loads(listed.stdout) if t["id"] == tid]
     assert mine and mine[0]["agent"] == "netops"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import run_olav
+from tests.helpers import olav_here
 from tests.serve._support import Served, logged_in_page, serving, session
 
 pytestmark = pytest.mark.slow
@@ -118,7 +118,7 @@ def test_quarantine_holds_a_row_back_and_release_returns_it(served: Served, page
     page.get_by_role("button", name="Quarantine (never recalled)").click()
     assert "recall never reads it" in page.get_by_role("status").inner_text()
     assert "quarantined" in page.locator("p.lead").inner_text()
-    held = run_olav("memory", "quarantine", "--json", cwd=served.ws)
+    held = olav_here(served.ws, "memory", "quarantine", "--json")
     assert held.returncode == 0, held.stderr
     assert [r["id"] for r in json.loads(held.stdout)] == [heron]  # the CLI's quarantine
     with session(served) as alice:
@@ -129,7 +129,7 @@ def test_quarantine_holds_a_row_back_and_release_returns_it(served: Served, page
     page.get_by_role("button", name="Release from quarantine").click()
     assert "recall reads it again" in page.get_by_role("status").inner_text()
     assert "live" in page.locator("p.lead").inner_text()
-    released = run_olav("memory", "quarantine", "--json", cwd=served.ws)
+    released = olav_here(served.ws, "memory", "quarantine", "--json")
     assert json.loads(released.stdout) == []
     actions = [(e["action"], e["actor"]) for e in row_json(served, heron)["events"]]
     assert ("quarantine", served.alice) in actions and ("release", served.alice) in actions

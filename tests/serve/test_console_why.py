@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import run_olav
+from tests.helpers import olav_here
 from tests.serve._support import Served, log_in, logged_in_page, serving
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,7 @@ def page(served: Served) -> Iterator[Any]:
 
 
 def cli_why(ws: Path, query: str) -> dict[str, Any]:
-    done = run_olav("memory", "why", query, "--agent", "netops", "--json", cwd=ws)
+    done = olav_here(ws, "memory", "why", query, "--agent", "netops", "--json")
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout))
 

@@ -17,7 +17,7 @@ import openai
 import pytest
 from langgraph_sdk.errors import ConflictError, NotFoundError
 
-from tests.helpers import clean_env, run_olav
+from tests.helpers import clean_env, olav_here
 from tests.serve._support import (
     Served,
     chat_bodies,
@@ -294,12 +294,12 @@ def test_a_terminal_thread_continues_from_a_client_and_back(served: Served) -> N
     seen = sent_text(request_for(served.state, "client follows up on zebra"))
     assert "terminal asks about zebra vlans" in seen
     assert "answer to terminal asks about zebra vlans" in seen
-    back = run_olav("ask", "--thread", tid, "terminal again", "--json", cwd=served.ws)
+    back = olav_here(served.ws, "ask", "--thread", tid, "terminal again", "--json")
     assert back.returncode == 0, back.stderr
     assert json.loads(back.stdout)["answer"] == "answer to terminal again"
     seen = sent_text(request_for(served.state, "terminal again"))
     assert "client follows up on zebra" in seen and "answer to client follows up on zebra" in seen
-    shown = json.loads(run_olav("threads", "show", tid, "--json", cwd=served.ws).stdout)
+    shown = json.loads(olav_here(served.ws, "threads", "show", tid, "--json").stdout)
     assert [t["content"] for t in shown["turns"] if t["role"] == "user"] == [
         "terminal asks about zebra vlans",
         "client follows up on zebra",

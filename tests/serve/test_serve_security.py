@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from olav.serve import openai_api, protocol, store_api
-from tests.helpers import run_olav, wait_until
+from tests.helpers import olav_here, wait_until
 from tests.serve._support import (
     Served,
     chat_bodies,
@@ -123,7 +123,7 @@ def test_a_token_revoked_while_serving_is_refused(served: Served) -> None:
     with served.http("carol") as http:
         assert http.get("/info").status_code == 200
         tid = http.post("/threads", json={}).json()["thread_id"]
-        revoked = run_olav("serve", "token", "revoke", served.token_ids["carol"], cwd=served.ws)
+        revoked = olav_here(served.ws, "serve", "token", "revoke", served.token_ids["carol"])
         assert revoked.returncode == 0, revoked.stderr
         for method, path in (("GET", "/info"), ("GET", f"/threads/{tid}"), ("GET", "/v1/models")):
             got = http.request(method, path)

@@ -15,7 +15,7 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError
 
 from olav.core.errors import OlavError
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
-from tests.helpers import run_olav
+from tests.helpers import olav_here
 from tests.serve._support import Served, serving
 
 pytestmark = pytest.mark.slow
@@ -60,13 +60,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def confirm(served: Served, draft: str) -> None:
-    done = run_olav("kb", "drafts", "confirm", draft, cwd=served.ws)
+    done = olav_here(served.ws, "kb", "drafts", "confirm", draft)
     assert done.returncode == 0, done.stderr
     assert "Committed" in done.stdout
 
 
 def pending(served: Served) -> dict[str, dict[str, Any]]:
-    listed = run_olav("kb", "drafts", "--json", cwd=served.ws)
+    listed = olav_here(served.ws, "kb", "drafts", "--json")
     assert listed.returncode == 0, listed.stderr
     return {item["id"]: item for item in json.loads(listed.stdout)}
 
@@ -99,7 +99,7 @@ def alice_row(served: Served) -> dict[str, Any]:
     data = json.loads((served.ws / ".curator_drafts" / f"{draft}.draft.json").read_text())
     assert data["operator"] == served.alice and data["scope"] == f"user:{served.alice}"
     assert data["category"] == "fact" and data["body"] == ALICE_NOTE
-    shown = run_olav("kb", "drafts", "show", draft, cwd=served.ws)
+    shown = olav_here(served.ws, "kb", "drafts", "show", draft)
     assert f"operator: {served.alice}" in shown.stdout and ALICE_NOTE in shown.stdout
     # nothing in memory yet
     client = served.sdk()
