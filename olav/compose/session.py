@@ -15,8 +15,10 @@ from olav.runtime.runner import Session
 
 
 def trace_learning(end: RunEnd) -> threading.Thread | None:
-    """The after-run hook: a run worth a lesson starts trace learning in the background."""
-    if end.outcome not in LEARNABLE_OUTCOMES:
+    """The after-run hook: a run worth a lesson starts trace learning in the background. A
+    run the model server never answered teaches nothing, and the learner would only wait on
+    the same dead server before `olav ask` could print its error."""
+    if end.outcome not in LEARNABLE_OUTCOMES or end.model_unreachable:
         return None
     return start_trace_learning(end.ws, end.store)
 

@@ -243,6 +243,14 @@ def _cause_names(exc: BaseException) -> set[str]:
     return names
 
 
+def never_reached(exc: BaseException) -> bool:
+    """The model server could not be connected to at all: Ollama's client raises the builtin
+    ConnectionError, httpx ConnectError, openai an APIConnectionError caused by one."""
+    return is_connection_error(exc) or bool(
+        _cause_names(exc) & {"ConnectError", "ConnectionRefusedError"}
+    )
+
+
 def _openai_error(exc: BaseException, config: Any, model: str) -> ModelError | None:
     """The failures of an OpenAI-compatible server (llama.cpp, vLLM, LM Studio) in one line."""
     try:

@@ -31,6 +31,9 @@ class RunEnd:
     store: Any  # the session's memory table (or MemoryOff)
     run_id: str
     outcome: str  # completed, narrated, tool_error, failed, cancelled (olav.runtime.outcome)
+    # the run failed because the model server could not be reached: whatever would learn
+    # from it needs that same server
+    model_unreachable: bool = False
 
 
 AfterRun = Callable[[RunEnd], Waitable | None]

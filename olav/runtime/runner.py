@@ -16,7 +16,7 @@ from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
-from olav.llm.models import translate_model_error
+from olav.llm.models import never_reached, translate_model_error
 from olav.memory.decisions import DecisionBuffer
 from olav.memory.ingest.capture import CORRECTION, invalidate_ids
 from olav.memory.policy import policy_for
@@ -265,6 +265,7 @@ class Session:
         self.run.begin(run_id)
         first_recall = self.run.rescue.first_recall
         outcome = "failed"
+        unreachable = False
         self.audit.message(run_id, "user", text)
         started = time.perf_counter()
         try:
@@ -281,6 +282,7 @@ class Session:
             self.audit.end_run(run_id, "error", exc.one_line())
             raise
         except Exception as exc:
+            unreachable = never_reached(exc) and self.run.rescue.first_token_s is None
             raise self._model_failure(run_id, exc, built.model_name) from exc
         else:
             if waiting:  # paused for a person's answer: nothing is final yet
@@ -294,7 +296,7 @@ class Session:
             # a cancelled run's steps are its request and what the person saw, both already
             # in the audit: the prompt comes back without a third write
             self._record_thread(built, text, run_id, steps=outcome != "cancelled")
-            self._after_run(text, run_id, outcome)
+            self._after_run(text, run_id, outcome, unreachable=unreachable)
         rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
         rescue["first_token_s"] = self.run.rescue.first_token_s
         return TurnResult(
@@ -423,14 +425,16 @@ class Session:
             tools=self._tools,
         )
 
-    def _after_run(self, text: str, run_id: str, outcome: str) -> None:
+    def _after_run(
+        self, text: str, run_id: str, outcome: str, *, unreachable: bool = False
+    ) -> None:
         """The run's bookkeeping. Only what is cheap happens here; embeddings and writes go
         to the background writer (olav.memory.store.writer), in order, and nobody waits for them
         before the next prompt."""
         for rec in self.built.recallers.values():
             rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0, wait=False)
         self._capture_run(text, run_id, outcome)
-        self._run_hooks(run_id, outcome)
+        self._run_hooks(run_id, outcome, unreachable=unreachable)
         self.turns += 1
         if self.turns % policy_for(self.ws.config).episode_every_turns == 0:
             self._writer.submit("episode", self.write_episode)
@@ -456,9 +460,16 @@ class Session:
         if used is not None:
             self._last_patterns = used
 
-    def _run_hooks(self, run_id: str, outcome: str) -> None:
-        """The composer's after-run hooks; what they start is waited for by wait_background."""
-        end = RunEnd(ws=self.ws, store=self.store, run_id=run_id, outcome=outcome)
+    def _run_hooks(self, run_id: str, outcome: str, *, unreachable: bool = False) -> None:
+        """The composer's after-run hooks; what they start is waited for by wait_background.
+        ``unreachable``: the run failed because the model server could not be reached."""
+        end = RunEnd(
+            ws=self.ws,
+            store=self.store,
+            run_id=run_id,
+            outcome=outcome,
+            model_unreachable=unreachable,
+        )
         for hook in self.hooks.after_run:
             try:
                 started = hook(end)
