@@ -12,7 +12,7 @@ CHROMIUM ?= /usr/bin/chromium
 # tests/serve/test_serve_openapi_reference.py
 REFERENCE := .cache/reference/langgraph_api-0.16.7-py3-none-any.whl
 
-.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors clean
+.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors golden-vectors clean
 
 $(STAMP): pyproject.toml tests/js/package-lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -91,6 +91,12 @@ bench-pytest: $(STAMP)
 # run after editing workspace_template/*/guides (tests/test_template_vectors.py checks it)
 template-vectors: $(STAMP)
 	$(BIN)/python -m olav.admin.template_vectors
+
+# the golden set's e5 vectors that `olav memory calibrate` and the golden tests use instead of
+# embedding its 600 texts; run after editing the golden set (tests/test_golden_recall.py says so)
+golden-vectors: $(STAMP)
+	$(BIN)/python -c "from olav.bench.golden import write_vectors; \
+		from olav.memory.store.embedders import E5Embedder; print(write_vectors(E5Embedder()))"
 
 clean:
 	rm -rf $(VENV) $(DEMO) .mypy_cache .ruff_cache

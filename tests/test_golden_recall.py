@@ -9,25 +9,59 @@ import json
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
-from olav.bench.golden import run_golden
+from olav.bench.golden import run_golden, shipped_vectors
 from olav.bench.golden_block import LANGS
 from olav.bench.golden_set import language, load_golden, split_of
 from olav.bench.golden_tables import markdown_golden
 from olav.core.errors import OlavError
 from olav.core.settings import SETTINGS
 from olav.memory.recall import calibration
+from olav.memory.store.embedders import E5Embedder, EmbedderProxy
+from olav.memory.store.textvectors import query_key, text_key
 
 E5 = "e5:multilingual-e5-small"
 DEFAULTS = {s.key: s.default for s in SETTINGS}
 
 
+class Counting(EmbedderProxy):
+    """e5, counting the texts it is asked to embed."""
+
+    texts = 0
+
+    def embed_query(self, text: str) -> Any:
+        self.texts += 1
+        return self.inner.embed_query(text)
+
+    def embed_passages(self, texts: Any) -> Any:
+        self.texts += len(texts)
+        return self.inner.embed_passages(texts)
+
+
+E5_CALLS = Counting(E5Embedder())
+
+
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    from olav.memory.store.embedders import E5Embedder
+    return run_golden(E5_CALLS)
 
-    return run_golden(E5Embedder())
+
+def test_the_shipped_vectors_cover_the_set_and_are_e5s(report: dict[str, Any]) -> None:
+    """The suite ran on the vectors shipped beside the set: not one text was embedded (an
+    edited set needs `make golden-vectors`), and those vectors are what e5 makes now."""
+    assert report["embedder"] == E5
+    assert E5_CALLS.texts == 0, "the golden set changed: run `make golden-vectors`"
+    known = shipped_vectors(E5_CALLS.inner)
+    gs = load_golden()
+    passages = sorted(gs.reflections.values())[:3]
+    queries = [q.text for q in gs.queries[:3]]
+    e5 = E5_CALLS.inner
+    for text, fresh in zip(passages, e5.embed_passages(passages), strict=True):
+        assert np.allclose(known[text_key(text)], fresh, atol=1e-5), text
+    for text in queries:
+        assert np.allclose(known[query_key(text)], e5.embed_query(text), atol=1e-5), text
 
 
 def test_the_set_is_big_enough_and_consistent() -> None:

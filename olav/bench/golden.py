@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 import tempfile
 import time
@@ -57,6 +58,12 @@ from olav.memory.policy import Floors
 from olav.memory.store.embedders import CachedEmbedder, Embedder
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.scopes import EVERYONE
+from olav.memory.store.textvectors import (
+    KnownVectors,
+    RecordingEmbedder,
+    load_vectors,
+    save_keyed,
+)
 
 AGENT = "ops"
 TIER = "small"
@@ -233,6 +240,7 @@ def run_golden(
     progress: Progress | None = None,
     fresh: bool = False,
     ceiling: bool = False,
+    shipped: bool = True,
 ) -> dict[str, Any]:
     """Run the golden suite with ``embedder``. The Recaller is built by
     ``Recaller.for_config`` from the settings' defaults, so the floors are the product's
@@ -242,7 +250,9 @@ def run_golden(
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale. With
     ``ceiling``, the report also says what any floors could reach on the test half
-    (:mod:`olav.bench.golden_ceiling`, about a minute more)."""
+    (:mod:`olav.bench.golden_ceiling`, about a minute more). The vectors shipped for this
+    set and embedder (:func:`shipped_vectors`) spare embedding its texts; ``shipped=False``
+    embeds every one (``make golden-vectors`` does, to write them)."""
     from olav.memory.recall import calibration
     from olav.memory.store.search import SearchTuning
     from olav.memory.store.table import MemoryStore
@@ -251,7 +261,8 @@ def run_golden(
     started = time.perf_counter()
     settings = _settings(relevance, dedup)
     gs = load_golden(data)
-    emb = CachedEmbedder(embedder, size=4096)
+    known = shipped_vectors(embedder, data) if shipped else None
+    emb = CachedEmbedder(KnownVectors(embedder, known) if known else embedder, size=4096)
     budget = settings["memory.token_budget"]
     with tempfile.TemporaryDirectory(prefix="olav-golden-") as tmp:
         say("embedding the golden set")
@@ -296,6 +307,29 @@ def run_golden(
         "dedup": dedup_report,
         "seconds": _seconds(load_s, started, ms),
     }
+
+
+def vectors_path(data: Path, embedder_name: str) -> Path:
+    """Where the vectors of the golden set at ``data`` made by ``embedder_name`` are kept."""
+    slug = re.sub(r"[^a-z0-9]+", "-", embedder_name.lower()).strip("-")
+    return Path(data) / f"vectors-{slug}.npz"
+
+
+def shipped_vectors(embedder: Embedder, data: Path = DATA) -> dict[str, Any]:
+    """{key: vector} of the set's passages and queries made ahead of time by ``embedder``
+    (olav ships e5's: the suite's 600 texts took 16 s to embed on two cores, which every
+    ``olav memory calibrate`` paid); empty for any other embedder or a set without them. A
+    text that is not in the file (an edited set) is embedded as usual, never served stale."""
+    return load_vectors(vectors_path(data, embedder.name), embedder.name, embedder.dim)
+
+
+def write_vectors(embedder: Embedder, data: Path = DATA) -> Path:
+    """Run the suite once embedding everything, and keep every vector it made."""
+    recorder = RecordingEmbedder(embedder)
+    run_golden(recorder, data=data, shipped=False)
+    path = vectors_path(data, embedder.name)
+    save_keyed(path, embedder.name, recorder.made)
+    return path
 
 
 def _settings(relevance: str | None, dedup: float | None) -> dict[str, Any]:

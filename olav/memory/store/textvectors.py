@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from olav.core.fsutil import atomic_write_bytes
+from olav.memory.store.embedders import Embedder, EmbedderProxy
 from olav.memory.store.schema import MemoryRecord
 
 
@@ -100,3 +101,77 @@ def embed_missing(
             setattr(rec, column, vec.tolist())
         if progress:
             progress(sum(1 for j, (rec, _c, _t) in enumerate(chunk, i) if last[id(rec)] == j))
+
+
+def query_key(text: str) -> str:
+    """The hash a precomputed *query* vector is filed under: apart from the passage of the
+    same text, which models such as e5 embed differently."""
+    return text_key("\x00query\x00" + text)
+
+
+class KnownVectors(EmbedderProxy):
+    """An embedder that answers from vectors made ahead of time ({text_key: vector} for
+    passages, {query_key: vector} for queries) and embeds every other text with ``inner``.
+    ``served`` and ``embedded`` count texts of each kind, so a caller can tell that a shipped
+    file went stale (texts it lacks are embedded, never answered wrongly)."""
+
+    def __init__(self, inner: Embedder, known: Mapping[str, np.ndarray]) -> None:
+        super().__init__(inner)
+        self.known = known
+        self.served = 0
+        self.embedded = 0
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vec = self.known.get(query_key(text))
+        if vec is None:
+            self.embedded += 1
+            return self.inner.embed_query(text)
+        self.served += 1
+        return np.array(vec, dtype=np.float32)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        rows: list[np.ndarray | None] = [self.known.get(text_key(t)) for t in texts]
+        todo = [i for i, row in enumerate(rows) if row is None]
+        self.served += len(texts) - len(todo)
+        self.embedded += len(todo)
+        if todo:
+            for i, vec in zip(
+                todo, self.inner.embed_passages([texts[i] for i in todo]), strict=True
+            ):
+                rows[i] = vec
+        if not rows:
+            return self.inner.embed_passages([])
+        return np.vstack([np.asarray(r, dtype=np.float32) for r in rows])
+
+
+class RecordingEmbedder(EmbedderProxy):
+    """Embeds with ``inner`` and keeps every vector it made, filed as :class:`KnownVectors`
+    reads them: how a file of vectors for a fixed set of texts is written."""
+
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.made: dict[str, np.ndarray] = {}
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vec = self.inner.embed_query(text)
+        self.made[query_key(text)] = np.asarray(vec, dtype=np.float32)
+        return vec
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = self.inner.embed_passages(texts)
+        for text, vec in zip(texts, vecs, strict=True):
+            self.made[text_key(text)] = np.asarray(vec, dtype=np.float32)
+        return vecs
+
+
+def save_keyed(path: Path, embedder_name: str, vectors: Mapping[str, np.ndarray]) -> None:
+    """Write {key: vector} (as :class:`RecordingEmbedder` made them), sorted by key."""
+    keys = sorted(vectors)
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf,
+        embedder=np.array(embedder_name),
+        keys=np.array(keys),
+        vectors=np.vstack([vectors[k] for k in keys]).astype(np.float32),
+    )
+    atomic_write_bytes(path, buf.getvalue())
