@@ -15,10 +15,10 @@ from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
 from olav.core.config import Workspace
 from olav.llm.window import model_window
 from tests.helpers import (
+    OlavMain,
     olav_here,
     ollama_workspace,
     openai_workspace,
-    run_olav,
     spawn_olav,
     write_config,
 )
@@ -212,25 +212,29 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
 
 
 @pytest.mark.slow
-def test_the_window_the_server_reports_is_the_one_olav_works_against(tmp_path: Path) -> None:
+def test_the_window_the_server_reports_is_the_one_olav_works_against(
+    tmp_path: Path, olav_main: OlavMain, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """llama.cpp started with ``-c 600`` cuts at 600 tokens whatever llm.num_ctx says: a
     prompt that will not fit is warned about once, before the call, and audited; a message
-    that cannot fit by itself is not sent at all."""
+    that cannot fit by itself is not sent at all (``olav``'s entry point in this process: its
+    exit status and what it prints on stderr)."""
     state = OpenAIStubState(n_ctx=600)
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        monkeypatch.chdir(ws)
         assert model_window(Workspace.open(ws).config).tokens == 600
         state.chat_script[:] = [{"content": "It is long."}]
         line = "interface Gi0/1 description uplink shutdown\n"
         # about 330 tokens: it fits, the system prompt and the memories with it do not
-        res = run_olav("ask", "summarise this config:\n" + line * 30, "--json", cwd=ws)
+        res = olav_main("ask", "summarise this config:\n" + line * 30, "--json")
         assert res.returncode == 0, res.stderr
         assert "will not fit the model's window (600 tokens)" in res.stderr
         (full,) = events(ws, "context_full")
         assert full["before"] is True and full["num_ctx"] == 600
         assert full["estimated_tokens"] > 600
         calls = len(state.requests)
-        res = run_olav("ask", "summarise this config:\n" + line * 120, cwd=ws)
+        res = olav_main("ask", "summarise this config:\n" + line * 120)
         assert res.returncode == 1
         assert "more than the model's window of 600: it was not sent" in res.stderr
         assert len(state.requests) == calls  # nothing reached the server
