@@ -67,10 +67,13 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix olav tests
 
 # one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
-# are built once (TEST_WORKERS=0 runs the suite in this process)
+# are built once (TEST_WORKERS=0 runs the suite in this process). Bytecode is written even where
+# the environment says not to (PYTHONDONTWRITEBYTECODE, as container images set it): the
+# workers and the hundreds of `olav` processes the tests start then compile olav and the
+# tests once, not each on its own (pytest's rewritten test modules are cached the same way)
 TEST_WORKERS ?= auto
 test: lint browser postgres $(REFERENCE)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
 # (STEER_WS=path adds the model steering runs)

@@ -16,7 +16,7 @@ from olav.core.config import Workspace
 from olav.core.errors import EmbeddingDimMismatchError
 from olav.core.log import flush as flush_log
 from olav.memory.store.table import MemoryStore
-from tests.helpers import DelegatingEmbedder, SessionFor, audit_rows, run_olav, scripted_ws
+from tests.helpers import DelegatingEmbedder, OlavMain, SessionFor, audit_rows, scripted_ws
 
 QUERY = "please save the report with format_and_export"
 GUIDE = "guide_core_export_when_asked_to_save"
@@ -165,11 +165,11 @@ def test_embedder_mismatch_still_refuses_to_start(session_for: SessionFor, hash_
     ],
 )
 def test_olav_ask_prints_one_warning_line_and_the_answer(
-    hash_ws: Path, part: str, pattern: str, first_words: str
+    hash_ws: Path, olav_main: OlavMain, part: str, pattern: str, first_words: str
 ) -> None:
     scripted_ws(hash_ws, EXPORT_TURNS)
     corrupt(sorted((table_dir(hash_ws) / part).glob(pattern)))
-    res = run_olav("ask", QUERY, cwd=hash_ws)
+    res = olav_main("ask", QUERY)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "Saved exports/report.md"
     [line] = res.stderr.strip().splitlines()

@@ -181,7 +181,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
     with ollama_stub(state) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
         state.chat_script[:] = [{"content": "BGP ASN is 65001."}, {"content": "Still 65001."}]
-        first = run_olav("ask", "--thread", "old-1", "what is our BGP ASN?", cwd=ws)
+        first = olav_here(ws, "ask", "--thread", "old-1", "what is our BGP ASN?")
         assert first.returncode == 0, first.stderr
         db = ws / ".olav" / "databases" / "threads.sqlite"
         con = sqlite3.connect(db)
@@ -192,7 +192,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
         con.close()
         listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
         assert [t["id"] for t in listed] == ["old-1"]
-        again = run_olav("ask", "--thread", "old-1", "and now?", "--json", cwd=ws)
+        again = olav_here(ws, "ask", "--thread", "old-1", "and now?", "--json")
         assert again.returncode == 0, again.stderr
     sent = [m["content"] for m in chat_bodies(state)[-1]["messages"]]
     assert "BGP ASN is 65001." in sent
