@@ -243,3 +243,27 @@ def test_a_lease_with_a_wild_time_to_live_still_ends(s3_env: Any, ttl: Any, left
     s3_env.client().put_object(Bucket=lease.bucket, Key=lease.key, Body=body)
     held = lease.holder()
     assert held is not None and left - 2 <= held.left <= left, held
+
+
+def test_an_endpoint_nothing_listens_on_is_refused_before_lancedb_retries() -> None:
+    """A port that refuses the connection is the one-line error at once; a listening one, a
+    local folder and AWS itself (no endpoint) pass untouched to LanceDB."""
+    import socket
+
+    from olav.core.errors import MemoryStoreError
+    from olav.memory.store.remote import MemoryLocation, refuse_if_nothing_listens
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        up = MemoryLocation("s3://team/memory", {"endpoint": f"http://127.0.0.1:{port}"})
+        refuse_if_nothing_listens(up)
+    with socket.socket() as closed:  # bound, never listening: the port refuses
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        down = MemoryLocation("s3://team/memory", {"endpoint": f"http://127.0.0.1:{port}"})
+        with pytest.raises(MemoryStoreError, match=r"cannot reach the object store of s3://"):
+            refuse_if_nothing_listens(down)
+    refuse_if_nothing_listens(MemoryLocation("s3://team/memory"))
+    refuse_if_nothing_listens(MemoryLocation("/tmp/local/memory.lance"))

@@ -19,7 +19,7 @@ from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError, NotFou
 from olav.core.log import quiet_native_libraries
 from olav.memory.store.embedders import Embedder
 from olav.memory.store.ftscache import FTS_TOKENIZER
-from olav.memory.store.remote import MemoryLocation, location
+from olav.memory.store.remote import MemoryLocation, location, refuse_if_nothing_listens
 from olav.memory.store.schema import META_DIM, META_EMBEDDER, TABLE, build_schema
 from olav.memory.store.writes import RemoteGuards
 
@@ -43,6 +43,7 @@ def connect(loc: MemoryLocation) -> Any:
     interval: zero for a local folder)."""
     import lancedb
 
+    refuse_if_nothing_listens(loc)
     return lancedb.connect(
         loc.uri,
         read_consistency_interval=timedelta(seconds=loc.refresh_seconds),

@@ -204,6 +204,37 @@ def remote_errors(loc: MemoryLocation) -> Iterator[None]:
         raise err from None
 
 
+def refuse_if_nothing_listens(loc: MemoryLocation, timeout: float = 5.0) -> None:
+    """One TCP connection to the location's endpoint before LanceDB's: an endpoint that
+    refuses it (nothing listens on that port) is the one-line error at once, where LanceDB
+    retries with back-off for about five seconds first. A timeout or a name that does not
+    resolve is left to LanceDB, which retries those and reports them."""
+    from urllib.parse import urlsplit
+
+    endpoint = loc.storage_options.get("endpoint", "")
+    if not loc.remote or not endpoint:
+        return
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return
+    if not host:
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except ConnectionRefusedError:
+        raise MemoryStoreError(
+            f"cannot reach the object store of {loc.uri} ({endpoint}): nothing listens there",
+            hint="Check that it is running and memory.storage_options.endpoint; "
+            "the table is unchanged",
+        ) from None
+    except OSError:
+        return
+
+
 # -- leases --------------------------------------------------------------------------------
 
 
