@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,27 +112,14 @@ def olav(runner: CliRunner) -> Iterator[OlavCli]:
 
 
 @pytest.fixture
-def olav_main(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> OlavMain:
+def olav_main() -> OlavMain:
     """Run the entry point ``olav.cli.app.main`` in-process, in the cwd: what `olav` prints on
     stdout and stderr and its exit status (an error as one red line, as a user sees it), for
     tests where a subprocess adds only its start-up time."""
-    import subprocess
-    import sys
-
-    from olav.cli.app import main
+    from tests.helpers import olav_entry
 
     def invoke(*args: str) -> subprocess.CompletedProcess[str]:
-        monkeypatch.setattr(sys, "argv", ["olav", *args])
-        with runner.isolation() as (out, err, _):
-            try:
-                main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-            sys.stdout.flush()  # the isolation's text wrappers buffer what print_json wrote
-            sys.stderr.flush()
-            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
-        return subprocess.CompletedProcess(["olav", *args], code, stdout, stderr)
+        return olav_entry(Path.cwd(), *args)
 
     return invoke
 

@@ -179,6 +179,34 @@ def run_olav(
     )
 
 
+def olav_entry(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``olav ARGS`` through its entry point (``olav.cli.app.main``) in this process, in
+    ``root``: its exit status and what it prints on stdout and stderr, an error as the one
+    red line a user sees. For the many refusals whose contract is that line; a test of the
+    process itself (start-up, a signal, the pty) runs ``olav`` as a process."""
+    from click.testing import CliRunner
+
+    from olav.cli.app import main
+
+    previous, argv = Path.cwd(), sys.argv
+    os.chdir(root)
+    sys.argv = ["olav", *args]
+    try:
+        with CliRunner().isolation() as (out, err, _):
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            sys.stdout.flush()  # the isolation's text wrappers buffer what print_json wrote
+            sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    finally:
+        os.chdir(previous)
+        sys.argv = argv
+    return subprocess.CompletedProcess(["olav", *args], code, stdout, stderr)
+
+
 def olav_here(root: Path, *args: str, input: str | None = None) -> Any:
     """The same ``olav`` command in this process, with ``root`` as the working directory:
     for the many successful steps of a scenario, which a fresh interpreter would make cost

@@ -21,7 +21,7 @@ from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.schema import build_schema, now
 from olav.memory.store.table import MemoryStore, reembed
-from tests.helpers import hash_store, rec, write_config
+from tests.helpers import hash_store, olav_entry, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_no_crash,
@@ -29,7 +29,6 @@ from tests.reliability._support import (
     make_workspace,
     memory_path,
     mixed_records,
-    run_cli,
     snapshot,
     start_olav,
     table_dir,
@@ -80,7 +79,7 @@ def test_kill_during_import_guides(tmp_path: Path) -> None:
     assert set(ids) in (old_ids, old_ids | new_ids), "a partial import is visible"
     _search_works(store, "bulk guide uplink")
 
-    again = run_cli("kb", "import-guides", "bulk", cwd=root)
+    again = olav_entry(root, "kb", "import-guides", "bulk")
     assert again.returncode == 0, again.stdout + again.stderr
     assert_no_crash(again)
     ids = _ids(hash_store(memory_path(root)))
@@ -117,7 +116,7 @@ def test_kill_during_reembed(tmp_path: Path) -> None:
     assert snapshot(store) == before
     _search_works(store, "user fact 7")
 
-    again = run_cli("kb", "re-embed", "--yes", cwd=root)
+    again = olav_entry(root, "kb", "re-embed", "--yes")
     assert again.returncode == 0, again.stdout + again.stderr
     store = MemoryStore.for_workspace(Workspace.open(root))
     assert store.embedder.dim == 32 and snapshot(store) == before
@@ -151,7 +150,7 @@ def test_kill_during_gc(tmp_path: Path) -> None:
     assert set(after) in (ids, live)
     _search_works(store, "live note uplink")
 
-    again = run_cli("memory", "gc", cwd=root)
+    again = olav_entry(root, "memory", "gc")
     assert again.returncode == 0, again.stdout + again.stderr
     assert set(_ids(hash_store(memory_path(root)))) == live
 
@@ -166,7 +165,7 @@ def test_doctor_passes_with_a_leftover_lock_and_half_built_reembed(hash_ws: Path
     )
     half.add([{**rec("x", "half built").to_row(), "vector": [0.1] * 32}])
 
-    result = run_cli("doctor", cwd=hash_ws)
+    result = olav_entry(hash_ws, "doctor")
     assert result.returncode == 0, result.stdout + result.stderr
     assert_no_crash(result)
     assert f"{rows} rows in memory.lance" in result.stdout
@@ -182,7 +181,7 @@ def test_doctor_recovers_a_swap_interrupted_between_the_renames(hash_ws: Path) -
     (path / "memory.lance").rename(path / "memory_reembed.lance")  # the crash point
     write_config(hash_ws, HASH32_CONFIG)
 
-    result = run_cli("doctor", cwd=hash_ws)
+    result = olav_entry(hash_ws, "doctor")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(before)} rows in memory.lance" in result.stdout
     store = hash_store(path, 32)

@@ -15,7 +15,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.table import MemoryStore, reembed
-from tests.helpers import hash_store, rec, write_config
+from tests.helpers import hash_store, olav_entry, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_one_line_error,
@@ -23,7 +23,6 @@ from tests.reliability._support import (
     memory_path,
     memory_state,
     mixed_records,
-    run_cli,
     snapshot,
 )
 
@@ -53,14 +52,14 @@ def test_switch_refuses_everywhere_then_reembed_keeps_every_row(tmp_path: Path) 
 
     write_config(root, HASH32_CONFIG)
     for args in REFUSING:
-        result = run_cli(*args, cwd=root)
+        result = olav_entry(root, *args)
         assert_one_line_error(
             result, "hash:hash-64 (64-d)", "hash:hash-32 (32-d)", "olav kb re-embed"
         )
         assert memory_state(root) == state, args
     assert snapshot(hash_store(memory_path(root), 64)) == before
 
-    result = run_cli("kb", "re-embed", "--yes", cwd=root)
+    result = olav_entry(root, "kb", "re-embed", "--yes")
     assert result.returncode == 0, result.stderr
     assert "re-embedded 300 rows with hash:hash-32" in result.stdout
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from olav.core.errors import GuideError
 from olav.memory.ingest.guides import Guide, guide_record, import_guides, load_guide
-from tests.helpers import hash_store, rec
+from tests.helpers import hash_store, olav_entry, rec
 from tests.reliability._support import (
     assert_no_crash,
     memory_path,
@@ -124,7 +124,7 @@ def test_bad_guides_through_the_cli_one_line_each_nothing_written(ro_ws: Path) -
     for case_id, content, _, _ in BAD_GUIDES:
         (folder / f"{case_id}.guide.yaml").write_bytes(as_bytes(content))
     before = memory_state(ro_ws)
-    result = run_cli("kb", "import-guides", "hostile", cwd=ro_ws)
+    result = olav_entry(ro_ws, "kb", "import-guides", "hostile")
     assert result.returncode == 1, result.stdout + result.stderr
     assert_no_crash(result)
     lines = result.stdout.splitlines()
@@ -183,7 +183,7 @@ def test_duplicate_intents_are_an_error_not_an_overwrite(hash_ws: Path) -> None:
         (hash_ws / "dups" / sub / "x.guide.yaml").write_text(
             _guide(intent="same_intent").replace("Do it.", body)
         )
-    result = run_cli("kb", "import-guides", "dups", cwd=hash_ws)
+    result = olav_entry(hash_ws, "kb", "import-guides", "dups")
     assert result.returncode == 1
     assert_no_crash(result)
     errs = [ln for ln in result.stdout.splitlines() if "dups/b/x.guide.yaml" in ln]
@@ -218,7 +218,7 @@ def test_markup_in_a_guide_key_is_reported_not_a_crash(ro_ws: Path) -> None:
     folder = ro_ws / "markup"
     folder.mkdir()
     (folder / "m.guide.yaml").write_text(_guide() + "'[/x]': 1\n")
-    result = run_cli("kb", "import-guides", "markup", cwd=ro_ws)
+    result = olav_entry(ro_ws, "kb", "import-guides", "markup")
     assert result.returncode == 1
     assert_no_crash(result)
     assert "markup/m.guide.yaml: field '[/x]'" in result.stdout
@@ -227,10 +227,10 @@ def test_markup_in_a_guide_key_is_reported_not_a_crash(ro_ws: Path) -> None:
 def test_memory_text_with_markup_is_shown_verbatim(hash_ws: Path) -> None:
     store = hash_store(memory_path(hash_ws))
     store.upsert([rec("hosts_note", "Edit [/etc/hosts] then [bold]reload[/bold]")])
-    result = run_cli("memory", "show", "hosts_note", cwd=hash_ws)
+    result = olav_entry(hash_ws, "memory", "show", "hosts_note")
     assert result.returncode == 0, result.stderr
     assert "[/etc/hosts]" in result.stdout
-    result = run_cli("memory", "list", "--limit", "500", cwd=hash_ws)
+    result = olav_entry(hash_ws, "memory", "list", "--limit", "500")
     assert result.returncode == 0, result.stderr
     assert "[/etc/hosts]" in result.stdout
 

@@ -1,6 +1,8 @@
 """Hostile and malformed input besides guides (those: test_hostile_guides.py): curator drafts,
 cron expressions, olav.yaml and JSONL imports. Every refusal is one line naming the
-file/field/value, a non-zero exit, no traceback, and nothing written."""
+file/field/value, a non-zero exit, no traceback, and nothing written. The cases go through
+olav's entry point in this process (tests.helpers.olav_entry); one refusal runs `olav` as a
+process, the contract as a shell sees it."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from olav.cron.expression import validate_expression
 from olav.learning.curator import CATEGORIES as DRAFT_CATEGORIES
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft, sanitise_intent
 from olav.memory.ingest.transfer import FORMAT, export_jsonl, import_jsonl
-from tests.helpers import HASH_CONFIG, hash_store
+from tests.helpers import HASH_CONFIG, hash_store, olav_entry
 from tests.reliability._support import (
     assert_one_line_error,
     make_workspace,
@@ -135,12 +137,12 @@ def test_curator_hostile_agent_or_scope_is_refused(
 
 
 def test_invalid_cron_expressions_are_refused_by_the_cli(ro_ws: Path) -> None:
-    ok = run_cli("cron", "enable", "reflect", "--at", "0 4 * * *", cwd=ro_ws)
+    ok = olav_entry(ro_ws, "cron", "enable", "reflect", "--at", "0 4 * * *")
     assert ok.returncode == 0, ok.stderr
     jobs = ro_ws / ".olav" / "cron.yaml"
     before = jobs.read_bytes()
     for expr in ("61 * * * *", "* * * *", "0 4 31 2 *", "0 4 * * 8", "*/0 * * * *"):
-        result = run_cli("cron", "enable", "reflect", "--at", expr, cwd=ro_ws)
+        result = olav_entry(ro_ws, "cron", "enable", "reflect", "--at", expr)
         assert_one_line_error(result, f"invalid cron expression '{expr}'")
         assert jobs.read_bytes() == before, expr
 
@@ -187,7 +189,7 @@ BAD_CONFIGS = [
 @pytest.mark.parametrize(("text", "needle"), [pytest.param(t, n, id=i) for i, t, n in BAD_CONFIGS])
 def test_bad_config_is_one_line_naming_the_key(cfg_ws: Path, text: str, needle: str) -> None:
     (cfg_ws / ".olav" / "olav.yaml").write_text(text)
-    result = run_cli("config", cwd=cfg_ws)
+    result = olav_entry(cfg_ws, "config")
     assert_one_line_error(result, needle)
     assert not (cfg_ws / MARKER).exists()
 
@@ -253,7 +255,7 @@ XFAIL_CONFIGS = [
 )
 def test_invalid_config_value_is_refused(cfg_ws: Path, text: str | bytes, needle: str) -> None:
     (cfg_ws / ".olav" / "olav.yaml").write_bytes(as_bytes(text))
-    result = run_cli("config", cwd=cfg_ws)
+    result = olav_entry(cfg_ws, "config")
     assert_one_line_error(result, needle)
 
 
@@ -308,7 +310,7 @@ def test_bad_jsonl_imports_nothing(
     path = ro_ws / "exports" / "bad.jsonl"
     path.write_text(make(export_lines), encoding="utf-8")  # type: ignore[operator]
     before = memory_state(ro_ws)
-    result = run_cli("kb", "import", str(path), cwd=ro_ws)
+    result = olav_entry(ro_ws, "kb", "import", str(path))
     assert_one_line_error(result, *needles)
     assert memory_state(ro_ws) == before
 

@@ -9,7 +9,7 @@ import duckdb
 import pexpect
 import pytest
 
-from tests.helpers import OlavMain, ollama_workspace, run_olav, spawn_olav
+from tests.helpers import OlavMain, olav_entry, ollama_workspace, run_olav, spawn_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -33,7 +33,7 @@ def test_olav_ask_through_the_real_ollama_client(tmp_path: Path) -> None:
             },
             {"content": "Saved exports/border.csv"},
         ]
-        res = run_olav("ask", "save the border routers as csv", "--json", cwd=ws)
+        res = olav_entry(ws, "ask", "save the border routers as csv", "--json")
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["answer"] == "Saved exports/border.csv" and out["status"] == "completed"
@@ -61,7 +61,7 @@ def test_connection_lost_mid_run_is_an_audited_error(tmp_path: Path) -> None:
     state = StubState(drop_chat=True)
     with ollama_stub(state) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
-        res = run_olav("ask", "hello", cwd=ws)
+        res = olav_entry(ws, "ask", "hello")
     assert res.returncode != 0
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
     con = duckdb.connect(str(ws / ".olav/databases/audit.duckdb"), read_only=True)
@@ -81,7 +81,7 @@ def test_ask_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
 def test_model_not_pulled_says_ollama_pull(tmp_path: Path) -> None:
     with ollama_stub(StubState(models={"bge-m3": 16})) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
-        res = run_olav("ask", "hello", cwd=ws)
+        res = olav_entry(ws, "ask", "hello")
     assert res.returncode == 1
     assert "ollama pull qwen3:8b" in res.stderr
 

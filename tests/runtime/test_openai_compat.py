@@ -13,7 +13,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
-from tests.helpers import OPENAI_MODEL, olav_here, openai_workspace, run_olav
+from tests.helpers import OPENAI_MODEL, olav_entry, olav_here, openai_workspace, run_olav
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
 MODEL = OPENAI_MODEL
@@ -103,7 +103,7 @@ def test_connection_lost_mid_stream_is_one_line_and_audited(tmp_path: Path) -> N
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url)
         state.drop_chat = True
-        res = run_olav("ask", "hello", cwd=ws)
+        res = olav_entry(ws, "ask", "hello")
     assert res.returncode == 1
     line = one_line(res.stderr)
     assert f"the connection to {url} broke off mid-response" in line
@@ -118,7 +118,7 @@ def test_a_model_the_server_lacks_names_the_url_and_the_fix(tmp_path: Path) -> N
     state = OpenAIStubState(models=["llama-3.2-3b"])
     with openai_stub(state) as (url, _):
         ws = openai_workspace(tmp_path / "ws", url)
-        res = run_olav("ask", "hello", cwd=ws)
+        res = olav_entry(ws, "ask", "hello")
     assert res.returncode == 1
     line = one_line(res.stderr)
     assert f"the server at {url} has no model '{MODEL}' (404)" in line
