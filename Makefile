@@ -55,12 +55,12 @@ run: $(STAMP)
 	test -d $(DEMO)/.olav || $(BIN)/olav init $(DEMO)
 	cd $(DEMO) && ../$(BIN)/olav
 
+# ruff, mypy on olav/, the import-linter contracts, and ReDoS (regexploit and a scaling probe)
+LINT = $(BIN)/ruff check olav tests && $(BIN)/ruff format --check olav tests && $(BIN)/mypy && \
+	$(BIN)/lint-imports && $(BIN)/python -m tests.redos_check olav
+
 lint: $(STAMP)
-	$(BIN)/ruff check olav tests
-	$(BIN)/ruff format --check olav tests
-	$(BIN)/mypy
-	$(BIN)/lint-imports
-	$(BIN)/python -m tests.redos_check olav  # ReDoS: regexploit and a scaling probe
+	$(LINT)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format olav tests
@@ -71,9 +71,17 @@ fmt: $(STAMP)
 # the environment says not to (PYTHONDONTWRITEBYTECODE, as container images set it): the
 # workers and the hundreds of `olav` processes the tests start then compile olav and the
 # tests once, not each on its own (pytest's rewritten test modules are cached the same way)
+# make lint runs beside the tests, not before them: mypy is one process on one core for half a
+# minute, while the suite leaves some of both cores idle; its report is printed after the
+# tests', and either failing fails make test
 TEST_WORKERS ?= auto
-test: lint browser postgres $(REFERENCE)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+test: browser postgres $(REFERENCE) $(STAMP)
+	@lint_log=$$(mktemp); ( $(LINT) ) >$$lint_log 2>&1 & lint=$$!; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; \
+	tests=$$?; wait $$lint; linted=$$?; \
+	echo "== make lint"; cat $$lint_log; rm -f $$lint_log; \
+	if [ $$linted -ne 0 ]; then echo "make lint failed" >&2; fi; \
+	[ $$linted -eq 0 ] && [ $$tests -eq 0 ]
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
 # (STEER_WS=path adds the model steering runs)

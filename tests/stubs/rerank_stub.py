@@ -91,11 +91,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
         data = raw if raw is not None else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up first (the slow mode outlasts its timeout)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
