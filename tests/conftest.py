@@ -45,6 +45,16 @@ def _build_the_cli_once() -> None:
     typer.testing._get_command = build  # type: ignore[attr-defined]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules with a ``slow`` test run first, in the order pytest-randomly gave them,
+    then the rest in theirs. pytest-xdist hands out whole files in this order (--dist
+    loadfile), so the long ones start early and the many short ones fill the end, where a
+    long file would leave the other core idle."""
+    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
+
+
 @pytest.fixture(scope="session")
 def _hash_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``olav init`` with the hash embedder, run once per session (per xdist worker): each

@@ -20,6 +20,8 @@ from olav.memory.recall import calibration
 from tests.helpers import run_olav, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 CONFIG = """\
 embedder:
   provider: ollama

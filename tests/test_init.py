@@ -12,6 +12,8 @@ from olav.core.config import Workspace
 from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavMain, rec, write_config
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 
 def _store(root: Path) -> MemoryStore:
     return MemoryStore.for_workspace(Workspace.open(root))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 
 from olav.core.config import Workspace
@@ -27,6 +28,8 @@ from tests.mcp_support import (
     stdio,
     store_of,
 )
+
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
 
 # -- stdio ----------------------------------------------------------------------------------------
 

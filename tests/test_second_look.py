@@ -26,6 +26,8 @@ from tests.helpers import (
 )
 from tests.stubs.rerank_stub import RerankStubState, rerank_stub
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 QUERY = "how do we rotate the nginx logs"
 MEMORIES = {
     "fact_logrotate": "nginx logs rotate daily with logrotate and 14 are kept",

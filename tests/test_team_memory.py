@@ -13,6 +13,8 @@ import pytest
 from tests.helpers import HASH_CONFIG, olav_here, run_olav
 from tests.s3server import team_config, write_workspace
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 
 def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> tuple[Path, str]:
     uri = uri or f"s3://{server.bucket()}/olav/netops"

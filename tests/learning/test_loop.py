@@ -20,6 +20,8 @@ from olav.runtime.runner import Session
 from olav.runtime.tools import ToolContext, registry
 from tests.helpers import audit_rows, scripted_ws
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 
 class RegisterArgs(BaseModel):
     name: str = Field(description="service name")

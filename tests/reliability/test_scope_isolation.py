@@ -18,6 +18,8 @@ from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import SEARCH_MODES
 from tests.helpers import hash_store, rec
 
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
+
 SCOPES = ("global", "agentA", "agentB", "team:x", "team:y", "user:alice", "user:bob")
 # what agentA's recall reads for operator alice of team x (see test_recall_reads_...)
 VISIBLE = ("agentA", "global", "user:alice", "team:x")

@@ -9,8 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import HASH_CONFIG
 from tests.s3server import Relay, team_config, write_workspace
+
+pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
 
 COMMIT = rb"PUT /[^ ]*memory\.lance/_versions/"
 
