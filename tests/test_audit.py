@@ -83,3 +83,43 @@ def test_end_run_records_the_outcome_next_to_the_status(tmp_path: Path) -> None:
     assert audit.query("SELECT id FROM runs WHERE status = 'error'") == [(failed,)]
     with pytest.raises(ValueError, match="unknown run outcome 'meh'"):
         audit.end_run(narrated, "completed", outcome="meh")
+
+
+def test_a_batch_writes_a_runs_rows_through_one_connection_of_its_own_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside batch() this thread's writes share one opening of the file; another thread's
+    writes meanwhile open their own, and every row lands."""
+    import threading
+    from contextlib import contextmanager
+
+    import olav.audit.recorder as recorder
+
+    db = tmp_path / "audit.duckdb"
+    migrate(db)
+    opened: list[str] = []
+    real = recorder.connect
+
+    @contextmanager
+    def counted(path: Path, **kw: object):  # type: ignore[no-untyped-def]
+        opened.append(threading.current_thread().name)
+        with real(path, **kw) as con:  # type: ignore[arg-type]
+            yield con
+
+    monkeypatch.setattr(recorder, "connect", counted)
+    rec = AuditRecorder(db)
+    with rec.batch():
+        run_id = rec.start_run("core", "s1", "hello", "m")
+        rec.message(run_id, "user", "hello")
+        other = threading.Thread(target=rec.message, args=(run_id, "tool", "x"), name="other")
+        other.start()
+        other.join()
+        rec.end_run(run_id, "completed", outcome="completed")
+    assert opened == ["MainThread", "other"]
+    rec.message(run_id, "assistant", "after")  # outside the block: its own opening
+    assert opened == ["MainThread", "other", "MainThread"]
+    with connect(db) as con:
+        rows = con.execute("SELECT role FROM messages ORDER BY created_at").fetchall()
+        status = con.execute("SELECT status FROM runs").fetchall()
+    assert sorted(r[0] for r in rows) == ["assistant", "tool", "user"]
+    assert status == [("completed",)]

@@ -16,8 +16,10 @@ import json
 import os
 import socket
 import sys
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,15 +132,47 @@ class AuditRecorder:
         self.operator = operator
         self._warned = False
         self._migrated = False
+        self._local = threading.local()  # this thread's connection inside batch()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """This thread's writes inside the block share one connection. Opening audit.duckdb
+        costs about 12 ms, and a run writes its start and its end as several rows each (a
+        run was 11 openings). Another process waits for the block as it waits for any
+        write, so a block holds writes that follow each other, never a model call."""
+        if getattr(self._local, "con", None) is not None:
+            yield
+            return
+        with ExitStack() as stack:
+            try:
+                self._local.con = stack.enter_context(connect(self.path))
+            except Exception as exc:  # auditing must never take a run down
+                self._warn(exc)
+            try:
+                yield
+            finally:
+                self._local.con = None
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        con = getattr(self._local, "con", None)
+        if con is not None:
+            yield con
+            return
+        with connect(self.path) as con:
+            yield con
+
+    def _warn(self, exc: Exception) -> None:
+        if not self._warned:
+            self._warned = True
+            print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
 
     def _write(self, sql: str, params: list[Any]) -> None:
         try:
-            with connect(self.path) as con:
+            with self._connection() as con:
                 con.execute(sql, params)
         except Exception as exc:  # auditing must never take a run down
-            if not self._warned:
-                self._warned = True
-                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
+            self._warn(exc)
 
     def start_run(
         self, agent: str, session_id: str, query: str, model: str, thread_id: str | None = None
@@ -172,7 +206,7 @@ class AuditRecorder:
         if not rows:
             return
         try:
-            with connect(self.path) as con:
+            with self._connection() as con:
                 con.executemany(
                     "INSERT OR REPLACE INTO steps (run_id, seq, role, content, tool_calls, "
                     "tool_call_id, name, status, reasoning, created_at) "
@@ -180,9 +214,7 @@ class AuditRecorder:
                     rows,
                 )
         except Exception as exc:  # auditing must never take a run down
-            if not self._warned:
-                self._warned = True
-                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
+            self._warn(exc)
 
     def end_run(
         self, run_id: str, status: str, error: str | None = None, *, outcome: str | None = None
@@ -292,9 +324,7 @@ class AuditRecorder:
                     rows,
                 )
         except Exception as exc:  # auditing must never take a run down
-            if not self._warned:
-                self._warned = True
-                print(f"olav: audit write failed ({exc}); continuing", file=sys.stderr)
+            self._warn(exc)
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         with connect(self.path) as con:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,15 +260,17 @@ class Session:
             self.threads.release(self.thread_id, claim)
 
     def _ask(self, built: BuiltAgent, text: str, claim: str, resume: Any) -> TurnResult:
-        run_id = self.audit.start_run(
-            self.agent_name, self.session_id, text, built.model_name, thread_id=self.thread_id
-        )
+        with self.audit.batch():  # the run's start, in one opening of the audit
+            run_id = self.audit.start_run(
+                self.agent_name, self.session_id, text, built.model_name, thread_id=self.thread_id
+            )
+            self.audit.message(run_id, "user", text)
         self.run.begin(run_id)
         first_recall = self.run.rescue.first_recall
         outcome = "failed"
         unreachable = False
-        self.audit.message(run_id, "user", text)
         started = time.perf_counter()
+        ending = ExitStack()
         try:
             final = self._stream(built, text, started, resume)
             waiting = self._waiting(built)
@@ -285,6 +288,8 @@ class Session:
             unreachable = never_reached(exc) and self.run.rescue.first_token_s is None
             raise self._model_failure(run_id, exc, built.model_name) from exc
         else:
+            # the run's end (its answer, events, outcome and steps) in one opening of the audit
+            ending.enter_context(self.audit.batch())
             if waiting:  # paused for a person's answer: nothing is final yet
                 answer, outcome = "", "interrupted"
                 self.audit.event(run_id, INTERRUPT_EVENT, {"interrupts": waiting})
@@ -295,7 +300,8 @@ class Session:
         finally:
             # a cancelled run's steps are its request and what the person saw, both already
             # in the audit: the prompt comes back without a third write
-            self._record_thread(built, text, run_id, steps=outcome != "cancelled")
+            with ending:
+                self._record_thread(built, text, run_id, steps=outcome != "cancelled")
             self._after_run(text, run_id, outcome, unreachable=unreachable)
         rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
         rescue["first_token_s"] = self.run.rescue.first_token_s
