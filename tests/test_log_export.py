@@ -402,19 +402,20 @@ def test_the_reliability_suites_secret_shapes_never_reach_an_openai_export(
     shutil.copytree(audited.root, root)
     db = root / ".olav" / "databases" / "audit.duckdb"
     recorder = AuditRecorder(db)
-    for sid, text, _, _ in CORPUS:
-        run = recorder.start_run("core", "s-secrets", f"keep this: {text}", "m", thread_id=sid)
-        call = {"id": f"c-{sid}", "name": "db_query", "args": {"sql": text, "note": text}}
-        recorder.steps(
-            run,
-            [
-                HumanMessage(content=f"keep this: {text}"),
-                AIMessage(content="", tool_calls=[call]),
-                ToolMessage(content=f"stored {text}", tool_call_id=f"c-{sid}", name="db_query"),
-                AIMessage(content=f"Done: {text}"),
-            ],
-        )
-        recorder.end_run(run, "completed")
+    with recorder.batch():  # every run's rows through one opening of the file
+        for sid, text, _, _ in CORPUS:
+            run = recorder.start_run("core", "s-secrets", f"keep this: {text}", "m", thread_id=sid)
+            call = {"id": f"c-{sid}", "name": "db_query", "args": {"sql": text, "note": text}}
+            recorder.steps(
+                run,
+                [
+                    HumanMessage(content=f"keep this: {text}"),
+                    AIMessage(content="", tool_calls=[call]),
+                    ToolMessage(content=f"stored {text}", tool_call_id=f"c-{sid}", name="db_query"),
+                    AIMessage(content=f"Done: {text}"),
+                ],
+            )
+            recorder.end_run(run, "completed")
     target = tmp_path / "secrets.openai.jsonl"
     summary = export_runs(db, target, catalog=CATALOG)
     lines = [json.loads(line) for line in target.read_text().splitlines()]
