@@ -106,7 +106,7 @@ template-vectors: $(STAMP)
 # the golden set's e5 vectors that `olav memory calibrate` and the golden tests use instead of
 # embedding its 600 texts; run after editing the golden set (tests/test_golden_recall.py says so)
 golden-vectors: $(STAMP)
-	$(BIN)/python -c "from olav.bench.golden import write_vectors; \
+	$(BIN)/python -c "from olav.memory.golden.suite import write_vectors; \
 		from olav.memory.store.embedders import E5Embedder; print(write_vectors(E5Embedder()))"
 
 clean:

@@ -13,8 +13,8 @@ import pytest
 
 from olav.admin.doctor import check_relevance
 from olav.admin.setup import init_workspace
-from olav.bench.golden_block import margin_scale, scaled
 from olav.core.config import Workspace
+from olav.memory.golden.block import margin_scale, scaled
 from olav.memory.policy import Floors
 from olav.memory.recall import calibration
 from tests.helpers import run_olav, write_config
@@ -52,7 +52,7 @@ def _relevance(root: Path) -> Any:
 def test_calibrate_measures_saves_and_recall_uses_the_floors(
     stub_ws: tuple[Path, str], olav: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import olav.bench.golden_ceiling as golden_ceiling
+    import olav.memory.golden.ceiling as golden_ceiling
 
     small = {"directive": (0.0, 0.03), "directive_words": (0.01,), "specific": (-0.02,)}
     small |= {"spread": (0.005,), "lesson": (0.04,), "lesson_words": (0.04,)}
@@ -123,8 +123,8 @@ def test_calibrate_with_the_embedder_down_is_one_line(tmp_path: Path) -> None:
 
 def test_the_grid_follows_the_embedders_scale() -> None:
     """An embedder whose margins spread twice as wide gets floors twice as far apart."""
-    from olav.bench.golden_block import GRID, Recalled, calibrate
-    from olav.bench.golden_set import GoldenQuery, split_of
+    from olav.memory.golden.block import GRID, Recalled, calibrate
+    from olav.memory.golden.dataset import GoldenQuery, split_of
     from olav.memory.recall.recaller import Candidate
     from olav.memory.recall.relevance import Signals
     from olav.memory.store.schema import MemoryRecord

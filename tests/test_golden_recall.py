@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from olav.bench.golden import run_golden, shipped_vectors
-from olav.bench.golden_block import LANGS
-from olav.bench.golden_set import language, load_golden, split_of
-from olav.bench.golden_tables import markdown_golden
 from olav.core.errors import OlavError
 from olav.core.settings import SETTINGS
+from olav.memory.golden.block import LANGS
+from olav.memory.golden.dataset import language, load_golden, split_of
+from olav.memory.golden.suite import run_golden, shipped_vectors
+from olav.memory.golden.tables import markdown_golden
 from olav.memory.recall import calibration
 from olav.memory.store.embedders import E5Embedder, EmbedderProxy
 from olav.memory.store.textvectors import query_key, text_key
@@ -104,7 +104,7 @@ def test_language_detection() -> None:
 def test_a_broken_reference_is_a_one_line_error(tmp_path: Any) -> None:
     import shutil
 
-    from olav.bench.golden_set import DATA
+    from olav.memory.golden.dataset import DATA
 
     shutil.copytree(DATA, tmp_path / "g")
     queries = tmp_path / "g" / "queries.yaml"
@@ -194,8 +194,8 @@ def test_relevance_off_fills_the_block_with_noise(report: dict[str, Any]) -> Non
 
 
 def test_calibrate_on_made_up_candidates() -> None:
-    from olav.bench.golden_block import Recalled, calibrate, measure
-    from olav.bench.golden_set import GoldenQuery
+    from olav.memory.golden.block import Recalled, calibrate, measure
+    from olav.memory.golden.dataset import GoldenQuery
     from olav.memory.policy import Floors
     from olav.memory.recall.recaller import Candidate
     from olav.memory.recall.relevance import Signals
@@ -223,10 +223,10 @@ def test_calibrate_on_made_up_candidates() -> None:
 
 
 def test_the_ceiling_says_what_any_floors_could_reach() -> None:
-    from olav.bench.golden_block import Recalled
-    from olav.bench.golden_ceiling import ceiling
-    from olav.bench.golden_set import GoldenQuery
-    from olav.bench.golden_tables import ceiling_rows
+    from olav.memory.golden.block import Recalled
+    from olav.memory.golden.ceiling import ceiling
+    from olav.memory.golden.dataset import GoldenQuery
+    from olav.memory.golden.tables import ceiling_rows
     from olav.memory.policy import Floors
     from olav.memory.recall.recaller import Candidate
     from olav.memory.recall.relevance import Signals
@@ -280,7 +280,7 @@ def test_markdown(report: dict[str, Any]) -> None:
 
 
 def test_cli(report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import olav.bench.golden as golden
+    import olav.memory.golden.suite as golden
 
     seen: list[Any] = []
     ceilings: list[bool] = []
@@ -315,7 +315,7 @@ def test_cli(report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_calibration_moves_a_floor_only_for_a_gain_beyond_noise() -> None:
-    from olav.bench.golden_block import NOISE, _better
+    from olav.memory.golden.block import NOISE, _better
 
     base = (2, -0.20, -0.50)
     assert _better((3, -0.40, -0.90), base)  # one more target met wins outright

@@ -308,8 +308,8 @@ PARAMETER_PARTS = ("distance", "half_life", "quota", "ttl", "floor")
 # not decisions: the golden benchmark's sweep grid and margin (it measures the dedup distance),
 # the runner's access-count write batching, and how long a team table's write leases live
 ALLOWED = {
-    ("olav/bench/golden.py", "DEDUP_GRID"),
-    ("olav/bench/golden.py", "DEDUP_MARGIN"),
+    ("olav/memory/golden/suite.py", "DEDUP_GRID"),
+    ("olav/memory/golden/suite.py", "DEDUP_MARGIN"),
     ("olav/runtime/runner.py", "BUMP_EVERY_N_TURNS"),
     ("olav/memory/store/remote.py", "WRITE_TTL"),
     ("olav/memory/store/remote.py", "MAINTENANCE_TTL"),

@@ -251,8 +251,8 @@ def test_calibrate_measures_the_reranker_and_its_ceiling(
 ) -> None:
     """Through `olav memory calibrate` with an embedder on the Ollama stub (the golden suite's
     600 texts embed in seconds) and grids cut small (the full ones take a minute)."""
-    import olav.bench.golden_ceiling as golden_ceiling
-    import olav.bench.golden_rerank as golden_rerank
+    import olav.memory.golden.ceiling as golden_ceiling
+    import olav.memory.golden.rerank as golden_rerank
     from olav.admin.setup import init_workspace
     from tests.stubs.ollama_stub import StubState, ollama_stub
 

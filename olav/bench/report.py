@@ -1,9 +1,9 @@
 """``olav bench report`` (what ``make bench`` runs): every benchmark, written to one Markdown file.
 
 It runs recall quality on LoCoMo (:mod:`olav.bench.locomo`), the golden guide-recall suite
-(:mod:`olav.bench.golden`), speed and footprint (:mod:`olav.bench.perf`) and, when a workspace
-with a reachable model is named, the steering benchmark (:mod:`olav.bench.steer`), then writes
-``docs/benchmarks.md`` with the machine, the versions, the commands and every table.
+(:mod:`olav.memory.golden.suite`), speed and footprint (:mod:`olav.bench.perf`) and, when a
+workspace with a reachable model is named, the steering benchmark (:mod:`olav.bench.steer`), then
+writes ``docs/benchmarks.md`` with the machine, the versions, the commands and every table.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ class ReportOptions:
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmarks; a JSON-safe report with one entry per benchmark (None = not run,
     with the reason under ``skipped``)."""
-    from olav.bench import golden, perf
     from olav.bench import locomo as loc
+    from olav.bench import perf
+    from olav.memory.golden import suite as golden
     from olav.memory.store.embedders import E5Embedder
 
     say = progress or (lambda _m: None)
@@ -128,10 +129,10 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
 
 def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
     """docs/benchmarks.md from a :func:`run_all` report."""
-    from olav.bench.golden_tables import markdown_golden
     from olav.bench.locomo import markdown_recall
     from olav.bench.perf import machine_line, markdown_perf
     from olav.bench.steer import markdown_steer
+    from olav.memory.golden.tables import markdown_golden
 
     cmd = " ".join(shlex.quote(c) for c in command)
     lines = [

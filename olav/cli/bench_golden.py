@@ -32,9 +32,9 @@ def golden(
     ones that no memory answers) and is loaded into a temporary memory store; recall runs
     exactly as AutoRecall runs it.
     """
-    from olav.bench import golden as g
     from olav.bench.embedders import EMBEDDERS, bench_embedder
-    from olav.bench.golden_tables import markdown_golden
+    from olav.memory.golden import suite as g
+    from olav.memory.golden.tables import markdown_golden
     from olav.memory.recall.calibration import parse_floors
 
     if embedder not in EMBEDDERS:
@@ -56,7 +56,7 @@ def golden(
 
 
 def _show(report: dict[str, Any], misses: bool) -> None:
-    from olav.bench import golden_tables as g
+    from olav.memory.golden import tables as g
 
     f = report["floors"]
     console.print(g.summary_line(report), markup=False, soft_wrap=True)

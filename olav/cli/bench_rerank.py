@@ -1,5 +1,5 @@
 """``olav bench rerank``: what rerankers of known quality would do to the block (a simulation on
-the golden suite; :mod:`olav.bench.golden_rerank`)."""
+the golden suite; :mod:`olav.memory.golden.rerank`)."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def rerank(
     drawn from whether its query accepts it, plus noise. The accept/reject floors are chosen
     on the calibration half; the test half's measures (%, small tier) are shown beside the
     bundled decision alone. A simulation: it says nothing about any real model."""
-    from olav.bench.golden_rerank import golden_rows, simulate
     from olav.core.config import Config
+    from olav.memory.golden.rerank import golden_rows, simulate
     from olav.memory.store.embedders import make_embedder
 
     with status_progress(err_console.is_terminal and not as_json) as progress:

@@ -79,7 +79,7 @@ def calibrate_cmd(
     if rerank:
         _show_rerank(rerank)
     if report.get("ceiling"):
-        from olav.bench.golden_tables import ceiling_rows
+        from olav.memory.golden.tables import ceiling_rows
 
         table = ceiling_rows(report["ceiling"], floors=False)
         console.print(rows_table("what any floors could reach (fitted on the test half)", table))
@@ -107,8 +107,8 @@ def _rerank(cfg: Any, embedder: Any, *, show: bool, ceiling: bool) -> dict[str, 
     without it, and with ``ceiling`` the best any of its floors reach on the test half."""
     if str(cfg["reranker.provider"]) == "none":
         return None
-    from olav.bench.golden_rerank import KEYS, calibrate_rerank, golden_rows, measure
     from olav.core.errors import OlavError
+    from olav.memory.golden.rerank import KEYS, calibrate_rerank, golden_rows, measure
     from olav.memory.recall.rerank import Reranker
     from olav.memory.recall.second_look import RerankFloors, reranker_key
 
@@ -177,7 +177,7 @@ def _show_rerank(rerank: dict[str, Any]) -> None:
 
 
 def _measure(embedder: Any, *, show: bool, ceiling: bool) -> dict[str, Any]:
-    from olav.bench.golden import run_golden
+    from olav.memory.golden.suite import run_golden
 
     with status_progress(show) as progress:
         return run_golden(embedder, progress=progress, fresh=True, ceiling=ceiling)
@@ -189,7 +189,7 @@ def _finite(floors: dict[str, float | None]) -> dict[str, float]:
 
 
 def _show(report: dict[str, Any]) -> None:
-    from olav.bench.golden_tables import floors_label
+    from olav.memory.golden.tables import floors_label
 
     f = report["floors"]["suggested"]
     off = report["blocks"]["off"]

@@ -3,7 +3,7 @@
 Upstream OLAV's fixed distances (0.65 for lessons, 0.3 for dedup) came from another embedder.
 e5 packs its similarities into a narrow band, so olav decides relevance on margins against a
 background of generic requests instead (olav.memory.recall.relevance). The floors were chosen on
-the calibration half of the golden suite (``olav bench golden``, olav/bench/golden.py) and
+the calibration half of the golden suite (``olav bench golden``, olav/memory/golden/suite.py) and
 are reported on its test half in docs/benchmarks.md. The dedup distance (squared L2) is the
 largest that keeps every related-but-distinct lesson pair of the suite apart.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from olav.bench.golden_block import TIERS
+from olav.memory.golden.block import TIERS
 
 Rows = tuple[list[str], list[list[str]]]  # header, rows
 

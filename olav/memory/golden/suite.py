@@ -1,13 +1,12 @@
 """The golden suite: does the right memory reach the model, and nothing else?
 
-A project-authored set (``data/golden``) of guides, one-line lessons (reflections), precedents
-and requests in English, Chinese and both mixed, loaded into a real :class:`MemoryStore`
-through the product's write paths (``import_guides`` for guides, ``upsert`` for the rest, the
-layout trace_learner and capture use). Every request then goes through a :class:`Recaller`
-built by ``Recaller.for_config`` from the settings' defaults, exactly as AutoRecall builds it
-for the agent ``ops`` (scopes ``ops`` + ``global``, hybrid search, the relevance decision,
-ceilings, the tier's total and the token budget), so the suite follows every calibration
-change.
+A project-authored set (``olav/memory/golden/data``) of guides, one-line lessons (reflections),
+precedents and requests in English, Chinese and both mixed, loaded into a real :class:`MemoryStore`
+through the product's write paths (``import_guides`` for guides, ``upsert`` for the rest, the layout
+trace_learner and capture use). Every request then goes through a :class:`Recaller` built by
+``Recaller.for_config`` from the settings' defaults, exactly as AutoRecall builds it for the agent
+``ops`` (scopes ``ops`` + ``global``, hybrid search, the relevance decision, ceilings, the tier's
+total and the token budget), so the suite follows every calibration change.
 
 The requests are of four kinds: they expect a guide or precedent, or a lesson (or both);
 they are in-domain but no stored memory answers them (``nomatch``); or they are unrelated
@@ -15,7 +14,7 @@ they are in-domain but no stored memory answers them (``nomatch``); or they are 
 an id, and a hash of the id puts it in the calibration half or the test half, so adding
 requests never moves old ones.
 
-What is measured (olav.bench.golden_block): the block itself, per half, tier and language:
+What is measured (olav.memory.golden.block): the block itself, per half, tier and language:
 the expected memory in it, its precision, empty blocks for unrelated requests, stray
 lessons, kept lessons, tokens. The floors that the calibration half suggests are reported on
 the test half beside the configured ones, and the same half with no floor at all shows what
@@ -38,7 +37,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from olav.bench.golden_block import (
+from olav.core.errors import OlavError
+from olav.memory.golden.block import (
     GRID,
     LANGS,
     TARGETS,
@@ -52,8 +52,7 @@ from olav.bench.golden_block import (
     report_blocks,
     scaled,
 )
-from olav.bench.golden_set import DATA, GoldenSet, load_golden
-from olav.core.errors import OlavError
+from olav.memory.golden.dataset import DATA, GoldenSet, load_golden
 from olav.memory.policy import Floors
 from olav.memory.store.embedders import CachedEmbedder, Embedder
 from olav.memory.store.filters import SearchFilter
@@ -250,7 +249,7 @@ def run_golden(
     ``fresh``, an embedder that has no floors yet is calibrated too (``olav memory
     calibrate``): its margins are measured and the grid is stretched to their scale. With
     ``ceiling``, the report also says what any floors could reach on the test half
-    (:mod:`olav.bench.golden_ceiling`, about a minute more). The vectors shipped for this
+    (:mod:`olav.memory.golden.ceiling`, about a minute more). The vectors shipped for this
     set and embedder (:func:`shipped_vectors`) spare embedding its texts; ``shipped=False``
     embeds every one (``make golden-vectors`` does, to write them)."""
     from olav.memory.recall import calibration
@@ -282,7 +281,7 @@ def run_golden(
     suggested, scale = _suggest(rows, recaller, configured, key, budget)
     bound = None
     if ceiling and recaller.relevance_on:
-        from olav.bench.golden_ceiling import ceiling as best_blocks
+        from olav.memory.golden.ceiling import ceiling as best_blocks
 
         say("replaying the test half for every combination of floors")
         bound = best_blocks(rows, suggested, budget, scale)
@@ -408,7 +407,7 @@ def _check_replay(rows: Sequence[Recalled], floors: Any, budget: int) -> None:
             raise OlavError(
                 f"the replayed block for {r.query.text!r} differs from the Recaller's: "
                 f"{again} != {own}",
-                hint="olav.bench.golden_block.replay must apply what Recaller.recall does",
+                hint="olav.memory.golden.block.replay must apply what Recaller.recall does",
             )
 
 

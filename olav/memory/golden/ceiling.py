@@ -1,7 +1,7 @@
 """What an embedder's signals allow at all: the golden test half's best blocks, with floors
 chosen on the test half itself.
 
-:func:`olav.bench.golden_block.calibrate` chooses floors on the calibration half, and the
+:func:`olav.memory.golden.block.calibrate` chooses floors on the calibration half, and the
 test half reports them: that is the result. This module answers another question, for the
 people who decide what to try next: could *any* floors meet the targets with these margins?
 Every combination of the four directive floors of the grid is replayed on the test half (the
@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from olav.bench.golden_block import GRID, TARGETS, Recalled, _better, _score, measure
+from olav.memory.golden.block import GRID, TARGETS, Recalled, _better, _score, measure
 from olav.memory.policy import Floors
 
 DIRECTIVE_FLOORS = ("directive", "directive_words", "specific", "spread")
@@ -77,7 +77,7 @@ def ceiling(
     the embedder's margin spread relative to e5's), chosen on the test half itself; ``start``
     (the calibrated floors) gives the floors not swept and those the margins are raised
     under."""
-    from olav.bench.golden_block import scaled
+    from olav.memory.golden.block import scaled
 
     grid = scaled(GRID, scale) if scale != 1.0 else GRID
     test = [r for r in rows if r.query.split == "test"]

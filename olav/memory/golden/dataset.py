@@ -1,7 +1,7 @@
-"""The golden set (``data/golden``): guides, lessons, precedents and requests in English,
-Chinese and both mixed, each request with the memories acceptable in its block, and a hash of
-its id that puts it in the calibration or the test half. Loading checks every reference and
-says in one line what is wrong. What is measured on it: :mod:`olav.bench.golden`."""
+"""The golden set (``olav/memory/golden/data``): guides, lessons, precedents and requests in
+English, Chinese and both mixed, each request with the memories acceptable in its block, and a
+hash of its id that puts it in the calibration or the test half. Loading checks every reference
+and says in one line what is wrong. What is measured on it: :mod:`olav.memory.golden.suite`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import yaml
 from olav.core.errors import OlavError
 from olav.memory.recall.relevance import language  # one rule for the product and the suite
 
-DATA = Path(__file__).parent / "data" / "golden"
+DATA = Path(__file__).parent / "data"
 PRECEDENTS = ("operational_event", "query_pattern")
 
 
@@ -68,7 +68,9 @@ def _yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError:
         raise OlavError(f"{path} is not valid YAML", hint="Check its indentation") from None
     if not isinstance(data, dict):
-        raise OlavError(f"{path} must be a YAML mapping", hint="See the files in data/golden")
+        raise OlavError(
+            f"{path} must be a YAML mapping", hint="See the files in olav/memory/golden/data"
+        )
     return data
 
 

@@ -1,8 +1,9 @@
 """The reranker's floors on the golden suite, and what rerankers of known quality would do.
 
-Every golden query is recalled once (:func:`olav.bench.golden.golden_rows`); its candidates keep
-their signals. A reranker's scores are then laid on those candidates, and the block is replayed
-with the product's own :func:`~olav.memory.recall.relevance.decide`,
+Every golden query is recalled once (:func:`golden_rows`, through the suite's own
+:class:`Recaller`); its candidates keep their signals. A reranker's scores are then laid on
+those candidates, and the block is replayed with the product's own
+:func:`~olav.memory.recall.relevance.decide`,
 :func:`~olav.memory.recall.second_look.overrule` and :func:`~olav.memory.recall.recaller.select`:
 
 - :func:`calibrate_rerank` chooses ``accept`` and ``reject`` on the calibration half, with the
@@ -24,7 +25,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from olav.bench.golden_block import TARGETS, Recalled, _better, _score, block_metrics
+from olav.memory.golden.block import TARGETS, Recalled, _better, _score, block_metrics
 from olav.memory.policy import Floors
 from olav.memory.recall.recaller import Candidate, select
 from olav.memory.recall.relevance import decide
@@ -208,8 +209,8 @@ def golden_rows(
     import tempfile
     from pathlib import Path
 
-    from olav.bench.golden import _load_store, _recall_all, _recaller, _settings
-    from olav.bench.golden_set import load_golden
+    from olav.memory.golden.dataset import load_golden
+    from olav.memory.golden.suite import _load_store, _recall_all, _recaller, _settings
     from olav.memory.recall.block import memory_body
     from olav.memory.store.embedders import CachedEmbedder
     from olav.memory.store.search import SearchTuning
