@@ -55,16 +55,18 @@ run: $(STAMP)
 	test -d $(DEMO)/.olav || $(BIN)/olav init $(DEMO)
 	cd $(DEMO) && ../$(BIN)/olav
 
-# ruff, mypy on olav/, the import-linter contracts, and ReDoS (regexploit and a scaling probe)
-LINT = $(BIN)/ruff check olav tests && $(BIN)/ruff format --check olav tests && $(BIN)/mypy && \
+# ruff (olav, tests, benchmarks), mypy on olav/ and benchmarks/, the import-linter contracts, and
+# ReDoS (regexploit and a scaling probe)
+LINT = $(BIN)/ruff check olav tests benchmarks && \
+	$(BIN)/ruff format --check olav tests benchmarks && $(BIN)/mypy && \
 	$(BIN)/lint-imports && $(BIN)/python -m tests.redos_check olav
 
 lint: $(STAMP)
 	$(LINT)
 
 fmt: $(STAMP)
-	$(BIN)/ruff format olav tests
-	$(BIN)/ruff check --fix olav tests
+	$(BIN)/ruff format olav tests benchmarks
+	$(BIN)/ruff check --fix olav tests benchmarks
 
 # one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
 # are built once (TEST_WORKERS=0 runs the suite in this process). Bytecode is written even where
@@ -84,9 +86,10 @@ test: browser postgres $(REFERENCE) $(STAMP)
 	[ $$linted -eq 0 ] && [ $$tests -eq 0 ]
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
-# (STEER_WS=path adds the model steering runs)
+# (STEER_WS=path adds the model steering runs). benchmarks/ is the project's own harness: it
+# imports olav and is not in the wheel
 bench: $(STAMP)
-	$(BIN)/olav bench report --locomo $(LOCOMO) --out docs/benchmarks.md --remote \
+	$(BIN)/python -m benchmarks report --locomo $(LOCOMO) --out docs/benchmarks.md --remote \
 		$(if $(STEER_WS),--steer-workspace $(STEER_WS))
 
 # every page of the web console at 1280x800 on a demo workspace, as docs/img/console-*.png

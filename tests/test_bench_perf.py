@@ -1,5 +1,5 @@
-"""``olav bench perf`` on a tiny configuration: the report's structure and counts, never its
-wall-clock values."""
+"""``python -m benchmarks perf`` on a tiny configuration: the report's structure and counts, never
+its wall-clock values."""
 
 from __future__ import annotations
 
@@ -9,12 +9,24 @@ from typing import Any
 
 import pytest
 
-from olav.bench import perf, waits
+from benchmarks import perf, waits
 
 SIZES = (60, 120)
 QUERIES = 4
 CAPTURES = 2
 GUIDES = 3
+
+
+@pytest.fixture
+def bench(runner: Any) -> Any:
+    """``python -m benchmarks ARGS`` in-process, as the ``olav`` fixture runs ``olav``: click's
+    Result."""
+    from benchmarks.cli import app
+
+    def invoke(*args: str) -> Any:
+        return runner.invoke(app, list(args), catch_exceptions=True)
+
+    return invoke
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +115,7 @@ def test_cli_timings_in_a_fresh_workspace(tmp_path: Path) -> None:
 
 
 def test_the_command_prints_tables_or_json(
-    report: dict[str, Any], olav: Any, monkeypatch: pytest.MonkeyPatch
+    report: dict[str, Any], bench: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: dict[str, Any] = {}
 
@@ -112,14 +124,14 @@ def test_the_command_prints_tables_or_json(
         return report
 
     monkeypatch.setattr(perf, "run_perf", fake)
-    res = olav("bench", "perf", "--sizes", "60,120", "--queries", "4", "--json")
+    res = bench("perf", "--sizes", "60,120", "--queries", "4", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout) == report
     assert seen == {"opts": perf.PerfOptions([60, 120], 4, 200, captures=30, remote=False)}
-    res = olav("bench", "perf", "--sizes", "120", "--guides", "0")
+    res = bench("perf", "--sizes", "120", "--guides", "0")
     assert res.exit_code == 0, res.output
     assert "AutoRecall" in res.stdout and "reply path" in res.stdout
-    res = olav("bench", "perf", "--sizes", "ten")
+    res = bench("perf", "--sizes", "ten")
     assert res.exit_code != 0
 
 

@@ -1,4 +1,5 @@
-"""The LoCoMo recall harness (`olav bench recall`) on a tiny synthetic LoCoMo-shaped file."""
+"""The LoCoMo recall harness (`python -m benchmarks recall`) on a tiny synthetic LoCoMo-shaped
+file."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from olav.bench.locomo import (
+from benchmarks.locomo import (
     BASELINES,
     RECIPES,
     RecallRun,
@@ -31,6 +32,18 @@ def locomo_file(tmp_path: Path) -> Path:
     path = tmp_path / "locomo_tiny.json"
     path.write_text(json.dumps(synthetic()))
     return path
+
+
+@pytest.fixture
+def bench(runner: Any) -> Any:
+    """``python -m benchmarks ARGS`` in-process, as the ``olav`` fixture runs ``olav``: click's
+    Result."""
+    from benchmarks.cli import app
+
+    def invoke(*args: str) -> Any:
+        return runner.invoke(app, list(args), catch_exceptions=True)
+
+    return invoke
 
 
 def test_loader_handles_the_data_problems(locomo_file: Path) -> None:
@@ -99,19 +112,19 @@ def test_harness_runs_all_methods(locomo_file: Path, tmp_path: Path) -> None:
     assert again["methods"]["bm25"]["overall"] == methods["bm25"]["overall"]
 
 
-def test_cli_json(locomo_file: Path, tmp_path: Path, olav: Any) -> None:
-    args = ["bench", "recall", "--dataset", "locomo", str(locomo_file), "--embedder", "hash"]
-    res = olav(*args, "--json", "--no-experiments", "--cache", str(tmp_path / "c"))
+def test_cli_json(locomo_file: Path, tmp_path: Path, bench: Any) -> None:
+    args = ["recall", "--dataset", "locomo", str(locomo_file), "--embedder", "hash"]
+    res = bench(*args, "--json", "--no-experiments", "--cache", str(tmp_path / "c"))
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert set(report["methods"]) == set(BASELINES)
     assert report["embedder"] == "hash:hash-64"
-    res = olav(*args, "--no-cache", "--convs", "0", "-k", "1,3")
+    res = bench(*args, "--no-cache", "--convs", "0", "-k", "1,3")
     assert res.exit_code == 0, res.output
     for name in BASELINES:
         assert name in res.stdout
     assert "R@3" in res.stdout and "single-hop" in res.stdout
-    res = olav(*args, "--convs", "5")
+    res = bench(*args, "--convs", "5")
     assert res.exit_code != 0
     assert isinstance(res.exception, OlavError) and "no conversation 5" in str(res.exception)
 
@@ -137,16 +150,22 @@ def test_bench_help_imports_no_heavy_library() -> None:
     import subprocess
     import sys
 
+    from benchmarks import child_env
+
     heavy = ("lancedb", "langgraph", "deepagents", "duckdb", "apscheduler")
-    for args in (["--help"], ["bench", "--help"], ["bench", "recall", "--help"]):
+    entries = [("olav.cli.app", ["--help"]), ("olav.cli.app", ["bench", "--help"])]
+    entries.append(("benchmarks.cli", ["recall", "--help"]))  # python -m benchmarks recall --help
+    for module, args in entries:
         code = (
             "import sys\n"
             f"sys.argv = ['olav', *{args!r}]\n"
-            "from olav.cli.app import main\n"
+            f"from {module} import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             f"print('LOADED', [m for m in {heavy!r} if m in sys.modules])\n"
         )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=child_env()
+        )
         assert "LOADED []" in out.stdout, (args, out.stdout[-300:], out.stderr[-300:])
         if args[-2:] == ["recall", "--help"]:
             assert "--embedder" in out.stdout and "--json" in out.stdout

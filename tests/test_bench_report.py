@@ -1,4 +1,4 @@
-"""`olav bench report` (what `make bench` runs).
+"""`python -m benchmarks report` (what `make bench` runs).
 
 In `make test`: docs/benchmarks.md rendered from a committed report (tests/bench/report.json,
 the raw JSON of the tiny run below) has every section; without its LoCoMo file the report says
@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import run_olav
+from benchmarks import child_env
+from tests.helpers import clean_env
 from tests.locomo_sample import synthetic
 
 COMMITTED = Path(__file__).parent / "bench" / "report.json"
@@ -43,20 +46,33 @@ HEADINGS = (
 )
 
 
+def run_benchmarks(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks ARGS`` in a subprocess in ``cwd``, as a developer runs it from a
+    checkout (the checkout on its path, no OLAV_* variable)."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=cwd,
+        env=child_env(clean_env()),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def committed() -> dict[str, Any]:
     return dict(json.loads(COMMITTED.read_text(encoding="utf-8")))
 
 
 def test_the_committed_report_renders_every_section() -> None:
-    from olav.bench.report import markdown
+    from benchmarks.report import markdown
 
-    command = ["olav", "bench", "report", "--sizes", "60", "--serve-runs", "2"]
+    command = ["python", "-m", "benchmarks", "report", "--sizes", "60", "--serve-runs", "2"]
     text = markdown(committed(), command=command)
     for heading in HEADINGS:
         assert heading in text
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
     assert "lancedb" in text and "make bench" in text
-    assert "olav bench report --sizes 60 --serve-runs 2" in text.splitlines()
+    assert "python -m benchmarks report --sizes 60 --serve-runs 2" in text.splitlines()
     assert "Not run: no workspace with a model" in text
     assert "| all modes add ≤ 10 ms p50 to a run |" in text
 
@@ -76,8 +92,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Report:
     out = tmp_path / "benchmarks.md"
     raw = tmp_path / "report.json"
     args = ["--out", str(out), "--json", str(raw), "--locomo", str(data), "--embedder", "hash"]
-    res = run_olav(
-        "bench",
+    res = run_benchmarks(
         "report",
         *args,
         "--sizes",
@@ -118,10 +133,11 @@ def test_report_writes_every_section(report: Report) -> None:
     assert "| **olav** |" in text and "| bm25 |" in text and "| langgraph |" in text
     assert "lancedb" in text and "make bench" in text
     # the command as given: its options, none of the defaults
-    (command,) = [line for line in text.splitlines() if line.startswith("olav bench report")]
+    report_line = "python -m benchmarks report"
+    (command,) = [line for line in text.splitlines() if line.startswith(report_line)]
     given = f"--out {out} --locomo {data} --sizes 60 --queries 2 --guides 2 --json {raw}"
     assert command == (
-        f"olav bench report {given} --embedder hash --cli-runs 0 --thread-turns 5 "
+        f"{report_line} {given} --embedder hash --cli-runs 0 --thread-turns 5 "
         "--export-runs 40 --serve-runs 2 --fault-rounds 1 --console-rows 200 --hostile-samples 3"
     )
     assert "Not run: no workspace with a model" in text
@@ -139,16 +155,17 @@ def test_report_writes_every_section(report: Report) -> None:
 
 
 def test_a_report_without_the_dataset_says_it_was_skipped() -> None:
-    from olav.bench.report import markdown
+    from benchmarks.report import markdown
 
     raw = committed()
     raw["recall"] = None
     raw["skipped"]["recall"] = "LoCoMo file not found: missing.json"
-    text = markdown(raw, command=["olav", "bench", "report", "--locomo", "missing.json"])
+    command = ["python", "-m", "benchmarks", "report", "--locomo", "missing.json"]
+    text = markdown(raw, command=command)
     assert "_Not run: LoCoMo file not found: missing.json._" in text
     assert "## 2. Golden suite: what reaches the model" in text and "| **olav** |" not in text
 
 
 def test_a_bad_option_is_one_line(tmp_path: Path) -> None:
-    bad = run_olav("bench", "report", "--sizes", "ten", cwd=tmp_path)
+    bad = run_benchmarks("report", "--sizes", "ten", cwd=tmp_path)
     assert bad.returncode != 0 and "--sizes 'ten'" in bad.stderr and "Traceback" not in bad.stderr

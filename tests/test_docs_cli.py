@@ -217,3 +217,31 @@ def test_the_parser_reads_usage_lines_commands_and_not_output(tmp_path: Path) ->
         (6, "olav memory policy [OPTIONS]"),
         (9, "olav chat --agent netops   # a comment"),
     ]
+
+
+# the project's own benchmarks, which left olav's commands for `python -m benchmarks` in a
+# checkout: the docs that name them, checked against that command the same way
+HARNESS_DOCS = (
+    ROOT / "docs" / "benchmarks-harness.md",
+    ROOT / "docs" / "benchmark-notes.md",
+    ROOT / "docs" / "cli.md",
+    ROOT / "README.md",
+)
+HARNESS = re.compile(r"(?:\.venv/bin/)?python -m benchmarks(?=[ `\n]|$)([^`\n#]*)")
+
+
+def test_every_benchmarks_command_in_the_docs_exists_with_its_flags() -> None:
+    from benchmarks.cli import app as harness
+
+    root = typer.main.get_command(harness)
+    wrong, checked = [], 0
+    for doc in HARNESS_DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for m in HARNESS.finditer(text):
+            checked += 1
+            number = text.count("\n", 0, m.start()) + 1
+            found = problem(root, "olav" + m.group(1))  # `problem` reads a line from its word
+            if found:
+                wrong.append(f"{doc.relative_to(ROOT)}:{number}: {m.group(0)}\n    {found}")
+    assert not wrong, "\n".join(wrong)
+    assert checked > 10

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from olav.bench.locomo import fuse
+from benchmarks.locomo import fuse
 from olav.memory.store.fusion import rrf
 
 

@@ -3,7 +3,7 @@
 ``redact_text`` runs in olav serve's audit thread (holding the GIL, so a slow pattern freezes
 the whole server), in the log formatter and in every export, on text a client or a model
 chose; the injection scan reads everything written to memory. Each hostile shape
-(olav.bench.hostile) is timed at two sizes 16x apart: linear cost grows about 16x, while the
+(benchmarks.hostile) is timed at two sizes 16x apart: linear cost grows about 16x, while the
 patterns these replaced grew 256x or more (8,000 letters took over a minute). These are time
 ratios, not speed targets; ``redaction_rates()`` reports the speeds.
 """
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from olav.bench.hostile import INJECTION_SHAPES, SHAPES, adversarial, shape_text
+from benchmarks.hostile import INJECTION_SHAPES, SHAPES, adversarial, shape_text
 from olav.core.redact import REDACTED, redact_text
 from olav.memory.ingest.injection import scan
 from tests.redos_check import Pattern, TooSlow, deadline, probe_findings, regexploit_findings

@@ -48,7 +48,7 @@ app.add_typer(kb.app, name="kb", help="Knowledge base: guides, export/import, re
 app.add_typer(memory.app, name="memory", help="Inspect and manage what is in memory.")
 app.add_typer(agent.app, name="agent", help="Install and list agents.")
 app.add_typer(learn.app, name="learn", help="Learn from failures on demand.")
-app.add_typer(bench.app, name="bench", help="Measure recall quality and speed.")
+app.add_typer(bench.app, name="bench", help="Evaluate memory and tool calls on your set-up.")
 app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
 app.add_typer(threads.app, name="threads", help="Conversations: list, show, search, export.")
 app.add_typer(log.app, name="log", help="Audited runs: list, show, export as datasets.")

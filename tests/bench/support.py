@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench import perf
-from olav.bench.perf import EN_WORDS, ZH_WORDS
+from benchmarks import perf
+from benchmarks.perf import EN_WORDS, ZH_WORDS
 
 K = 10
 WARMUP = 3

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from olav.bench.perf import numpy_topk, one_blas_thread
+from benchmarks.perf import numpy_topk, one_blas_thread
 from olav.memory.store.embedders import E5Embedder
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.search import SearchTuning

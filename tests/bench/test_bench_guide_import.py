@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from olav.bench.perf import write_guides
+from benchmarks.perf import write_guides
 from olav.memory.ingest.guides import import_guides
 from olav.memory.store.embedders import E5Embedder, HashEmbedder
 from olav.memory.store.table import MemoryStore

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from olav.bench.perf import numpy_topk, one_blas_thread
+from benchmarks.perf import numpy_topk, one_blas_thread
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.table import MemoryStore

@@ -260,7 +260,7 @@ def test_a_question_answered_with_a_narration_is_asked_again(
 
 
 def test_the_nudge_rule_on_the_corpora_and_their_held_out_halves() -> None:
-    from olav.bench.nudge import run_nudge_bench
+    from benchmarks.nudge import run_nudge_bench
 
     report = run_nudge_bench()
     for half in ("corpus", "heldout"):

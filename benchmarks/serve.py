@@ -29,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from olav.bench.threads import echo_workspace
-from olav.bench.timing import ms
+from benchmarks.threads import echo_workspace
+from benchmarks.timing import ms
 from olav.serve.http import STREAM_MODES
 
 RUNS = 30

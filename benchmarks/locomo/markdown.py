@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from olav.bench.locomo.measure import BASELINES
+from benchmarks.locomo.measure import BASELINES
 
 
 def best_method(report: dict[str, Any], k: int | None = None) -> str:

@@ -1,4 +1,5 @@
-"""``olav bench perf``: recall latency, capture cost, guide import, start-up time and RSS."""
+"""``python -m benchmarks perf``: recall latency, capture cost, guide import, start-up time and
+RSS."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def parse_sizes(text: str) -> list[int]:
 def _recall_table(report: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    from olav.bench.perf import fmt, recall_rows
+    from benchmarks.perf import fmt, recall_rows
 
     s = report["settings"]
     recall = Table(
@@ -43,7 +44,7 @@ def _recall_table(report: dict[str, Any]) -> Any:
 def _parts_table(report: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    from olav.bench.perf import fmt
+    from benchmarks.perf import fmt
 
     parts = Table(title="AutoRecall pieces (ms, p50), in the order measured", title_justify="left")
     for col in (
@@ -81,7 +82,7 @@ def _other_table(report: dict[str, Any]) -> Any:
     """Capture, guide import, the reply path, start-up and RSS."""
     from rich.table import Table
 
-    from olav.bench.perf import fmt
+    from benchmarks.perf import fmt
 
     other = Table(title="capture, guides, start-up, memory", title_justify="left")
     other.add_column("what")
@@ -119,7 +120,7 @@ def _other_table(report: dict[str, Any]) -> Any:
 def _targets_table(report: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    from olav.bench.perf import fmt
+    from benchmarks.perf import fmt
 
     targets = Table(title="targets", title_justify="left")
     for col in ("target", "limit", "measured", "floor", ""):
@@ -146,7 +147,7 @@ def _tables(report: dict[str, Any]) -> list[Any]:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``perf`` command to ``olav bench``."""
+    """Add the ``perf`` command to ``python -m benchmarks``."""
 
     @app.command("perf")
     def perf(
@@ -169,7 +170,7 @@ def register(app: typer.Typer) -> None:
         Builds synthetic tables in a temporary folder; 100k memories take minutes (most of
         it building the vector index).
         """
-        from olav.bench.perf import PerfOptions, machine_line, run_perf
+        from benchmarks.perf import PerfOptions, machine_line, run_perf
         from olav.cli.common import console, err_console, print_json, status_progress
 
         size_list = parse_sizes(sizes)

@@ -1,9 +1,9 @@
 """When the rescue layer asks again (the nudge): on narrations (the tool-call corpora's
-``narration`` cases, raw model outputs that announce an action instead of calling the tool)
-and on plain answers (``data/nudge/plain*.jsonl``: "Noted.", summaries, explanations, questions
+``narration`` cases, raw model outputs that announce an action instead of calling the tool) and on
+plain answers (``benchmarks/data/nudge/plain*.jsonl``: "Noted.", summaries, explanations, questions
 back, to requests that sound like actions). Each set has a held-out half that was not looked at
-while the rule was written. The earlier rule (the request asks for an action and is not a
-question) is measured beside it on the same cases."""
+while the rule was written. The earlier rule (the request asks for an action and is not a question)
+is measured beside it on the same cases."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from olav.bench.toolcalls import heldout_corpus, shipped_corpus
 from olav.runtime.outcome import asks_for_action, is_question, narrates
 from olav.runtime.rescue.think import split_reasoning
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent / "data"  # the plain answers; the narrations ship with olav
 # the tools of the template workspace, offered with every plain answer
 OFFERED = (
     "backup_device_config",
@@ -59,13 +60,13 @@ def _row(narrations: list[dict[str, Any]], plain: list[dict[str, Any]]) -> dict[
 
 
 def run_nudge_bench() -> dict[str, Any]:
-    def narrations(name: str) -> list[dict[str, Any]]:
-        return [c for c in _lines(DATA / "toolcalls" / name) if c["kind"] == "narration"]
+    def narrations(path: Path) -> list[dict[str, Any]]:
+        return [c for c in _lines(path) if c["kind"] == "narration"]
 
     return {
-        "corpus": _row(narrations("corpus.jsonl"), _lines(DATA / "nudge" / "plain.jsonl")),
+        "corpus": _row(narrations(shipped_corpus()), _lines(DATA / "nudge" / "plain.jsonl")),
         "heldout": _row(
-            narrations("heldout.jsonl"), _lines(DATA / "nudge" / "plain_heldout.jsonl")
+            narrations(heldout_corpus()), _lines(DATA / "nudge" / "plain_heldout.jsonl")
         ),
     }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench.locomo.data import CATEGORY_NAMES, Question
+from benchmarks.locomo.data import CATEGORY_NAMES, Question
 
 
 def recall_at(ranked: Sequence[str], evidence: Sequence[str], k: int) -> float:

@@ -1,4 +1,4 @@
-"""``olav bench perf``: how fast olav's memory layer is on this machine.
+"""``python -m benchmarks perf``: how fast olav's memory layer is on this machine.
 
 One run measures, in one process and on the same data:
 
@@ -12,9 +12,9 @@ One run measures, in one process and on the same data:
   workspace made by ``olav init``;
 - peak RSS of a process that opens the largest table and recalls from it.
 
-Tables are synthetic (olav.bench.perf_data). ``run_perf`` returns a JSON-safe report and
-``markdown_perf`` (olav.bench.perf_markdown) renders it for docs/benchmarks.md; the recall
-measurements live in olav.bench.perf_recall, the others in olav.bench.perf_probes.
+Tables are synthetic (benchmarks.perf_data). ``run_perf`` returns a JSON-safe report and
+``markdown_perf`` (benchmarks.perf_markdown) renders it for docs/benchmarks.md; the recall
+measurements live in benchmarks.perf_recall, the others in benchmarks.perf_probes.
 """
 
 from __future__ import annotations
@@ -31,29 +31,29 @@ from typing import Any
 import numpy as np
 
 # the names callers and tests use, from the modules that define them
-from olav.bench.perf_data import AGENT as AGENT
-from olav.bench.perf_data import EN_WORDS as EN_WORDS
-from olav.bench.perf_data import SEARCH_QUERY as SEARCH_QUERY
-from olav.bench.perf_data import ZH_WORDS as ZH_WORDS
-from olav.bench.perf_data import build_table as build_table
-from olav.bench.perf_data import make_queries as make_queries
-from olav.bench.perf_data import write_guides as write_guides
-from olav.bench.perf_markdown import fmt as fmt
-from olav.bench.perf_markdown import machine_line as machine_line
-from olav.bench.perf_markdown import markdown_perf as markdown_perf
-from olav.bench.perf_markdown import recall_rows as recall_rows
-from olav.bench.perf_options import PerfOptions as PerfOptions
-from olav.bench.perf_probes import machine as machine
-from olav.bench.perf_probes import measure_capture as measure_capture
-from olav.bench.perf_probes import measure_cli as measure_cli
-from olav.bench.perf_probes import measure_guides as measure_guides
-from olav.bench.perf_probes import measure_rss as measure_rss
-from olav.bench.perf_recall import K as K
-from olav.bench.perf_recall import TimedQueries
-from olav.bench.perf_recall import measure_recall as measure_recall
-from olav.bench.perf_recall import numpy_topk as numpy_topk
-from olav.bench.perf_recall import one_blas_thread as one_blas_thread
-from olav.bench.timing import WARMUP as WARMUP
+from benchmarks.perf_data import AGENT as AGENT
+from benchmarks.perf_data import EN_WORDS as EN_WORDS
+from benchmarks.perf_data import SEARCH_QUERY as SEARCH_QUERY
+from benchmarks.perf_data import ZH_WORDS as ZH_WORDS
+from benchmarks.perf_data import build_table as build_table
+from benchmarks.perf_data import make_queries as make_queries
+from benchmarks.perf_data import write_guides as write_guides
+from benchmarks.perf_markdown import fmt as fmt
+from benchmarks.perf_markdown import machine_line as machine_line
+from benchmarks.perf_markdown import markdown_perf as markdown_perf
+from benchmarks.perf_markdown import recall_rows as recall_rows
+from benchmarks.perf_options import PerfOptions as PerfOptions
+from benchmarks.perf_probes import machine as machine
+from benchmarks.perf_probes import measure_capture as measure_capture
+from benchmarks.perf_probes import measure_cli as measure_cli
+from benchmarks.perf_probes import measure_guides as measure_guides
+from benchmarks.perf_probes import measure_rss as measure_rss
+from benchmarks.perf_recall import K as K
+from benchmarks.perf_recall import TimedQueries
+from benchmarks.perf_recall import measure_recall as measure_recall
+from benchmarks.perf_recall import numpy_topk as numpy_topk
+from benchmarks.perf_recall import one_blas_thread as one_blas_thread
+from benchmarks.timing import WARMUP as WARMUP
 
 Progress = Callable[[str], None]
 
@@ -95,7 +95,7 @@ def _new_report(config: Any, sizes: list[int], opts: PerfOptions) -> dict[str, A
 def _measure_size(run: _Run, report: dict[str, Any], n: int, captures: int) -> Path:
     """Build a table of ``n`` memories and measure recall, capture and the reply path on it;
     return the table's path."""
-    from olav.bench.waits import measure_reply_path
+    from benchmarks.waits import measure_reply_path
 
     say = run.say
     say(f"building {n:,} memories (and the indexes maintain() builds)")
@@ -126,7 +126,7 @@ def _measure_size(run: _Run, report: dict[str, Any], n: int, captures: int) -> P
 
 
 def _measure_cli(run: _Run, report: dict[str, Any], cli_runs: int) -> None:
-    from olav.bench.waits import measure_cold, measure_first_prompt
+    from benchmarks.waits import measure_cold, measure_first_prompt
 
     run.say("olav --help and olav memory search as cold subprocesses")
     report["cli"] = measure_cli(run.tmp, cli_runs)
@@ -135,8 +135,8 @@ def _measure_cli(run: _Run, report: dict[str, Any], cli_runs: int) -> None:
 
 
 def _measure_remote(run: _Run, report: dict[str, Any]) -> None:
-    """olav.bench.remote: the same table on a local S3 server."""
-    from olav.bench.remote import PerfKit, run_remote
+    """benchmarks.remote: the same table on a local S3 server."""
+    from benchmarks.remote import PerfKit, run_remote
 
     run.say("the team table on a local S3 server, next to the local folder")
     kit = PerfKit(build_table, measure_capture, write_guides, AGENT)
@@ -145,7 +145,7 @@ def _measure_remote(run: _Run, report: dict[str, Any]) -> None:
 
 
 def _measure_rss(run: _Run, report: dict[str, Any], largest: Path, rss_recalls: int) -> None:
-    from olav.bench.waits import dir_mb
+    from benchmarks.waits import dir_mb
 
     memories = report["settings"]["sizes"][-1]
     run.say(f"peak RSS of a process recalling from {memories:,} memories")
@@ -158,7 +158,7 @@ def _measure_rss(run: _Run, report: dict[str, Any], largest: Path, rss_recalls: 
 
 def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None) -> dict[str, Any]:
     """Run every measurement ``opts`` asks for; return a JSON-safe report."""
-    from olav.bench.waits import wait_targets
+    from benchmarks.waits import wait_targets
     from olav.core.config import Config
     from olav.memory.store.embedders import E5Embedder
 
@@ -187,7 +187,7 @@ def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None
             say(f"importing {opts.guides} guides with e5")
             report["guides"] = measure_guides(tmp, e5, opts.guides)
         say("the reranker's and the judge's cost to recall")
-        from olav.bench.perf_second_look import measure_second_look
+        from benchmarks.perf_second_look import measure_second_look
 
         # as many requests as the recall cells time (at least 20), on up to 400 rows
         report["second_look"] = measure_second_look(

@@ -22,8 +22,8 @@ time-window pre-filter taken from dates in the question, and fusion weights. The
 decide what olav's default search should become; see :data:`RECIPES`.
 """
 
-from olav.bench.locomo.cache import VectorCache, default_cache_dir
-from olav.bench.locomo.data import (
+from benchmarks.locomo.cache import VectorCache, default_cache_dir
+from benchmarks.locomo.data import (
     CATEGORY_NAMES,
     EXCLUDED_CATEGORY,
     REPRESENTATIONS,
@@ -38,11 +38,11 @@ from olav.bench.locomo.data import (
     time_filter,
     window_texts,
 )
-from olav.bench.locomo.markdown import best_method, markdown_recall, method_names
-from olav.bench.locomo.measure import BASELINES, olav_records
-from olav.bench.locomo.recipes import FTS_CONFIGS, RECIPES, STOP_WORDS, STORE_FTS, Recipe
-from olav.bench.locomo.run import RecallRun, run_recall
-from olav.bench.locomo.scoring import fuse, recall_at
+from benchmarks.locomo.markdown import best_method, markdown_recall, method_names
+from benchmarks.locomo.measure import BASELINES, olav_records
+from benchmarks.locomo.recipes import FTS_CONFIGS, RECIPES, STOP_WORDS, STORE_FTS, Recipe
+from benchmarks.locomo.run import RecallRun, run_recall
+from benchmarks.locomo.scoring import fuse, recall_at
 
 __all__ = [
     "BASELINES",

@@ -1,7 +1,8 @@
-"""``olav bench report`` (what ``make bench`` runs): every benchmark, written to one Markdown file.
+"""``python -m benchmarks report`` (what ``make bench`` runs): every benchmark, written to one
+Markdown file.
 
-It runs recall quality on LoCoMo (:mod:`olav.bench.locomo`), the golden guide-recall suite
-(:mod:`olav.memory.golden.suite`), speed and footprint (:mod:`olav.bench.perf`) and, when a
+It runs recall quality on LoCoMo (:mod:`benchmarks.locomo`), the golden guide-recall suite
+(:mod:`olav.memory.golden.suite`), speed and footprint (:mod:`benchmarks.perf`) and, when a
 workspace with a reachable model is named, the steering benchmark (:mod:`olav.bench.steer`), then
 writes ``docs/benchmarks.md`` with the machine, the versions, the commands and every table.
 """
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from olav.bench.perf_options import PerfOptions
+from benchmarks.perf_options import PerfOptions
 
 Progress = Callable[[str], None]
 
@@ -48,8 +49,8 @@ class ReportOptions:
 def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benchmarks; a JSON-safe report with one entry per benchmark (None = not run,
     with the reason under ``skipped``)."""
-    from olav.bench import locomo as loc
-    from olav.bench import perf
+    from benchmarks import locomo as loc
+    from benchmarks import perf
     from olav.memory.golden import suite as golden
     from olav.memory.store.embedders import E5Embedder
 
@@ -84,30 +85,30 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
         out["toolcall_suite"] = toolcall_suite.run_suite()
     else:
         out["skipped"]["toolcall_suite"] = "canitoolcall is not installed (make install)"
-    from olav.bench.nudge import run_nudge_bench
+    from benchmarks.nudge import run_nudge_bench
 
     out["nudge"] = run_nudge_bench()
     say("threads: continuing a long conversation")
-    from olav.bench.threads import run_threads_bench
+    from benchmarks.threads import run_threads_bench
 
     out["threads"] = run_threads_bench(turns=opts.thread_turns)
-    from olav.bench.threads import run_fault_bench
+    from benchmarks.threads import run_fault_bench
 
     out["thread_faults"] = run_fault_bench(rounds=opts.fault_rounds)
     say("audit log export")
-    from olav.bench.log_export import run_log_export
+    from benchmarks.log_export import run_log_export
 
     out["log_export"] = run_log_export(runs=opts.export_runs)
     say("olav serve: what the server adds")
-    from olav.bench.serve import run_serve_bench
+    from benchmarks.serve import run_serve_bench
 
     out["serve"] = run_serve_bench(runs=opts.serve_runs)
     say("olav serve under hostile requests")
-    from olav.bench.serve_hostile import run_hostile_bench
+    from benchmarks.serve_hostile import run_hostile_bench
 
     out["hostile"] = run_hostile_bench(progress=say, samples=opts.hostile_samples)
     say("the web console on a large memory table")
-    from olav.bench.console import run_console_bench
+    from benchmarks.console import run_console_bench
 
     out["console"] = run_console_bench(rows=opts.console_rows)
     say("speed and footprint")
@@ -129,8 +130,8 @@ def run_all(opts: ReportOptions, progress: Progress | None = None) -> dict[str, 
 
 def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
     """docs/benchmarks.md from a :func:`run_all` report."""
-    from olav.bench.locomo import markdown_recall
-    from olav.bench.perf import machine_line, markdown_perf
+    from benchmarks.locomo import markdown_recall
+    from benchmarks.perf import machine_line, markdown_perf
     from olav.bench.steer import markdown_steer
     from olav.memory.golden.tables import markdown_golden
 
@@ -152,11 +153,12 @@ def markdown(report: dict[str, Any], *, command: Sequence[str]) -> str:
         "```sh",
         "make bench                      # everything below; writes this file",
         cmd,
-        "olav bench recall ../shared/data/locomo/locomo_dev.json   # one section at a time",
+        "# one section at a time (python -m benchmarks: from a checkout of olav)",
+        "python -m benchmarks recall ../shared/data/locomo/locomo_dev.json",
         "olav bench golden --markdown",
-        "olav bench perf --sizes 1000,10000,100000",
+        "python -m benchmarks perf --sizes 1000,10000,100000",
         "olav bench steer --runs 5       # inside a workspace, with a model server",
-        "python -m olav.bench.console    # the web console at 100 000 rows (section 9)",
+        "python -m benchmarks.console    # the web console at 100 000 rows (section 9)",
         "```",
         "",
         "## 1. Recall quality on LoCoMo",
@@ -242,20 +244,20 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             markdown_suite(report["toolcall_suite"]),
         ]
     if report.get("nudge"):
-        from olav.bench.nudge import markdown_nudge
+        from benchmarks.nudge import markdown_nudge
 
         lines += [
             "### When the rescue layer asks again (the nudge)",
             "",
             "Narrations (the corpora's `narration` cases) should be asked again once; plain "
-            'answers (`olav/bench/data/nudge/plain*.jsonl`: "Noted.", summaries, '
+            'answers (`benchmarks/data/nudge/plain*.jsonl`: "Noted.", summaries, '
             "explanations, questions back) never. The held-out rows were not looked at while "
             "the rule was written.",
             "",
             markdown_nudge(report["nudge"]),
         ]
     if report.get("threads"):
-        from olav.bench.threads import markdown_threads
+        from benchmarks.threads import markdown_threads
 
         lines += [
             "## 6. Threads: continuing a long conversation",
@@ -263,11 +265,11 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             markdown_threads(report["threads"]),
         ]
     if report.get("thread_faults"):
-        from olav.bench.threads import markdown_faults
+        from benchmarks.threads import markdown_faults
 
         lines += ["### Three processes, one killed", "", markdown_faults(report["thread_faults"])]
     if report.get("log_export"):
-        from olav.bench.log_export import markdown_log_export
+        from benchmarks.log_export import markdown_log_export
 
         lines += [
             "## 7. Runs as datasets (`olav log export`)",
@@ -275,11 +277,11 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             markdown_log_export(report["log_export"]),
         ]
     if report.get("serve"):
-        from olav.bench.serve import markdown_serve
+        from benchmarks.serve import markdown_serve
 
         lines += ["## 8. `olav serve`: what the server adds", "", markdown_serve(report["serve"])]
     if report.get("console"):
-        from olav.bench.console import markdown_console
+        from benchmarks.console import markdown_console
 
         lines += [
             "## 9. The web console on a large memory table",
@@ -287,7 +289,7 @@ def markdown_runtime(report: dict[str, Any]) -> list[str]:
             markdown_console(report["console"]),
         ]
     if report.get("hostile"):
-        from olav.bench.serve_hostile import markdown_hostile
+        from benchmarks.serve_hostile import markdown_hostile
 
         lines += [
             "## 10. Hostile input: one request never stalls the server",

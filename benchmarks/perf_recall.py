@@ -1,5 +1,5 @@
-"""Recall latency for ``olav bench perf``: every search mode and AutoRecall over one table,
-next to a numpy brute-force top-k over the same vectors on one BLAS thread."""
+"""Recall latency for ``python -m benchmarks perf``: every search mode and AutoRecall over one
+table, next to a numpy brute-force top-k over the same vectors on one BLAS thread."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench.perf_data import AGENT
-from olav.bench.timing import WARMUP, latencies_ms, paired_latencies_ms, summary
+from benchmarks.perf_data import AGENT
+from benchmarks.timing import WARMUP, latencies_ms, paired_latencies_ms, summary
 from olav.memory.store.embedders import EmbedderProxy
 from olav.memory.store.filters import SearchFilter
 

@@ -39,9 +39,9 @@ def measure_reply_path(store: Any, root: Path, n: int, tag: str, agent: str) -> 
     """Per chat run: the answering thread's cost of the run's memory bookkeeping (a write
     event and a SQL pattern to capture, the access-count bumps of what was injected, the
     recall log), and the background writer's time for the same work."""
+    from benchmarks.timing import latencies_ms, summary
     from olav.audit.db import migrate
     from olav.audit.recorder import AuditRecorder
-    from olav.bench.timing import latencies_ms, summary
     from olav.memory.ingest.capture import ToolEvent, apply_capture, plan_capture
     from olav.memory.recall.recaller import RecallResult
     from olav.memory.store.filters import BY_ID, SearchFilter
@@ -96,7 +96,7 @@ def _run_s(args: list[str], cwd: Path, env: dict[str, str]) -> float:
 def measure_cold(ws: Path, runs: int, query: str) -> dict[str, Any]:
     """Cold ``olav memory why`` in the workspace ``ws``, and the floors of a cold command:
     a bare interpreter, ``import lancedb`` as is, and as olav imports it."""
-    from olav.bench.timing import olav_command, p50
+    from benchmarks.timing import olav_command, p50
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}
     py = sys.executable
@@ -153,7 +153,7 @@ def _prompt_s(cmd: list[str], cwd: Path, env: dict[str, str], prompt: bytes) -> 
 def measure_first_prompt(ws: Path, runs: int) -> dict[str, Any]:
     """``olav`` under a pseudo-terminal until the chat prompt is drawn, with the scripted
     model (an Ollama server adds one /api/tags request before the prompt)."""
-    from olav.bench.timing import olav_command, p50
+    from benchmarks.timing import olav_command, p50
 
     script = ws / "bench-script.yaml"
     script.write_text("- content: hello\n", encoding="utf-8")

@@ -1,5 +1,5 @@
-"""``olav bench hostile``: ``olav serve`` answering ``/ok`` while hostile requests run, and the
-speed of redaction on ordinary and adversarial text (:mod:`olav.bench.serve_hostile`)."""
+"""``python -m benchmarks hostile``: ``olav serve`` answering ``/ok`` while hostile requests run,
+and the speed of redaction on ordinary and adversarial text (:mod:`benchmarks.serve_hostile`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def hostile(
     requests of docs/reliability.md (long paths, huge queries and metadata, lone surrogates,
     absurd offsets, a long adversarial message) while another client asks ``GET /ok``: its p99
     says whether one request can stall the server. Exits 1 when a row misses 100 ms."""
-    from olav.bench.serve_hostile import markdown_hostile, run_hostile_bench
+    from benchmarks.serve_hostile import markdown_hostile, run_hostile_bench
 
     with status_progress(err_console.is_terminal and not as_json) as progress:
         report = run_hostile_bench(progress=progress, samples=samples)

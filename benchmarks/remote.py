@@ -1,5 +1,6 @@
-"""Remote cases of ``olav bench perf --remote``: the same memory table on a local S3-protocol
-server next to the local folder, in one run, and the cost of 1, 3 and 10 concurrent writers.
+"""Remote cases of ``python -m benchmarks perf --remote``: the same memory table on a local
+S3-protocol server next to the local folder, in one run, and the cost of 1, 3 and 10 concurrent
+writers.
 
 The server is ``moto`` in server mode (installed with olav's dev extras), started on
 127.0.0.1 for the run, so the numbers measure olav and LanceDB over HTTP without a network's
@@ -32,7 +33,7 @@ WRITERS = (1, 3, 10)
 
 @dataclass(frozen=True)
 class PerfKit:
-    """What olav.bench.perf lends this module (it imports this one, not the other way):
+    """What benchmarks.perf lends this module (it imports this one, not the other way):
     its table builder, its capture measurement and its guide writer."""
 
     build_table: Callable[..., Any]

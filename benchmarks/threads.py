@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from olav.bench.timing import ms
+from benchmarks.timing import ms
 
 TURNS = 200
 REPEAT = 15

@@ -1,5 +1,5 @@
-"""The options of ``olav bench perf`` (olav.bench.perf.run_perf), in a module light enough
-for ``olav bench report`` to import before it runs anything."""
+"""The options of ``python -m benchmarks perf`` (benchmarks.perf.run_perf), in a module light enough
+for ``python -m benchmarks report`` to import before it runs anything."""
 
 from __future__ import annotations
 

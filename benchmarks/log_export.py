@@ -7,7 +7,7 @@ recall block that was injected, a run_stats event, and every tenth run salvaged.
 measures reading them back with their details, turning them into OpenAI lines with the
 validator (no I/O), and the whole export to a file.
 
-Runnable alone: ``python -m olav.bench.log_export [--runs N] [--json]``.
+Runnable alone: ``python -m benchmarks.log_export [--runs N] [--json]``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the web console costs on a large memory table (``make bench``, section 9).
 
 A workspace on the hash embedder and the scripted model whose memory table holds ``rows``
-synthetic rows (:func:`olav.bench.perf_data.build_table`, indexed as ``maintain()`` indexes
+synthetic rows (:func:`benchmarks.perf_data.build_table`, indexed as ``maintain()`` indexes
 it) and the template guides. ``olav serve --port 0`` serves it in its own process; a console
 session (the login form's cookie) asks, each request timed from sending it to the last byte on
 127.0.0.1:
@@ -13,7 +13,7 @@ session (the login form's cookie) asks, each request timed from sending it to th
   with the page, so both are timed under the same load; the difference of the medians is what
   the page adds (its HTTP round trip included).
 
-Runnable alone: ``python -m olav.bench.console [--rows N] [--requests N] [--json]``.
+Runnable alone: ``python -m benchmarks.console [--rows N] [--requests N] [--json]``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from olav.bench.timing import WARMUP, ms
+from benchmarks.timing import WARMUP, ms
 
 ROWS = 100_000
 REQUESTS = 30
@@ -40,7 +40,7 @@ TARGETS = {"memory_p95_ms": 300, "why_added_ms": 20}
 def _fill(ws: Any, rows: int) -> dict[str, float]:
     """Replace the workspace's memory table by ``rows`` synthetic rows, then import the
     template guides again (the Why page has them to decide on)."""
-    from olav.bench.perf_data import EN_WORDS, ZH_WORDS, build_table
+    from benchmarks.perf_data import EN_WORDS, ZH_WORDS, build_table
     from olav.memory.ingest.guides import find_guides, import_guides
     from olav.memory.store.embedders import make_embedder
 
@@ -71,9 +71,9 @@ def _series(client: Any, path: str, params: list[dict[str, str]]) -> list[float]
 def run_console_bench(rows: int = ROWS, requests: int = REQUESTS) -> dict[str, Any]:
     import httpx
 
-    from olav.bench.perf_data import make_queries
-    from olav.bench.serve import _start
-    from olav.bench.threads import echo_workspace
+    from benchmarks.perf_data import make_queries
+    from benchmarks.serve import _start
+    from benchmarks.threads import echo_workspace
     from olav.llm.tiers import model_tier
     from olav.memory.recall.recaller import Recaller
     from olav.memory.store.table import MemoryStore

@@ -1,4 +1,4 @@
-"""Timing helpers shared by the speed benchmarks (olav.bench.perf, olav.bench.waits)."""
+"""Timing helpers shared by the speed benchmarks (benchmarks.perf, benchmarks.waits)."""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench.locomo.cache import Progress, VectorCache
-from olav.bench.locomo.data import REPRESENTATIONS, Conversation, Question, load_locomo, time_filter
-from olav.bench.locomo.measure import BASELINES, Corpus, Measured, Measurer
-from olav.bench.locomo.recipes import RECIPES, Recipe
-from olav.bench.locomo.scoring import fuse, summarise
+from benchmarks.locomo.cache import Progress, VectorCache
+from benchmarks.locomo.data import REPRESENTATIONS, Conversation, Question, load_locomo, time_filter
+from benchmarks.locomo.measure import BASELINES, Corpus, Measured, Measurer
+from benchmarks.locomo.recipes import RECIPES, Recipe
+from benchmarks.locomo.scoring import fuse, summarise
 from olav.core.errors import OlavError
 from olav.memory.store.embedders import Embedder
 

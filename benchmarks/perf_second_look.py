@@ -1,5 +1,5 @@
-"""What a second look costs recall (``olav bench perf``): the reranker's round trip and the
-judge's call, with the serving side's own time subtracted, so what is left is olav's part.
+"""What a second look costs recall (``python -m benchmarks perf``): the reranker's round trip and
+the judge's call, with the serving side's own time subtracted, so what is left is olav's part.
 
 - **Reranker:** a local server answering the rerank protocol with fixed scores, timing its own
   handling of each request (reading the body, answering). Reported: recall p50/p95 without a

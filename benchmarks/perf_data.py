@@ -1,4 +1,4 @@
-"""Synthetic data for ``olav bench perf``: memory tables, queries and guide files.
+"""Synthetic data for ``python -m benchmarks perf``: memory tables, queries and guide files.
 
 Texts come from an English/Chinese vocabulary, and a row's vector is the sum of the e5
 embeddings of its words (plus a little noise), so that e5 queries land near the rows they

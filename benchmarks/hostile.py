@@ -1,8 +1,9 @@
 """Text shaped to hurt olav's redaction patterns, and how fast ``redact_text`` reads it.
 
-``redaction_rates()`` is a benchmark row (``olav bench`` and tests/test_redact_linear.py use
-these shapes): seconds and MB/s on ordinary prose and log lines, and on the hostile mix, at a
-few sizes. Light on purpose: only olav.core.redact is imported, and only when timed.
+``redaction_rates()`` is a benchmark row (``python -m benchmarks hostile`` and
+tests/test_redact_linear.py use these shapes): seconds and MB/s on ordinary prose and log lines, and
+on the hostile mix, at a few sizes. Light on purpose: only olav.core.redact is imported, and only
+when timed.
 """
 
 from __future__ import annotations

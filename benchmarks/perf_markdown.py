@@ -1,11 +1,11 @@
-"""Markdown of an ``olav bench perf`` report (docs/benchmarks.md)."""
+"""Markdown of an ``python -m benchmarks perf`` report (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from olav.bench.perf_data import SEARCH_QUERY
+from benchmarks.perf_data import SEARCH_QUERY
 
 
 def fmt(value: Any) -> str:
@@ -285,14 +285,14 @@ def markdown_perf(report: dict[str, Any]) -> str:
     out += _reply_path_section(report)
     out += _guides_section(report)
     if report.get("second_look"):
-        from olav.bench.perf_second_look import markdown_second_look
+        from benchmarks.perf_second_look import markdown_second_look
 
         out += ["", "### A second look: the reranker and the judge", ""]
         out += [markdown_second_look(report["second_look"])]
     out += _startup_section(report)
     out += _targets_section(report)
     if "remote" in report:
-        from olav.bench.remote import markdown_remote
+        from benchmarks.remote import markdown_remote
 
         out += ["", *markdown_remote(report["remote"])]
     return "\n".join(out) + "\n"

@@ -1,4 +1,4 @@
-"""The other measurements of ``olav bench perf``: the machine, L1 capture, guide import,
+"""The other measurements of ``python -m benchmarks perf``: the machine, L1 capture, guide import,
 cold CLI start-up and the peak RSS of a recalling process."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench.perf_data import AGENT, SEARCH_QUERY, make_queries, write_guides
-from olav.bench.timing import latencies_ms, olav_command, p50, summary
+from benchmarks import child_env
+from benchmarks.perf_data import AGENT, SEARCH_QUERY, make_queries, write_guides
+from benchmarks.timing import latencies_ms, olav_command, p50, summary
 from olav.memory.store.embedders import EmbedderProxy
 
 
@@ -235,13 +236,13 @@ def rss_probe_main() -> None:
 
 
 def measure_rss(path: Path, recalls: int) -> dict[str, Any]:
-    code = "from olav.bench.perf_probes import rss_probe_main; rss_probe_main()"
+    code = "from benchmarks.perf_probes import rss_probe_main; rss_probe_main()"
     proc = subprocess.run(
         [sys.executable, "-c", code, str(path), str(recalls)],
         capture_output=True,
         text=True,
         timeout=600,
-        env={k: v for k, v in os.environ.items() if not k.startswith("OLAV_")},
+        env=child_env({k: v for k, v in os.environ.items() if not k.startswith("OLAV_")}),
     )
     if proc.returncode != 0:
         raise RuntimeError(f"the RSS probe failed: {proc.stderr.strip()[-500:]}")

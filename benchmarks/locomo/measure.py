@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from olav.bench.locomo.cache import VectorCache
-from olav.bench.locomo.data import Conversation
-from olav.bench.locomo.recipes import FTS_CONFIGS, STORE_FTS
+from benchmarks.locomo.cache import VectorCache
+from benchmarks.locomo.data import Conversation
+from benchmarks.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.timeq import query_period

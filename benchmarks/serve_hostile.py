@@ -1,4 +1,5 @@
-"""``olav serve`` under hostile requests (``olav bench hostile``, section 10 of the report).
+"""``olav serve`` under hostile requests (``python -m benchmarks hostile``, section 10 of the
+report).
 
 One server as a user starts it (``olav serve --port 0``, its own process), on the scripted model
 and the bundled e5 embedder (the one whose cost a long text shows). For each hostile request
@@ -162,7 +163,7 @@ def _row(
 def run_hostile_bench(
     progress: Callable[[str], None] | None = None, samples: int = OK_SAMPLES
 ) -> dict[str, Any]:
-    from olav.bench.serve import _start
+    from benchmarks.serve import _start
     from olav.serve.tokens import TokenStore
 
     say = progress or (lambda _m: None)
@@ -187,7 +188,7 @@ def run_hostile_bench(
         "met": all(r["met"] for r in rows),
     }
     try:
-        from olav.bench.hostile import redaction_rates
+        from benchmarks.hostile import redaction_rates
 
         out["redaction"] = redaction_rates()
     except ImportError:  # pragma: no cover - the redaction half is optional
