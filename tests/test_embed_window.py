@@ -60,7 +60,8 @@ def test_a_megabyte_query_gets_its_first_window_s_vector_in_a_window_s_time(
     assert engine.token_count(head, True) <= WINDOW < engine.token_count(big[: len(head) + 1], True)
     np.testing.assert_allclose(e5.embed_query(big), engine.query([head])[0], atol=1e-6)
     # the whole megabyte, embedded as before, took as long as 2 000 windows
-    ratio = best_of(2, lambda: e5.embed_query(big)) / best_of(2, lambda: e5.embed_query(head))
+    # (the best of five each: one run on a loaded machine was 3.8x, none of five is)
+    ratio = best_of(5, lambda: e5.embed_query(big)) / best_of(5, lambda: e5.embed_query(head))
     assert ratio < 3
 
 
