@@ -73,17 +73,9 @@ fmt: $(STAMP)
 # the environment says not to (PYTHONDONTWRITEBYTECODE, as container images set it): the
 # workers and the hundreds of `olav` processes the tests start then compile olav and the
 # tests once, not each on its own (pytest's rewritten test modules are cached the same way)
-# make lint runs beside the tests, not before them: mypy is one process on one core for half a
-# minute, while the suite leaves some of both cores idle; its report is printed after the
-# tests', and either failing fails make test
 TEST_WORKERS ?= auto
-test: browser postgres $(REFERENCE) $(STAMP)
-	@lint_log=$$(mktemp); ( $(LINT) ) >$$lint_log 2>&1 & lint=$$!; \
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile; \
-	tests=$$?; wait $$lint; linted=$$?; \
-	echo "== make lint"; cat $$lint_log; rm -f $$lint_log; \
-	if [ $$linted -ne 0 ]; then echo "make lint failed" >&2; fi; \
-	[ $$linted -eq 0 ] && [ $$tests -eq 0 ]
+test: lint browser postgres $(REFERENCE)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
 # (STEER_WS=path adds the model steering runs). benchmarks/ is the project's own harness: it
