@@ -216,8 +216,10 @@ def serving(
         ws, alice, tokens, ids = make_workspace(root, url)
         if prepare is not None:
             prepare(ws)
-        if process:
-            proc, base = start_server(ws, *args)
+        with contextlib.nullcontext("") if process else _in_thread(ws, args) as base:
+            proc = None
+            if process:
+                proc, base = start_server(ws, *args)
             served = Served(base, ws, state, model, proc, alice, tokens, ids)
             try:
                 yield served
@@ -225,18 +227,9 @@ def serving(
                 served.close()
                 for gate in list(model.gates.values()):
                     gate.release.set()
-                if served.proc is not None:
+                if served.proc is not None:  # the process a test may have restarted
                     err = stop_server(served.proc)
                     assert "Traceback" not in err, err[-4000:]
-            return
-        with _in_thread(ws, args) as base:
-            served = Served(base, ws, state, model, None, alice, tokens, ids)
-            try:
-                yield served
-            finally:
-                served.close()
-                for gate in list(model.gates.values()):
-                    gate.release.set()
 
 
 class _Tracebacks(logging.Handler):
