@@ -1,7 +1,9 @@
 """A memory is committed only after the person's own yes, which the model cannot give.
 
-The chat runs for real under a pty (the `olav` entry point, the scripted model behind the model
-factory, LanceDB and DuckDB in a temporary workspace); the person answers the y/N prompt.
+The chat runs for real (the `olav` entry point, the scripted model behind the model factory,
+LanceDB and DuckDB in a temporary workspace); the person answers the y/N prompt. The yes is
+typed at a terminal (a pty: the process-level contract); each way of saying no goes through the
+same chat in this process, its lines on stdin (an empty input's end is Ctrl-D).
 """
 
 from __future__ import annotations
@@ -69,10 +71,7 @@ def chat_until_the_prompt(child: pexpect.spawn) -> None:
 
 
 def answer_and_leave(child: pexpect.spawn, answer: str) -> None:
-    if answer == EOF_ANSWER:
-        child.sendeof()
-    else:
-        child.sendline(answer)
+    child.sendline(answer)
     child.expect("Done.")
     child.expect("core> ")
     child.sendline("/exit")
@@ -90,12 +89,19 @@ def run_chat(root: Path, answer: str) -> None:
         child.close(force=True)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("answer", ["n", "", EOF_ANSWER])
 def test_no_at_the_prompt_stores_nothing_even_if_the_model_commits(
-    hash_ws: Path, answer: str
+    hash_ws: Path, answer: str, olav: OlavCli
 ) -> None:
-    run_chat(hash_ws, answer)
+    scripted_ws(hash_ws, SCRIPT)
+    lines = ["remember that R1's loopback is 10.255.1.1", "no, don't save that"]
+    if answer != EOF_ANSWER:  # the end of the input is the Ctrl-D: no, and the chat ends
+        lines += [answer, "/exit"]
+    res = olav("chat", input="\n".join(lines) + "\n")
+    assert res.exit_code == 0, res.output
+    said = res.output
+    assert "commit_to_memory would store r1_loopback" in said and "category: fact" in said
+    assert said.index("Store it in memory? [y/N]") < said.index("Done.") < said.index("bye")
     assert not stored(hash_ws)
     assert (hash_ws / DRAFTS / "r1_loopback.draft.json").is_file()  # confirmable later
     [(kind, detail)] = audit_events(hash_ws)

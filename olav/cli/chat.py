@@ -135,6 +135,7 @@ def ask(
         result = session.ask(question)
     finally:
         session.wait_background()  # a failed run's lessons are learned before exiting
+        session.release()
     if as_json:
         print_json(
             {

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,17 @@ app = typer.Typer(no_args_is_help=True)
 EXPORT_FORMATS = ("md", "json")
 
 
-def open_threads(ws: Any) -> Any:
+@contextlib.contextmanager
+def open_threads(ws: Any) -> Iterator[Any]:
+    """The workspace's thread store, closed when the command ends (its connections too: a
+    PostgreSQL server's, where ``olav`` runs inside a longer-lived process)."""
     from olav.runtime.threads import ThreadStore
 
-    return ThreadStore.for_workspace(ws)
+    store = ThreadStore.for_workspace(ws)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _when(ts: float) -> str:
@@ -60,21 +69,23 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the threads as JSON."),
 ) -> None:
     """The conversations, newest first."""
-    store = open_threads(open_workspace())
-    threads = store.recent(agent=agent, limit=limit)
-    if as_json:
-        print_json([t.to_json() for t in threads])
-        return
-    if not threads:
-        console.print("no threads yet: every `olav` chat starts one")
-        return
-    table = Table(box=None, header_style="bold")
-    for col in ("id", "agent", "updated", "turns", "title"):
-        table.add_column(col, no_wrap=col != "title", overflow="fold")
-    for t in threads:
-        mark = " (running)" if t.running else ""
-        table.add_row(t.id, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark)
-    console.print(table)
+    with open_threads(open_workspace()) as store:
+        threads = store.recent(agent=agent, limit=limit)
+        if as_json:
+            print_json([t.to_json() for t in threads])
+            return
+        if not threads:
+            console.print("no threads yet: every `olav` chat starts one")
+            return
+        table = Table(box=None, header_style="bold")
+        for col in ("id", "agent", "updated", "turns", "title"):
+            table.add_column(col, no_wrap=col != "title", overflow="fold")
+        for t in threads:
+            mark = " (running)" if t.running else ""
+            table.add_row(
+                t.id, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark
+            )
+        console.print(table)
 
 
 @app.command("show")
@@ -84,17 +95,17 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the thread as JSON."),
 ) -> None:
     """A conversation: the person's messages, the answers and the tool calls."""
-    store = open_threads(open_workspace())
-    info = store.get(thread)
-    turns = store.turns(info.id, last=last)
-    if as_json:
-        print_json({**info.to_json(), "turns": [_turn_json(t) for t in turns]})
-        return
-    console.print(
-        f"[bold]{escape(_title(info))}[/] · {info.id} · {info.agent} · {info.turns} turns"
-    )
-    for line in render_turns(turns, width=4000):
-        console.print(line, soft_wrap=True)
+    with open_threads(open_workspace()) as store:
+        info = store.get(thread)
+        turns = store.turns(info.id, last=last)
+        if as_json:
+            print_json({**info.to_json(), "turns": [_turn_json(t) for t in turns]})
+            return
+        console.print(
+            f"[bold]{escape(_title(info))}[/] · {info.id} · {info.agent} · {info.turns} turns"
+        )
+        for line in render_turns(turns, width=4000):
+            console.print(line, soft_wrap=True)
 
 
 @app.command("search")
@@ -106,30 +117,30 @@ def search_cmd(
 ) -> None:
     """Find text across threads (the person's, the agent's and the tools' messages), with the
     turns around each hit."""
-    store = open_threads(open_workspace())
-    hits = store.search(text, agent=agent, limit=limit)
-    if as_json:
-        print_json(
-            [
-                {
-                    "thread": h.thread.id,
-                    "title": _title(h.thread),
-                    "turn": _turn_json(h.turn),
-                    "before": _turn_json(h.before) if h.before else None,
-                    "after": _turn_json(h.after) if h.after else None,
-                }
-                for h in hits
-            ]
-        )
-        return
-    if not hits:
-        console.print(f"no thread mentions {text!r}", markup=False)
-        return
-    for h in hits:
-        console.print(f"[bold]{h.thread.id}[/] {escape(_title(h.thread))} · turn {h.turn.seq}")
-        around = [t for t in (h.before, h.turn, h.after) if t is not None]
-        for line in render_turns(around, width=300):
-            console.print(Text("  ") + line, soft_wrap=True)
+    with open_threads(open_workspace()) as store:
+        hits = store.search(text, agent=agent, limit=limit)
+        if as_json:
+            print_json(
+                [
+                    {
+                        "thread": h.thread.id,
+                        "title": _title(h.thread),
+                        "turn": _turn_json(h.turn),
+                        "before": _turn_json(h.before) if h.before else None,
+                        "after": _turn_json(h.after) if h.after else None,
+                    }
+                    for h in hits
+                ]
+            )
+            return
+        if not hits:
+            console.print(f"no thread mentions {text!r}", markup=False)
+            return
+        for h in hits:
+            console.print(f"[bold]{h.thread.id}[/] {escape(_title(h.thread))} · turn {h.turn.seq}")
+            around = [t for t in (h.before, h.turn, h.after) if t is not None]
+            for line in render_turns(around, width=300):
+                console.print(Text("  ") + line, soft_wrap=True)
 
 
 @app.command("rename")
@@ -140,7 +151,8 @@ def rename_cmd(
     """Name a conversation (the list shows the name instead of its first message)."""
     if not name.strip():
         raise OlavError("the name is empty", hint="Give the thread a name, e.g. 'ospf change'")
-    info = open_threads(open_workspace()).rename(thread, name)
+    with open_threads(open_workspace()) as store:
+        info = store.rename(thread, name)
     console.print(f"{info.id} is now {info.name!r}", markup=False)
 
 
@@ -150,17 +162,17 @@ def rm_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
     """Delete a conversation and its checkpoints (the audit keeps its runs)."""
-    store = open_threads(open_workspace())
-    info = store.get(thread)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise OlavError(
-                f"deleting thread {info.id} needs a yes", hint="Pass --yes to delete it"
-            )
-        if not typer.confirm(f"Delete thread {info.id} ({_title(info)}, {info.turns} turns)?"):
-            raise typer.Exit(1)
-    store.delete(info.id)
-    console.print(f"deleted thread {info.id}", markup=False)
+    with open_threads(open_workspace()) as store:
+        info = store.get(thread)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise OlavError(
+                    f"deleting thread {info.id} needs a yes", hint="Pass --yes to delete it"
+                )
+            if not typer.confirm(f"Delete thread {info.id} ({_title(info)}, {info.turns} turns)?"):
+                raise typer.Exit(1)
+        store.delete(info.id)
+        console.print(f"deleted thread {info.id}", markup=False)
 
 
 @app.command("export")
@@ -174,24 +186,24 @@ def export_cmd(
         raise OlavError(
             f"unknown --format {fmt!r}", hint=f"Use one of: {', '.join(EXPORT_FORMATS)}"
         )
-    store = open_threads(open_workspace())
-    info = store.get(thread)
-    turns = store.turns(info.id)
-    if fmt == "json":
-        text = json.dumps(
-            {**info.to_json(), "turns": [_turn_json(t) for t in turns]},
-            ensure_ascii=False,
-            indent=2,
-        )
-    else:
-        text = thread_markdown(info, turns)
-    if output is None:
-        sys.stdout.write(text + "\n")
-        return
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(text + "\n", encoding="utf-8")
-    tmp.replace(output)
-    err_console.print(f"wrote {output} ({len(turns)} messages)", markup=False)
+    with open_threads(open_workspace()) as store:
+        info = store.get(thread)
+        turns = store.turns(info.id)
+        if fmt == "json":
+            text = json.dumps(
+                {**info.to_json(), "turns": [_turn_json(t) for t in turns]},
+                ensure_ascii=False,
+                indent=2,
+            )
+        else:
+            text = thread_markdown(info, turns)
+        if output is None:
+            sys.stdout.write(text + "\n")
+            return
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(output)
+        err_console.print(f"wrote {output} ({len(turns)} messages)", markup=False)
 
 
 def thread_markdown(info: Any, turns: list[Any]) -> str:

@@ -501,6 +501,16 @@ class Session:
         self.wait_background()
         self.write_episode()
         self.decisions.drain(self.audit)
+        self.release()
+
+    def release(self) -> None:
+        """Close the thread store's connections (its file's, or the PostgreSQL server's): the
+        end of ``olav ask``, which writes no episode, and of ``close``. A session used after
+        this opens them again."""
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            self._built = None  # its graph holds the checkpointer closed here
+            threads.close()
 
     def wait_background(self, timeout: float = 120.0) -> None:
         """Wait for the memory writes of the runs so far (captures, bumps, the recall log)

@@ -15,6 +15,7 @@ from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
 from olav.core.config import Workspace
 from olav.llm.window import model_window
 from tests.helpers import (
+    OlavCli,
     OlavMain,
     olav_here,
     ollama_workspace,
@@ -177,10 +178,11 @@ def test_a_call_written_as_text_runs_through_the_openai_client(tmp_path: Path, f
 @pytest.mark.slow
 @pytest.mark.parametrize("answer", ["y", "n"])
 def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
-    tmp_path: Path, answer: str
+    tmp_path: Path, answer: str, olav: OlavCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A salvaged call is never more privileged than a native one: take_snapshot waits for
-    the person's y, and a no runs nothing."""
+    the person's y, and a no runs nothing. The y is typed at a terminal (a pty, as a person
+    sees the stream); the no goes through the same chat in this process, its lines on stdin."""
     state = StubState()
     call = {"name": "take_snapshot", "arguments": {"devices": ["sh1-border01"]}}
     with ollama_stub(state) as (url, _):
@@ -189,20 +191,30 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
             {"content": "<tool_call>" + json.dumps(call) + "</tool_call>"},
             {"content": "Done with the snapshot."},
         ]
-        child = spawn_olav(ws, "chat", "--agent", "netops")
-        try:
-            child.expect("netops> ")
-            child.sendline("take a snapshot of sh1-border01")
-            child.expect("take_snapshot needs your approval")
-            child.expect(r"Allow\? \[y/N\] ")
-            child.sendline(answer)
-            child.expect("Done with the snapshot.")
-            child.expect("netops> ")
-            child.sendline("/exit")
-            child.expect(pexpect.EOF)
-        finally:
-            child.close(force=True)
-        transcript = str(child.before or "")
+        if answer == "n":
+            monkeypatch.chdir(ws)
+            res = olav(
+                "chat", "--agent", "netops", input="take a snapshot of sh1-border01\nn\n/exit\n"
+            )
+            assert res.exit_code == 0, res.output
+            transcript = res.output
+            asked = transcript.index("take_snapshot needs your approval")
+            assert asked < transcript.index("Allow? [y/N]") < transcript.index("Done with the")
+        else:
+            child = spawn_olav(ws, "chat", "--agent", "netops")
+            try:
+                child.expect("netops> ")
+                child.sendline("take a snapshot of sh1-border01")
+                child.expect("take_snapshot needs your approval")
+                child.expect(r"Allow\? \[y/N\] ")
+                child.sendline(answer)
+                child.expect("Done with the snapshot.")
+                child.expect("netops> ")
+                child.sendline("/exit")
+                child.expect(pexpect.EOF)
+            finally:
+                child.close(force=True)
+            transcript = str(child.before or "")
     assert "<tool_call>" not in transcript  # the raw tags never reached the screen
     snaps = list((ws / "exports" / "snapshots").glob("*.json"))
     assert bool(snaps) is (answer == "y")

@@ -45,7 +45,11 @@ def last_user(body: dict[str, Any]) -> str:
 
 
 @pytest.mark.slow
-def test_chat_quit_and_continue_sends_the_earlier_turns(tmp_path: Path) -> None:
+def test_chat_quit_and_continue_sends_the_earlier_turns(
+    tmp_path: Path, olav: OlavCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first chat runs in this process and quits; a new ``olav`` process at a terminal
+    continues its thread from what the first left on disk."""
     from tests.stubs.ollama_stub import StubState, ollama_stub
 
     state = StubState()
@@ -55,16 +59,9 @@ def test_chat_quit_and_continue_sends_the_earlier_turns(tmp_path: Path) -> None:
             {"content": "We use OSPF area 0."},
             {"content": "After the change it is still area 0."},
         ]
-        first = spawn_olav(ws, "chat")
-        try:
-            first.expect("core> ")
-            first.sendline("which OSPF area do we use?")
-            first.expect("We use OSPF area 0.")
-            first.expect("core> ")
-            first.sendline("/exit")
-            first.expect(pexpect.EOF)
-        finally:
-            first.close(force=True)
+        monkeypatch.chdir(ws)
+        first = olav("chat", input="which OSPF area do we use?\n/exit\n")
+        assert first.exit_code == 0 and "We use OSPF area 0." in first.output, first.output
         again = spawn_olav(ws, "chat", "--continue")
         try:
             again.expect("continuing ")

@@ -28,7 +28,7 @@ from olav.runtime.threads import (
     ThreadStore,
 )
 from olav.serve.records import RunRecord, RunRecords
-from tests.helpers import clean_env, ollama_workspace, run_olav
+from tests.helpers import clean_env, olav_entry, olav_here, ollama_workspace
 from tests.pg_support import new_database, postgres_server
 
 pytestmark = pytest.mark.slow
@@ -275,15 +275,17 @@ def _pg_workspace(root: Path, url: str, uri: str) -> Path:
 def test_olav_ask_and_threads_keep_the_conversation_in_postgres(
     tmp_path: Path, pg_uri: str
 ) -> None:
+    """``olav ask`` and ``olav threads`` in this process: the processes sharing the database
+    are the tests around this one."""
     from tests.stubs.ollama_stub import StubState, ollama_stub
 
     state = StubState()
     with ollama_stub(state) as (url, _):
         ws = _pg_workspace(tmp_path / "ws", url, pg_uri)
         state.chat_script[:] = [{"content": "We use OSPF area 0."}, {"content": "Still area 0."}]
-        first = run_olav("ask", "--thread", "ospf-1", "which OSPF area do we use?", cwd=ws)
+        first = olav_here(ws, "ask", "--thread", "ospf-1", "which OSPF area do we use?")
         assert first.returncode == 0, first.stderr
-        again = run_olav("ask", "--continue", "and after the change?", "--json", cwd=ws)
+        again = olav_here(ws, "ask", "--continue", "and after the change?", "--json")
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["answer"] == "Still area 0."
         sent = [
@@ -293,9 +295,9 @@ def test_olav_ask_and_threads_keep_the_conversation_in_postgres(
             for m in body["messages"]
         ]
     assert "We use OSPF area 0." in sent  # the second call saw the first answer
-    listed = json.loads(run_olav("threads", "list", "--json", cwd=ws).stdout)
+    listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
     assert [(t["id"], t["turns"]) for t in listed] == [("ospf-1", 2)]
-    shown = json.loads(run_olav("threads", "show", "ospf-1", "--json", cwd=ws).stdout)
+    shown = json.loads(olav_here(ws, "threads", "show", "ospf-1", "--json").stdout)
     assert [t["content"] for t in shown["turns"]] == [
         "which OSPF area do we use?",
         "We use OSPF area 0.",
@@ -393,7 +395,7 @@ def test_a_bad_or_unreachable_uri_is_one_line_without_the_password(
     cfg = root / ".olav" / "olav.yaml"
     base = cfg.read_text()
     cfg.write_text(base + "threads:\n  uri: mysql://ops:s3cret@db.example/olav\n")
-    bad = run_olav("threads", "list", cwd=root)
+    bad = olav_entry(root, "threads", "list")
     line = bad.stderr.strip()
     assert bad.returncode != 0 and "\n" not in line and "Traceback" not in line
     assert "threads.uri" in line and "not a PostgreSQL URI" in line and "s3cret" not in line
@@ -406,7 +408,7 @@ def test_a_bad_or_unreachable_uri_is_one_line_without_the_password(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     cfg.write_text(base + f"threads:\n  uri: postgresql://ops:s3cret@127.0.0.1:{port}/olav\n")
-    down = run_olav("threads", "list", cwd=root)
+    down = olav_entry(root, "threads", "list")
     line = down.stderr.strip()
     assert down.returncode != 0 and "\n" not in line and "Traceback" not in line
     assert f"cannot connect to PostgreSQL at 127.0.0.1:{port}/olav" in line
