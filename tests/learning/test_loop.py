@@ -16,7 +16,6 @@ from olav.learning.trace_learner import learn_from_traces
 from olav.llm.models import ScriptedChatModel
 from olav.memory.recall.recaller import Recaller
 from olav.memory.store.table import MemoryStore
-from olav.runtime.runner import Session
 from olav.runtime.tools import ToolContext, registry
 from tests.helpers import audit_rows, scripted_ws
 
@@ -50,14 +49,24 @@ def services_agent(e5_ws: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return e5_ws
 
 
-def run_script(ws_root: Path, turns: list[dict], agent: str, prompt: str) -> Session:  # type: ignore[type-arg]
+def run_scripts(ws_root: Path, agent: str, runs: list[tuple[str, list[dict]]]) -> None:  # type: ignore[type-arg]
+    """Each (prompt, turns) as one run on a thread of its own, in one session whose scripted
+    model plays every run's turns in order; the captures are written before this returns."""
+    turns = [turn for _, script in runs for turn in script]
     ws = scripted_ws(ws_root, turns)
     session = agent_session(
         ws, agent=agent, model=ScriptedChatModel(turns=turns), learn_from_failures=False
     )
-    session.ask(prompt)
+    for prompt, _ in runs:
+        session.new_thread()
+        session.ask(prompt)
     session.wait_background()  # the captures are written by the background writer
-    return session
+    session.release()
+
+
+def _register(name: str, kind: str, port: int, answer: str) -> list[dict]:  # type: ignore[type-arg]
+    call = {"name": "register_service", "args": {"name": name, "kind": kind, "port": port}}
+    return [{"tool_calls": [call]}, {"content": answer}]
 
 
 SERVICES = [
@@ -72,23 +81,9 @@ SERVICES = [
 
 def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) -> None:
     root = services_agent
-    for name, kind, port in SERVICES * 2:  # the second round replays the same operations
-        run_script(
-            root,
-            [
-                {
-                    "tool_calls": [
-                        {
-                            "name": "register_service",
-                            "args": {"name": name, "kind": kind, "port": port},
-                        }
-                    ]
-                },
-                {"content": "done"},
-            ],
-            "services",
-            f"register the {kind} service",
-        )
+    # the second round replays the same operations
+    runs = [(f"register the {k} service", _register(n, k, p, "done")) for n, k, p in SERVICES * 2]
+    run_scripts(root, "services", runs)
     store = MemoryStore.for_workspace(Workspace.open(root))
     assert store.count("category = 'operational_event' AND scope = 'services'") == 6
 
@@ -122,23 +117,7 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
 
 def test_garbage_pattern_answers_are_rejected(services_agent: Path) -> None:
     root = services_agent
-    for name, kind, port in SERVICES[:5]:
-        run_script(
-            root,
-            [
-                {
-                    "tool_calls": [
-                        {
-                            "name": "register_service",
-                            "args": {"name": name, "kind": kind, "port": port},
-                        }
-                    ]
-                },
-                {"content": "ok"},
-            ],
-            "services",
-            "register",
-        )
+    run_scripts(root, "services", [("register", _register(*svc, "ok")) for svc in SERVICES[:5]])
     store = MemoryStore.for_workspace(Workspace.open(root))
     for bad in ("I cannot help with that.", "```json\n{}\n```", '{"summary": ""}'):
         res = extract_patterns(store, ScriptedChatModel(turns=[{"content": bad}]))
