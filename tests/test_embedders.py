@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -121,3 +122,20 @@ def test_factory_selects_by_configuration(tmp_path: Path) -> None:
         assert emb.name == "ollama:bge-m3" and emb.dim == 32
     cfg = Config.load(None, environ={})
     assert make_embedder(cfg).name == "e5:multilingual-e5-small"  # the default
+
+
+def test_the_http_clients_share_one_tls_context() -> None:
+    """The chat model's two clients and each embedder's load the certificate bundle once per
+    process between them (olav.core.net.tls_context), not once each."""
+    from olav.core.net import tls_context
+    from olav.llm.models import make_chat_model
+
+    def context(client: Any) -> Any:  # httpx's connection pool keeps the client's context
+        return client._transport._pool._ssl_context
+
+    chat = make_chat_model(Config.load(None, environ={}))
+    with ollama_stub(StubState(api_key="sk-test")) as (url, _):
+        ollama_emb = OllamaEmbedder("bge-m3", url)
+        openai_emb = OpenAIEmbedder("bge-m3", url, "sk-test")
+    shared = [chat._client._client, chat._async_client._client, ollama_emb._client._client]
+    assert all(context(c) is tls_context() for c in [*shared, openai_emb._http])

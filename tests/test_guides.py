@@ -39,6 +39,7 @@ def write_guide(folder: Path, intent: str, agent: str = "netops", body: str = "D
         ("intent: i\nagent: a\nkeywords: [x]\nbody: b\npriority: 101\n", "priority", "0 and 100"),
         ("intent: i\n  agent: : a\n", "line", "not valid YAML"),
         ("- just\n- a list\n", "(file)", "mapping"),
+        ("intent: " + "[" * 5000 + "]" * 5000 + "\n", "(file)", "nested too deeply"),
     ],
 )
 def test_bad_guide_names_file_and_field(

@@ -72,8 +72,10 @@ def check_relevance(config: Any, embedder_name: str, workspace_dir: Path | None 
 def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
     import httpx
 
+    from olav.core.net import tls_context
+
     try:
-        resp = httpx.get(base_url.rstrip("/") + "/api/tags", timeout=timeout)
+        resp = httpx.get(base_url.rstrip("/") + "/api/tags", timeout=timeout, verify=tls_context())
         resp.raise_for_status()
     except (httpx.HTTPError, ConnectionError, OSError) as exc:
         return Check(

@@ -101,6 +101,8 @@ def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
 
     import yaml
 
+    from olav.core import yamltext
+
     text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     for key, value in values.items():
         line = f"  {key}: {json.dumps(value)}"
@@ -108,7 +110,7 @@ def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
         if len(pattern.findall(text)) == 1 and re.search(r"^memory:\s*$", text, re.M):
             text = pattern.sub(line.replace("\\", "\\\\"), text)
             continue
-        data = yaml.safe_load(text) or {}
+        data = yamltext.safe_load(text) or {}
         section = data.setdefault("memory", {})
         head, _, rest = key.partition(".")
         if rest:

@@ -12,6 +12,7 @@ import yaml
 
 from olav.core.errors import ConfigError, WorkspaceNotFoundError
 from olav.core.settings import SETTINGS, SETTINGS_BY_KEY, Setting
+from olav.core.yamltext import SafeLoader
 
 OLAV_DIR = ".olav"
 CONFIG_NAME = "olav.yaml"
@@ -84,7 +85,7 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
     return out
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(SafeLoader):  # type: ignore[valid-type,misc]
     """Safe loading that also refuses duplicate keys: a second `embedder:` block must not
     silently replace the first."""
 

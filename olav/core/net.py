@@ -1,10 +1,16 @@
-"""Listening sockets for olav's servers (``olav mcp`` over HTTP, ``olav serve``)."""
+"""Listening sockets for olav's servers (``olav mcp`` over HTTP, ``olav serve``), and the TLS
+settings its HTTP clients share."""
 
 from __future__ import annotations
 
+import functools
 import socket
+from typing import TYPE_CHECKING
 
 from olav.core.errors import OlavError
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def listen(host: str, port: int, *, backlog: int = 128) -> socket.socket:
@@ -24,3 +30,14 @@ def listen(host: str, port: int, *, backlog: int = 128) -> socket.socket:
         ) from None
     sock.listen(backlog)
     return sock
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS settings (certifi's roots, or SSL_CERT_FILE / SSL_CERT_DIR), built
+    once per process and shared by olav's HTTP clients (the model's, the embedder's, the
+    reranker's): each client otherwise loads the certificate bundle again, about 25 ms, and a
+    chat builds several. An SSLContext is meant to be shared between connections."""
+    import httpx
+
+    return httpx.create_ssl_context()

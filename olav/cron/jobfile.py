@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from olav.core import yamltext
 from olav.core.config import Workspace
 from olav.core.fsutil import atomic_write_text
 from olav.cron import CronError, UnknownJobError
@@ -42,7 +43,7 @@ def read_jobs_file(ws: Workspace) -> dict[str, dict[str, Any]]:
         return {}
     fix = "Fix it, or delete it to reset every job to its default (disabled)"
     try:
-        data = yaml.safe_load(text) or {}
+        data = yamltext.safe_load(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""

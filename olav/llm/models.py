@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
+from olav.core import yamltext
 from olav.core.config import Workspace
 from olav.core.errors import ConfigError, ModelError
 from olav.llm.tiers import model_tier as model_tier  # re-exported
@@ -147,7 +148,7 @@ def load_script(path: Path) -> list[dict[str, Any]]:
         raise ConfigError(f"llm.script {path} does not exist", hint="Point llm.script at a file")
     text = path.read_text(encoding="utf-8")
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yamltext.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError):
         raise ConfigError(f"{path} is not valid JSON/YAML", hint="Fix the script file") from None
     turns = data.get("turns") if isinstance(data, dict) else data
@@ -170,9 +171,12 @@ def make_chat_model(
     if provider == "ollama":
         from langchain_ollama import ChatOllama
 
+        from olav.core.net import tls_context
+
         return ChatOllama(
             model=name,
             base_url=config["llm.base_url"],
+            client_kwargs={"verify": tls_context()},
             num_ctx=config["llm.num_ctx"],
             num_predict=config["llm.num_predict"],
             temperature=config["llm.temperature"],
@@ -342,7 +346,10 @@ def warm_up(cfg: Any, model: str) -> bool:
     try:
         import ollama
 
-        ollama.Client(host=cfg["llm.base_url"], timeout=30).generate(model=model, prompt="")
+        from olav.core.net import tls_context
+
+        client = ollama.Client(host=cfg["llm.base_url"], timeout=30, verify=tls_context())
+        client.generate(model=model, prompt="")
     except Exception:  # the first request reports a real problem, with its fix
         return False
     return True

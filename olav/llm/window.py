@@ -58,8 +58,10 @@ def model_window(cfg: Any, model: str | None = None) -> Window:
 def _ask(provider: str, base_url: str, model: str) -> tuple[int | None, str]:
     import httpx
 
+    from olav.core.net import tls_context
+
     try:
-        with httpx.Client(timeout=TIMEOUT_S) as client:
+        with httpx.Client(timeout=TIMEOUT_S, verify=tls_context()) as client:
             if provider == "ollama":
                 return _ollama(client, base_url, model)
             return _openai(client, base_url, model)

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
+from olav.core import yamltext
 from olav.core.errors import OlavError
 
 ORCHESTRATOR = "core"
@@ -70,7 +71,7 @@ def load_agent(folder: Path) -> Agent:
     if not match:
         raise SkillError(f"{skill}: no YAML front matter", hint="Start the file with --- lines")
     try:
-        data = yaml.safe_load(match.group(1)) or {}
+        data = yamltext.safe_load(match.group(1)) or {}
     except yaml.YAMLError:
         raise SkillError(f"{skill}: front matter is not valid YAML") from None
     try:

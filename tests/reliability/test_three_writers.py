@@ -1,5 +1,6 @@
 """Three processes at once: the chat (scripted model, capturing events and auditing), the cron
-daemon (a per-minute job writing reflections, plus gc), and a loop of guide and JSONL imports.
+daemon (a per-minute job writing reflections, plus gc), and a loop of guide and JSONL imports
+(`olav kb import-guides` and `olav kb import`, run by one process one after the other).
 Afterwards every row is present exactly once in memory and audit, no lock error reached any
 process, and the counts match what each process reported."""
 
@@ -9,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from olav.core.config import Workspace
 from olav.cron.jobfile import get_job
 from olav.memory.ingest.transfer import export_jsonl
 from olav.memory.store.table import MemoryStore
-from tests.helpers import CRON_SERVE, clean_env, run_olav, wait_until
+from tests.helpers import CRON_SERVE, clean_env, olav_here, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT_RUNS = 12
@@ -41,6 +41,24 @@ for i in range({CHAT_RUNS}):
     result = session.ask(f"save report {{i}}")
     done.append(result.run_id)
 print(json.dumps(done))
+"""
+
+
+# until the chat is done (the test creates argv[1]) and at least six imports ran
+IMPORTS = """
+import json, pathlib, sys, time
+from typer.testing import CliRunner
+from olav.cli.app import app
+stop, dump = pathlib.Path(sys.argv[1]), sys.argv[2]
+runner, n, errors = CliRunner(), 0, []
+deadline = time.monotonic() + 70
+while time.monotonic() < deadline and (n < 6 or not stop.exists()):
+    for args in (["kb", "import-guides"], ["kb", "import", dump]):
+        r = runner.invoke(app, args)
+        if r.exit_code != 0:
+            errors.append(r.output.strip()[-2000:])
+        n += 1
+print(json.dumps({"imports": n, "errors": errors}))
 """
 
 
@@ -72,7 +90,8 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
     ws = Workspace.open(hash_ws)
     dump = hash_ws / "exports" / "seed.jsonl"
     export_jsonl(MemoryStore.for_workspace(ws), dump)
-    res = run_olav(
+    res = olav_here(
+        hash_ws,
         "cron",
         "enable",
         "tick",
@@ -80,8 +99,6 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
         "* * * * *",
         "--target",
         "tests.reliability.test_three_writers:cron_reflection_job",
-        cwd=hash_ws,
-        env={"PYTHONPATH": str(ROOT)},
     )
     assert res.returncode == 0, res.stderr
     # `olav cron serve` with a seconds field: the per-minute job fires every 3 s, all through
@@ -102,16 +119,20 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
         stderr=subprocess.PIPE,
         text=True,
     )
-    imports = 0
-    errors: list[str] = []
-    deadline = time.monotonic() + 70
-    while time.monotonic() < deadline and (chat.poll() is None or imports < 6):
-        for args in (["kb", "import-guides"], ["kb", "import", str(dump)]):
-            r = run_olav(*args, cwd=hash_ws, env={"PYTHONPATH": str(ROOT)})
-            if r.returncode != 0:
-                errors.append(r.stderr.strip())
-            imports += 1
+    stop = hash_ws / "chat-done"
+    importer = subprocess.Popen(
+        [sys.executable, "-c", IMPORTS, str(stop), str(dump)],
+        cwd=hash_ws,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     chat_out, chat_err = chat.communicate(timeout=300)
+    stop.touch()
+    import_out, import_err = importer.communicate(timeout=300)
+    assert importer.returncode == 0, import_err[-2000:]
+    imported = json.loads(import_out.strip().splitlines()[-1])
     ws = Workspace.open(hash_ws)
     wait_until(
         lambda: daemon.poll() is not None or get_job(ws, "tick").last_result,
@@ -123,8 +144,8 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
     _, daemon_err = daemon.communicate(timeout=120)
     assert chat.returncode == 0, chat_err[-2000:]
     assert daemon.returncode == 0, daemon_err[-2000:]
-    assert errors == []
-    for text in (chat_err, daemon_err):
+    assert imported["errors"] == [] and imported["imports"] >= 6, imported
+    for text in (chat_err, daemon_err, import_err):
         assert "lock" not in text.lower() and "Traceback" not in text, text[-2000:]
 
     run_ids = json.loads(chat_out.strip().splitlines()[-1])
@@ -134,9 +155,7 @@ def test_chat_cron_and_imports_at_once_lose_and_duplicate_nothing(hash_ws: Path)
     assert len(ids) == len(set(ids)), "duplicate memory ids"
     events = store.list_rows("category = 'operational_event'")
     assert len(events) == CHAT_RUNS  # one capture per distinct export, none twice
-    jobs = json.loads(
-        run_olav("cron", "list", "--json", cwd=hash_ws, env={"PYTHONPATH": str(ROOT)}).stdout
-    )
+    jobs = json.loads(olav_here(hash_ws, "cron", "list", "--json").stdout)
     tick = next(j for j in jobs["jobs"] if j["name"] == "tick")
     assert tick["last_result"] and tick["last_result"]["status"] == "ok", tick
     reflections = store.list_rows("category = 'reflection'")

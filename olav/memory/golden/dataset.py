@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from olav.core import yamltext
 from olav.core.errors import OlavError
 from olav.memory.recall.relevance import language  # one rule for the product and the suite
 
@@ -64,7 +65,7 @@ def _yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise OlavError(f"{path} does not exist", hint="Point --data at a golden set folder")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamltext.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError:
         raise OlavError(f"{path} is not valid YAML", hint="Check its indentation") from None
     if not isinstance(data, dict):

@@ -14,6 +14,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError, field_validator
 
+from olav.core import yamltext
 from olav.core.errors import GuideError
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.sql import sql_in
@@ -118,12 +119,14 @@ def load_guide(path: Path) -> Guide:
             f"{MAX_GUIDE_BYTES // 1024} KiB (split it, or import it as a document)",
         )
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
+        data = yamltext.safe_load(path.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError:
         raise GuideError(shown, "(file)", "is not UTF-8 text") from None
     except RecursionError:
         raise GuideError(shown, "(file)", "is nested too deeply to be a guide") from None
     except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # libyaml's limit
+            raise GuideError(shown, "(file)", "is nested too deeply to be a guide") from None
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "(file)"
         raise GuideError(shown, where, "is not valid YAML; check indentation and quoting") from None

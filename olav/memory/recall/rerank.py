@@ -121,7 +121,11 @@ class Reranker:
         if self._client is None:
             import httpx
 
-            self._client = httpx.Client(timeout=self.timeout_s, headers=self.headers)
+            from olav.core.net import tls_context
+
+            self._client = httpx.Client(
+                timeout=self.timeout_s, headers=self.headers, verify=tls_context()
+            )
         return self._client
 
     def body(self, query: str, documents: Sequence[str]) -> dict[str, Any]:

@@ -271,7 +271,9 @@ class OllamaEmbedder(_RemoteEmbedder):
         import ollama
 
         self._base_url = base_url
-        self._client = ollama.Client(host=base_url)
+        from olav.core.net import tls_context
+
+        self._client = ollama.Client(host=base_url, verify=tls_context())
         super().__init__(model, window)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
@@ -303,7 +305,11 @@ class OpenAIEmbedder(_RemoteEmbedder):
 
         self._base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.Client(base_url=self._base_url, headers=headers, timeout=60.0)
+        from olav.core.net import tls_context
+
+        self._http = httpx.Client(
+            base_url=self._base_url, headers=headers, timeout=60.0, verify=tls_context()
+        )
         super().__init__(model, window)
 
     def _embed_raw(self, texts: list[str]) -> np.ndarray:
