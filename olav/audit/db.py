@@ -224,23 +224,28 @@ def applied_versions(con: Any) -> list[int]:
 def migrate(path: Path) -> list[int]:
     """Apply pending migrations in order, each in a transaction. Returns the versions applied."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    applied: list[int] = []
     with connect(path) as con:
-        done = set(applied_versions(con))
-        for version, name, sql in MIGRATIONS:
-            if version in done:
-                continue
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute(sql)
-                con.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [version, name]
-                )
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
-            applied.append(version)
+        return apply_migrations(con)
+
+
+def apply_migrations(con: Any) -> list[int]:
+    """:func:`migrate` on a connection already open (one opening for several jobs)."""
+    applied: list[int] = []
+    done = set(applied_versions(con))
+    for version, name, sql in MIGRATIONS:
+        if version in done:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(sql)
+            con.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [version, name]
+            )
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        applied.append(version)
     return applied
 
 

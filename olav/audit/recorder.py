@@ -104,34 +104,54 @@ def settle_orphans(path: Path) -> int:
         if not Path(path).is_file():
             return 0
         with connect(Path(path)) as con:
-            rows = con.execute(
-                "SELECT id, pid, host, process FROM runs "
-                "WHERE status = 'running' AND pid IS NOT NULL"
-            ).fetchall()
-            gone = [
-                (rid, pid, host) for rid, pid, host, mark in rows if process_gone(pid, host, mark)
-            ]
-            for rid, pid, host in gone:
-                why = f"the process that ran it (pid {pid} on {host}) stopped before it ended"
-                con.execute(
-                    "UPDATE runs SET status = 'error', outcome = 'failed', error = ? "
-                    "WHERE id = ? AND status = 'running'",
-                    [why, rid],
-                )
+            return _settle(con)
     except Exception as exc:
         print(f"olav: audit runs not settled ({exc}); continuing", file=sys.stderr)
         return 0
+
+
+def prepare_audit(path: Path) -> bool:
+    """The workspace's audit made ready for a session in one opening (each costs about
+    12 ms): an older olav's database gains the new tables and columns, and the runs a killed
+    process left ``running`` are settled (:func:`settle_orphans`). False when it could not be
+    (said on stderr): auditing never stops a chat."""
+    from olav.audit.db import apply_migrations
+
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with connect(Path(path)) as con:
+            apply_migrations(con)
+            _settle(con)
+    except Exception as exc:
+        print(f"olav: audit not prepared ({exc}); continuing", file=sys.stderr)
+        return False
+    return True
+
+
+def _settle(con: Any) -> int:
+    rows = con.execute(
+        "SELECT id, pid, host, process FROM runs WHERE status = 'running' AND pid IS NOT NULL"
+    ).fetchall()
+    gone = [(rid, pid, host) for rid, pid, host, mark in rows if process_gone(pid, host, mark)]
+    for rid, pid, host in gone:
+        why = f"the process that ran it (pid {pid} on {host}) stopped before it ended"
+        con.execute(
+            "UPDATE runs SET status = 'error', outcome = 'failed', error = ? "
+            "WHERE id = ? AND status = 'running'",
+            [why, rid],
+        )
     return len(gone)
 
 
 class AuditRecorder:
-    def __init__(self, path: Path, *, operator: str = "") -> None:
+    def __init__(self, path: Path, *, operator: str = "", migrated: bool = False) -> None:
         """``operator``: whose runs this recorder records (memory.user; "" for olav's own
-        jobs, which only the workspace's own operator sees)."""
+        jobs, which only the workspace's own operator sees). ``migrated``: the caller has
+        just applied the migrations (:func:`prepare_audit`), so no write needs to first."""
         self.path = Path(path)
         self.operator = operator
         self._warned = False
-        self._migrated = False
+        self._migrated = migrated
         self._local = threading.local()  # this thread's connection inside batch()
 
     @contextmanager
@@ -316,7 +336,7 @@ class AuditRecorder:
 
                 migrate(self.path)
                 self._migrated = True
-            with connect(self.path) as con:
+            with self._connection() as con:
                 con.executemany(
                     "INSERT INTO memory_decisions (id, run_id, kind, action, memory_id, "
                     "category, other_id, reason, detail, created_at, seq) "

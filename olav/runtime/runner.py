@@ -11,8 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
-from olav.audit.db import migrate
-from olav.audit.recorder import AuditRecorder, settle_orphans
+from olav.audit.recorder import AuditRecorder, prepare_audit
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.core.log import configure as configure_logging
@@ -39,16 +38,6 @@ log = get_logger("runner")
 RECURSION_LIMIT = 80
 # access-count bumps are written every this many runs and when the session closes
 BUMP_EVERY_N_TURNS = 5
-
-
-def _migrate_audit(ws: Workspace) -> None:
-    """A workspace made by an older olav gains the new audit columns before its first run,
-    and runs a killed process left running are settled."""
-    try:
-        migrate(ws.audit_path)
-    except Exception as exc:  # auditing must never stop the chat
-        log.warning("audit migration failed: %s", exc)
-    settle_orphans(ws.audit_path)
 
 
 class RunCancelled(OlavError):
@@ -105,8 +94,9 @@ class Session:
         once. The agent is built on first use, or by :meth:`build`."""
         self.ws = ws
         configure_logging(ws.logs)
-        _migrate_audit(ws)
-        self.audit = AuditRecorder(ws.audit_path, operator=user_name(ws.config))
+        # an older olav's audit gains the new columns, and a killed process's runs are settled
+        prepared = prepare_audit(ws.audit_path)
+        self.audit = AuditRecorder(ws.audit_path, operator=user_name(ws.config), migrated=prepared)
         # memory's decisions made on the background writer, written here (olav.memory.decisions)
         self.decisions = DecisionBuffer()
         self.run = RunContext(
