@@ -19,8 +19,8 @@ from tests.helpers import (
     HASH_CONFIG,
     OlavCli,
     audit_rows,
+    olav_entry,
     olav_here,
-    run_olav,
     scripted_ws,
     write_config,
 )
@@ -167,7 +167,7 @@ def test_a_run_warns_once_and_the_audit_says_why(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     root = _workspace(tmp_path / "ws", _config(EVERYTHING, _reranker(url)))
     scripted_ws(root, [{"content": "Rotate them daily with logrotate."}])
-    done = run_olav("ask", QUERY, cwd=root)
+    done = olav_entry(root, "ask", QUERY)
     assert done.returncode == 0, done.stderr
     assert "Rotate them daily" in done.stdout
     warned = [line for line in done.stderr.splitlines() if "reranker" in line]

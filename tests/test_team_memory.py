@@ -4,13 +4,15 @@ CLI against a real S3-protocol server on 127.0.0.1 (tests/s3server.py)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
-from tests.helpers import HASH_CONFIG, olav_here, run_olav
+from tests.helpers import HASH_CONFIG, olav_entry, olav_here
 from tests.s3server import team_config, write_workspace
 
 pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
@@ -23,7 +25,10 @@ def _workspace(tmp_path: Path, server: Any, name: str = "ws", uri: str = "") -> 
 
 
 def _olav(root: Path, server: Any, *args: str) -> Any:
-    return run_olav(*args, cwd=root, env=server.env)
+    """``olav ARGS`` through its entry point in this process, with the server's credentials:
+    its exit status and the one line it prints on an error."""
+    with mock.patch.dict(os.environ, server.env):
+        return olav_entry(root, *args)
 
 
 def test_init_primes_guides_into_the_bucket_and_search_reads_them(

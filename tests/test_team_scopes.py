@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import HASH_CONFIG, olav_here, run_olav
+from tests.helpers import HASH_CONFIG, olav_entry, olav_here
 from tests.reliability._support import assert_one_line_error
 from tests.s3server import team_config, write_workspace
 
@@ -50,7 +50,7 @@ def test_a_private_lesson_reaches_the_team_only_when_confirmed(tmp_path: Path, s
     found = olav_here(bob, "memory", "search", LESSON, "--json", "-k", "50")
     assert all(h["scope"] != "user:alice" for h in json.loads(found.stdout))
     # knowing the id does not help: show and promote answer as for a missing row
-    peek = run_olav("memory", "show", rid, cwd=bob, env=s3_env.env)  # what bob sees
+    peek = olav_entry(bob, "memory", "show", rid)  # what bob sees
     assert_one_line_error(peek, f"no memory with id {rid!r}")
     assert LESSON not in peek.stdout + peek.stderr
     with pytest.raises(NotFoundError, match=f"no memory with id {rid!r}"):

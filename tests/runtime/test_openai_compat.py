@@ -13,7 +13,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
-from tests.helpers import OPENAI_MODEL, olav_entry, olav_here, openai_workspace, run_olav
+from tests.helpers import OPENAI_MODEL, olav_entry, olav_here, openai_workspace
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
 MODEL = OPENAI_MODEL
@@ -131,7 +131,7 @@ def test_a_server_that_is_down_names_the_url_and_how_to_start_one(tmp_path: Path
     with openai_stub() as (url, _):
         pass  # the stub has stopped: nothing listens on its port any more
     ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
-    res = run_olav("ask", "hello", cwd=ws)
+    res = olav_entry(ws, "ask", "hello")
     assert res.returncode == 1
     line = one_line(res.stderr)
     assert f"cannot reach the model server at {url}" in line
