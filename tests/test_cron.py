@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import CRON_SERVE, clean_env, run_olav, wait_until
+from tests.helpers import CRON_SERVE, clean_env, olav_entry, run_olav, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ def test_invalid_expression_refused_by_the_cli(hash_ws: Path, olav: Any) -> None
     assert "'0 4 * *'" in str(result.exception)
     assert not (hash_ws / ".olav" / "cron.yaml").exists()
 
-    proc = run_olav("cron", "enable", "reflect", "--at", "0 4 * * 9", cwd=hash_ws)
+    proc = olav_entry(hash_ws, "cron", "enable", "reflect", "--at", "0 4 * * 9")
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -71,7 +71,7 @@ def test_connection_lost_mid_run_is_an_audited_error(tmp_path: Path) -> None:
 
 
 def test_ask_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
-    res = run_olav("ask", "hello", cwd=hash_ws)
+    res = olav_entry(hash_ws, "ask", "hello")
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
