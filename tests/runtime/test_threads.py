@@ -23,9 +23,9 @@ from olav.serve.records import RunRecord, RunRecords
 from tests.helpers import (
     OlavCli,
     clean_env,
+    olav_entry,
     olav_here,
     ollama_workspace,
-    run_olav,
     scripted_ws,
     spawn_olav,
 )
@@ -129,7 +129,7 @@ def test_one_run_per_thread_and_a_kill_9_resumes_from_the_last_step(tmp_path: Pa
                 )
                 for i in (1, 2)
             ]
-            busy = run_olav("ask", "--thread", "victim-1", "hello", cwd=ws)
+            busy = olav_entry(ws, "ask", "--thread", "victim-1", "hello")  # this process asks too
             assert busy.returncode != 0
             line = busy.stderr.strip()
             assert "\n" not in line and "Traceback" not in line
@@ -148,7 +148,7 @@ def test_one_run_per_thread_and_a_kill_9_resumes_from_the_last_step(tmp_path: Pa
         con = sqlite3.connect(ws / ".olav" / "databases" / "threads.sqlite")
         assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         con.close()
-        resumed = run_olav("ask", "--thread", "victim-1", "did it save?", "--json", cwd=ws)
+        resumed = olav_entry(ws, "ask", "--thread", "victim-1", "did it save?", "--json")
         assert resumed.returncode == 0, resumed.stderr
         assert json.loads(resumed.stdout)["answer"].startswith("Yes")
         listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
