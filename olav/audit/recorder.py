@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from olav.audit.db import connect
+from olav.audit.db import connect, insert_rows
 from olav.audit.events import LEARNABLE_OUTCOMES as LEARNABLE_OUTCOMES  # for older importers
 from olav.audit.events import OUTCOMES
 from olav.core.procs import process_gone, this_process
@@ -221,16 +221,16 @@ class AuditRecorder:
     def steps(self, run_id: str, messages: list[Any]) -> None:
         """A run's messages in order (the graph's, from the person's message on): content and
         arguments redacted, tool calls with the ids their results answer."""
-        rows = [_step(run_id, seq, m) for seq, m in enumerate(messages)]
-        rows = [r for r in rows if r is not None]
+        made = [_step(run_id, seq, m) for seq, m in enumerate(messages)]
+        rows = [r for r in made if r is not None]
         if not rows:
             return
         try:
             with self._connection() as con:
-                con.executemany(
+                insert_rows(
+                    con,
                     "INSERT OR REPLACE INTO steps (run_id, seq, role, content, tool_calls, "
-                    "tool_call_id, name, status, reasoning, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "tool_call_id, name, status, reasoning, created_at)",
                     rows,
                 )
         except Exception as exc:  # auditing must never take a run down
@@ -337,10 +337,10 @@ class AuditRecorder:
                 migrate(self.path)
                 self._migrated = True
             with self._connection() as con:
-                con.executemany(
+                insert_rows(
+                    con,
                     "INSERT INTO memory_decisions (id, run_id, kind, action, memory_id, "
-                    "category, other_id, reason, detail, created_at, seq) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "category, other_id, reason, detail, created_at, seq)",
                     rows,
                 )
         except Exception as exc:  # auditing must never take a run down

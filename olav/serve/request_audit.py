@@ -63,7 +63,7 @@ class RequestAudit:
                 return
 
     def _write(self, batch: list[tuple[datetime, dict[str, Any]]]) -> None:
-        from olav.audit.db import connect
+        from olav.audit.db import connect, insert_rows
         from olav.core.redact import redact
 
         rows = [
@@ -77,11 +77,7 @@ class RequestAudit:
             rows.append([uuid.uuid4().hex, None, "http_audit_dropped", detail, datetime.now(UTC)])
         try:
             with connect(self.path) as con:
-                con.executemany(
-                    "INSERT INTO events (id, run_id, kind, detail, created_at) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
+                insert_rows(con, "INSERT INTO events (id, run_id, kind, detail, created_at)", rows)
         except Exception as exc:  # the audit never takes the server down
             if not self._warned:
                 self._warned = True

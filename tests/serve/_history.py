@@ -210,24 +210,25 @@ def _runs(store: Any, audit: Path, today: datetime, born: dict[str, datetime]) -
     records = {rid: store.get(rid) for rid in born}
     times: dict[str, tuple[datetime, datetime]] = {}
     reads: Counter[str] = Counter()
-    for back, count in zip(range(len(RUNS_PER_DAY), 0, -1), RUNS_PER_DAY, strict=True):
-        day = today - timedelta(days=back)
-        for k in range(count):
-            at = day + timedelta(hours=8 + k * 10 / count, seconds=rng.randint(0, 3000))
-            ask = rng.choice(ASKS)
-            outcome = "cancelled" if (back, k) == CANCELLED else _outcome(rng, back, ask)
-            rid = recorder.start_run(ask.agent, uuid.uuid4().hex, ask.text, MODEL)
-            known = [records[i] for i in _recalled(ask, records, at)]
-            if rng.random() < NOTHING_RELEVANT * back:
-                known = []  # under every floor that day
-            _recall(recorder, rid, ask, known, _latency(rng, back, len(known), k))
-            reads.update(r.id for r in known)
-            _steps(recorder, rid, ask, outcome, salvaged=rng.random() < SALVAGED)
-            took = timedelta(seconds=rng.uniform(2.5, 14.0))
-            error = "the model call timed out after 120 s" if outcome == "failed" else None
-            status = {"failed": "error", "cancelled": "cancelled"}.get(outcome, "completed")
-            recorder.end_run(rid, status, error, outcome=outcome)
-            times[rid] = (at, at + took)
+    with recorder.batch():  # one opening of the audit for two weeks of writes
+        for back, count in zip(range(len(RUNS_PER_DAY), 0, -1), RUNS_PER_DAY, strict=True):
+            day = today - timedelta(days=back)
+            for k in range(count):
+                at = day + timedelta(hours=8 + k * 10 / count, seconds=rng.randint(0, 3000))
+                ask = rng.choice(ASKS)
+                outcome = "cancelled" if (back, k) == CANCELLED else _outcome(rng, back, ask)
+                rid = recorder.start_run(ask.agent, uuid.uuid4().hex, ask.text, MODEL)
+                known = [records[i] for i in _recalled(ask, records, at)]
+                if rng.random() < NOTHING_RELEVANT * back:
+                    known = []  # under every floor that day
+                _recall(recorder, rid, ask, known, _latency(rng, back, len(known), k))
+                reads.update(r.id for r in known)
+                _steps(recorder, rid, ask, outcome, salvaged=rng.random() < SALVAGED)
+                took = timedelta(seconds=rng.uniform(2.5, 14.0))
+                error = "the model call timed out after 120 s" if outcome == "failed" else None
+                status = {"failed": "error", "cancelled": "cancelled"}.get(outcome, "completed")
+                recorder.end_run(rid, status, error, outcome=outcome)
+                times[rid] = (at, at + took)
     with connect(audit) as con:
         rows = [[start, end, rid] for rid, (start, end) in times.items()]
         con.executemany("UPDATE runs SET started_at = ?, ended_at = ? WHERE id = ?", rows)
