@@ -70,15 +70,14 @@ fmt: $(STAMP)
 	$(BIN)/ruff format olav tests benchmarks
 	$(BIN)/ruff check --fix olav tests benchmarks
 
-# one pytest-xdist worker per core and one more: about a sixth of the suite's time is spent
-# waiting (on the olav processes, servers and browsers its tests start), which the extra worker
-# fills (on 2 cores: 277 s against 305 s, the same CPU time). Each test file runs on one worker,
-# so a module's fixtures are built once (TEST_WORKERS=0 runs the suite in this process). The
-# suite's time ratios are of the thread's own CPU time, which the extra worker does not stretch. Bytecode is written even where
-# the environment says not to (PYTHONDONTWRITEBYTECODE, as container images set it): the
-# workers and the hundreds of `olav` processes the tests start then compile olav and the
-# tests once, not each on its own (pytest's rewritten test modules are cached the same way)
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# one pytest-xdist worker per core; each test file runs on one worker, so a module's fixtures
+# are built once (TEST_WORKERS=0 runs the suite in this process). A third worker on 2 cores
+# measured no faster in two pairs of runs out of three (docs/benchmark-notes.md). Bytecode is
+# written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as container images
+# set it): the workers and the hundreds of `olav` processes the tests start then compile olav
+# and the tests once, not each on its own (pytest's rewritten test modules are cached the same
+# way)
+TEST_WORKERS ?= auto
 test: lint browser postgres $(REFERENCE)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
