@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers import wait_until
 from tests.serve._support import Model, http_events, human, last_user, serving
 
 pytestmark = pytest.mark.slow
@@ -91,7 +92,8 @@ def test_a_dangerous_tool_pauses_the_run_and_the_answer_decides(
                 json={"assistant_id": "netops", "command": {"resume": "yes"}},
             )
         assert res.status_code == 404
-        assert http_events(served.ws)  # and it was all audited
+        # and it was audited: the request audit writes its batches from a thread of its own
+        wait_until(lambda: http_events(served.ws), 30, "the request audit's rows")
 
 
 def test_the_openai_endpoint_refuses_the_dangerous_tool_instead(tmp_path: Path) -> None:
