@@ -22,6 +22,7 @@ import pytest
 from benchmarks.perf import numpy_topk, one_blas_thread
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MemoryStore
 from tests.bench.memory_support import DIM, NEVER, recall_at_k
 from tests.bench.support import (
@@ -86,7 +87,7 @@ class SyntheticCorpus:
     """Grows one MemoryStore with precomputed clustered vectors and generated texts."""
 
     def __init__(self, path: Path, seed: int = 1) -> None:
-        self.store = MemoryStore(path, FixedEmbedder(), ann_threshold=NEVER)
+        self.store = MemoryStore(path, FixedEmbedder(), tuning=SearchTuning(ann_threshold=NEVER))
         self.rng = np.random.default_rng(seed)
         self.text_rng = random.Random(seed)
         self.centers = unit(self.rng.standard_normal((512, DIM)))
