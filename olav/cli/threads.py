@@ -71,21 +71,19 @@ def list_cmd(
     """The conversations, newest first."""
     with open_threads(open_workspace()) as store:
         threads = store.recent(agent=agent, limit=limit)
-        if as_json:
-            print_json([t.to_json() for t in threads])
-            return
-        if not threads:
-            console.print("no threads yet: every `olav` chat starts one")
-            return
-        table = Table(box=None, header_style="bold")
-        for col in ("id", "agent", "updated", "turns", "title"):
-            table.add_column(col, no_wrap=col != "title", overflow="fold")
-        for t in threads:
-            mark = " (running)" if t.running else ""
-            table.add_row(
-                t.id, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark
-            )
-        console.print(table)
+    if as_json:
+        print_json([t.to_json() for t in threads])
+        return
+    if not threads:
+        console.print("no threads yet: every `olav` chat starts one")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "agent", "updated", "turns", "title"):
+        table.add_column(col, no_wrap=col != "title", overflow="fold")
+    for t in threads:
+        mark = " (running)" if t.running else ""
+        table.add_row(t.id, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark)
+    console.print(table)
 
 
 @app.command("show")
@@ -98,14 +96,14 @@ def show_cmd(
     with open_threads(open_workspace()) as store:
         info = store.get(thread)
         turns = store.turns(info.id, last=last)
-        if as_json:
-            print_json({**info.to_json(), "turns": [_turn_json(t) for t in turns]})
-            return
-        console.print(
-            f"[bold]{escape(_title(info))}[/] · {info.id} · {info.agent} · {info.turns} turns"
-        )
-        for line in render_turns(turns, width=4000):
-            console.print(line, soft_wrap=True)
+    if as_json:
+        print_json({**info.to_json(), "turns": [_turn_json(t) for t in turns]})
+        return
+    console.print(
+        f"[bold]{escape(_title(info))}[/] · {info.id} · {info.agent} · {info.turns} turns"
+    )
+    for line in render_turns(turns, width=4000):
+        console.print(line, soft_wrap=True)
 
 
 @app.command("search")
@@ -119,28 +117,28 @@ def search_cmd(
     turns around each hit."""
     with open_threads(open_workspace()) as store:
         hits = store.search(text, agent=agent, limit=limit)
-        if as_json:
-            print_json(
-                [
-                    {
-                        "thread": h.thread.id,
-                        "title": _title(h.thread),
-                        "turn": _turn_json(h.turn),
-                        "before": _turn_json(h.before) if h.before else None,
-                        "after": _turn_json(h.after) if h.after else None,
-                    }
-                    for h in hits
-                ]
-            )
-            return
-        if not hits:
-            console.print(f"no thread mentions {text!r}", markup=False)
-            return
-        for h in hits:
-            console.print(f"[bold]{h.thread.id}[/] {escape(_title(h.thread))} · turn {h.turn.seq}")
-            around = [t for t in (h.before, h.turn, h.after) if t is not None]
-            for line in render_turns(around, width=300):
-                console.print(Text("  ") + line, soft_wrap=True)
+    if as_json:
+        print_json(
+            [
+                {
+                    "thread": h.thread.id,
+                    "title": _title(h.thread),
+                    "turn": _turn_json(h.turn),
+                    "before": _turn_json(h.before) if h.before else None,
+                    "after": _turn_json(h.after) if h.after else None,
+                }
+                for h in hits
+            ]
+        )
+        return
+    if not hits:
+        console.print(f"no thread mentions {text!r}", markup=False)
+        return
+    for h in hits:
+        console.print(f"[bold]{h.thread.id}[/] {escape(_title(h.thread))} · turn {h.turn.seq}")
+        around = [t for t in (h.before, h.turn, h.after) if t is not None]
+        for line in render_turns(around, width=300):
+            console.print(Text("  ") + line, soft_wrap=True)
 
 
 @app.command("rename")
@@ -189,21 +187,21 @@ def export_cmd(
     with open_threads(open_workspace()) as store:
         info = store.get(thread)
         turns = store.turns(info.id)
-        if fmt == "json":
-            text = json.dumps(
-                {**info.to_json(), "turns": [_turn_json(t) for t in turns]},
-                ensure_ascii=False,
-                indent=2,
-            )
-        else:
-            text = thread_markdown(info, turns)
-        if output is None:
-            sys.stdout.write(text + "\n")
-            return
-        tmp = output.with_name(output.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(output)
-        err_console.print(f"wrote {output} ({len(turns)} messages)", markup=False)
+    if fmt == "json":
+        text = json.dumps(
+            {**info.to_json(), "turns": [_turn_json(t) for t in turns]},
+            ensure_ascii=False,
+            indent=2,
+        )
+    else:
+        text = thread_markdown(info, turns)
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    tmp.replace(output)
+    err_console.print(f"wrote {output} ({len(turns)} messages)", markup=False)
 
 
 def thread_markdown(info: Any, turns: list[Any]) -> str:
