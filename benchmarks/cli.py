@@ -5,7 +5,6 @@ with olav are ``olav bench golden|rerank|steer|toolcalls``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -278,32 +277,10 @@ _register_more()
 
 
 def main() -> None:
-    """The commands with olav's error handling: an :class:`OlavError` is its one red line
-    and its exit status, anything else one line too (``OLAV_DEBUG=1``: the traceback)."""
+    """The commands with olav's error handling (``OLAV_DEBUG=1``: the traceback)."""
     import os
 
-    from rich.text import Text
-
-    from olav.core.log import quiet_native_libraries
+    from olav.cli.common import run_app
 
     debug = os.environ.get("OLAV_DEBUG", "") in {"1", "true", "yes"}
-    quiet_native_libraries()
-    try:
-        app(prog_name=PROG)
-    except OlavError as exc:
-        if debug:
-            raise
-        err_console.print(Text("error: ", style="bold red") + Text(exc.one_line()), soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]")
-        sys.exit(130)
-    except Exception as exc:
-        if debug:
-            raise
-        err_console.print(
-            Text("internal error: ", style="bold red")
-            + Text(f"{type(exc).__name__}: {exc}. Run again with OLAV_DEBUG=1 for the traceback"),
-            soft_wrap=True,
-        )
-        sys.exit(2)
+    run_app(app, PROG, debug=lambda: debug, flag="OLAV_DEBUG=1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import typer
 
@@ -11,7 +10,6 @@ from olav import __version__
 from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, log, memory, threads
 from olav.cli import mcp as mcp_cmd
 from olav.cli import serve as serve_cmd
-from olav.core.errors import OlavError
 
 
 def _flags_without_type() -> None:
@@ -105,32 +103,10 @@ def root(
 
 
 def main() -> None:
-    from rich.text import Text
+    from olav.cli.common import run_app
 
-    from olav.cli.common import err_console
-    from olav.core.log import quiet_native_libraries
-
-    quiet_native_libraries()
-    try:
-        # a fixed name keeps shell completion (_OLAV_COMPLETE) working under any launcher
-        app(prog_name="olav")
-    except OlavError as exc:
-        if _state["debug"]:
-            raise
-        err_console.print(Text("error: ", style="bold red") + Text(exc.one_line()), soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]")
-        sys.exit(130)
-    except Exception as exc:
-        if _state["debug"]:
-            raise
-        err_console.print(
-            Text("internal error: ", style="bold red")
-            + Text(f"{type(exc).__name__}: {exc}. Run again with --debug for the traceback"),
-            soft_wrap=True,
-        )
-        sys.exit(2)
+    # a fixed name keeps shell completion (_OLAV_COMPLETE) working under any launcher
+    run_app(app, "olav", debug=lambda: bool(_state["debug"]), flag="--debug")
 
 
 if __name__ == "__main__":

@@ -118,3 +118,34 @@ def status_progress(show: bool) -> Iterator[Callable[[str], None] | None]:
         return
     with err_console.status("starting") as status:
         yield status.update
+
+
+def run_app(app: Any, prog_name: str, *, debug: Callable[[], bool], flag: str) -> None:
+    """Run a typer ``app`` with olav's error handling: an OlavError is its one red line and
+    its exit status, Ctrl-C is 130, anything else one line and 2. ``debug()`` (read after the
+    command parsed its options): the traceback instead; ``flag`` says how to ask for it."""
+    from rich.text import Text
+
+    from olav.core.errors import OlavError
+    from olav.core.log import quiet_native_libraries
+
+    quiet_native_libraries()
+    try:
+        app(prog_name=prog_name)
+    except OlavError as exc:
+        if debug():
+            raise
+        err_console.print(Text("error: ", style="bold red") + Text(exc.one_line()), soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]")
+        sys.exit(130)
+    except Exception as exc:
+        if debug():
+            raise
+        err_console.print(
+            Text("internal error: ", style="bold red")
+            + Text(f"{type(exc).__name__}: {exc}. Run again with {flag} for the traceback"),
+            soft_wrap=True,
+        )
+        sys.exit(2)

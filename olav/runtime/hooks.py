@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from olav.core.config import Workspace
+from olav.core.log import get_logger
 
 if TYPE_CHECKING:
     from olav.runtime.middleware import Decision
@@ -38,12 +39,27 @@ class RunEnd:
 
 AfterRun = Callable[[RunEnd], Waitable | None]
 
+log = get_logger("hooks")
+
 
 @dataclass(frozen=True)
 class Hooks:
     """The composer's hooks into a Session; none by default (the engine learns nothing)."""
 
     after_run: Sequence[AfterRun] = ()
+
+    def run_after(self, end: RunEnd) -> list[Waitable]:
+        """Every after-run hook, in order; what they started, to wait for."""
+        started: list[Waitable] = []
+        for hook in self.after_run:
+            try:
+                begun = hook(end)
+            except Exception as exc:  # a hook must never break the chat
+                log.warning("after-run hook %s failed for run %s: %s", hook, end.run_id, exc)
+                continue
+            if begun is not None:
+                started.append(begun)
+        return started
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,7 +286,15 @@ class Session:
                 self.audit.end_run(run_id, "completed", outcome="interrupted")
             else:
                 answer = message_text(final) if final is not None else ""
-                outcome = self._finish(run_id, text, answer, first_recall)
+                outcome = aftermath.record_outcome(  # recorded, and what it amounts to
+                    self.run,
+                    self.audit,
+                    run_id=run_id,
+                    text=text,
+                    answer=answer,
+                    recalls=self.run.recalls[first_recall:],
+                    tools=self._tools,
+                )
         finally:
             # a cancelled run's steps are its request and what the person saw, both already
             # in the audit: the prompt comes back without a third write
@@ -407,20 +415,6 @@ class Session:
             return translated
         return ModelError(f"the run failed: {type(exc).__name__}: {exc}")
 
-    def _finish(self, run_id: str, text: str, answer: str, first_recall: int) -> str:
-        """Record the answer and the outcome of a run that completed; returns the outcome
-        (olav.runtime.aftermath)."""
-        recalls = self.run.recalls[first_recall:]
-        return aftermath.record_outcome(
-            self.run,
-            self.audit,
-            run_id=run_id,
-            text=text,
-            answer=answer,
-            recalls=recalls,
-            tools=self._tools,
-        )
-
     def _after_run(
         self, text: str, run_id: str, outcome: str, *, unreachable: bool = False
     ) -> None:
@@ -459,21 +453,8 @@ class Session:
     def _run_hooks(self, run_id: str, outcome: str, *, unreachable: bool = False) -> None:
         """The composer's after-run hooks; what they start is waited for by wait_background.
         ``unreachable``: the run failed because the model server could not be reached."""
-        end = RunEnd(
-            ws=self.ws,
-            store=self.store,
-            run_id=run_id,
-            outcome=outcome,
-            model_unreachable=unreachable,
-        )
-        for hook in self.hooks.after_run:
-            try:
-                started = hook(end)
-            except Exception as exc:  # a hook must never break the chat
-                log.warning("after-run hook %s failed for run %s: %s", hook, run_id, exc)
-                continue
-            if started is not None:
-                self._background.append(started)
+        end = RunEnd(self.ws, self.store, run_id, outcome, model_unreachable=unreachable)
+        self._background.extend(self.hooks.run_after(end))
 
     def _maintain(self) -> None:
         """The memory table's maintenance, on the writer after the run's own writes."""

@@ -245,17 +245,24 @@ class ToolGuardMiddleware(AgentMiddleware):
             return request
         return request.override(tool_call={**request.tool_call, "args": edited})
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def _ready(self, request: Any) -> tuple[Any, float, Any]:
+        """The request as it will run (repaired, with a person's edit), when the tool's own
+        time started, and the answer to give instead of running it (None: it runs)."""
         request = self._repaired(request)
         call = request.tool_call
         started = self._start(call)
         waited = self.run.rescue.approval_s
-        result = self._refuse(call, request.tool)
+        refused = self._refuse(call, request.tool)
         started += self.run.rescue.approval_s - waited  # the person's time is not the tool's
-        if result is not None:
-            self._finish(call, result, started)
-            return result
-        request = self._edited(request)
+        if refused is not None:
+            self._finish(call, refused, started)
+            return request, started, refused
+        return self._edited(request), started, None
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        request, started, refused = self._ready(request)
+        if refused is not None:
+            return refused
         call = request.tool_call  # what runs is what the audit keeps (a person's edit)
         with consent_given(self._consents.pop(call["id"], None)):
             result = handler(request)
@@ -263,17 +270,10 @@ class ToolGuardMiddleware(AgentMiddleware):
         return self._with_lessons(call, result)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        request = self._repaired(request)
+        request, started, refused = self._ready(request)
+        if refused is not None:
+            return refused
         call = request.tool_call
-        started = self._start(call)
-        waited = self.run.rescue.approval_s
-        result = self._refuse(call, request.tool)
-        started += self.run.rescue.approval_s - waited  # the person's time is not the tool's
-        if result is not None:
-            self._finish(call, result, started)
-            return result
-        request = self._edited(request)
-        call = request.tool_call  # what runs is what the audit keeps (a person's edit)
         with consent_given(self._consents.pop(call["id"], None)):
             result = await handler(request)
         self._finish(call, result, started)
