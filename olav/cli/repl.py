@@ -418,14 +418,10 @@ def resume_target(ws: Workspace, agent: str, thread: str | None, resume_last: bo
     """The thread the chat continues (its info), or None for a new one."""
     if thread is None and not resume_last:
         return None
-    from olav.runtime.threads import ThreadStore
+    from olav.cli.threads import open_threads
 
-    store = ThreadStore.for_workspace(ws)
-    try:
-        info = store.get(thread) if thread is not None else store.last(agent)
-    finally:
-        store.close()
-    return info
+    with open_threads(ws) as store:
+        return store.get(thread) if thread is not None else store.last(agent)
 
 
 def run_repl(
@@ -462,13 +458,10 @@ def run_repl(
     )
     if info is not None:
         chat.console.print(f"continuing {info.id} ({counted(info.turns, 'turn')}):", style="dim")
-        from olav.runtime.threads import ThreadStore
+        from olav.cli.threads import open_threads
 
-        store = ThreadStore.for_workspace(ws)
-        try:
+        with open_threads(ws) as store:
             show_last_turns(chat.console, store, info.id)
-        finally:
-            store.close()
     elif resume_last:
         chat.console.print(f"no earlier conversation with {agent}: starting a new one", style="dim")
     _drafts_waiting(chat)

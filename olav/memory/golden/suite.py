@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import statistics
 import tempfile
 import time
@@ -62,6 +61,7 @@ from olav.memory.store.textvectors import (
     RecordingEmbedder,
     load_vectors,
     save_keyed,
+    vectors_file,
 )
 
 AGENT = "ops"
@@ -310,8 +310,7 @@ def run_golden(
 
 def vectors_path(data: Path, embedder_name: str) -> Path:
     """Where the vectors of the golden set at ``data`` made by ``embedder_name`` are kept."""
-    slug = re.sub(r"[^a-z0-9]+", "-", embedder_name.lower()).strip("-")
-    return Path(data) / f"vectors-{slug}.npz"
+    return vectors_file(data, embedder_name, stem="vectors")
 
 
 def shipped_vectors(embedder: Embedder, data: Path = DATA) -> dict[str, Any]:

@@ -27,10 +27,11 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-def vectors_file(folder: Path, embedder_name: str) -> Path:
-    """Where the vectors made by ``embedder_name`` are kept in ``folder``."""
+def vectors_file(folder: Path, embedder_name: str, stem: str = "template-vectors") -> Path:
+    """Where the vectors made by ``embedder_name`` are kept in ``folder`` (``stem``: which
+    texts they are of; the golden set's are ``vectors``)."""
     slug = re.sub(r"[^a-z0-9]+", "-", embedder_name.lower()).strip("-")
-    return folder / f"template-vectors-{slug}.npz"
+    return Path(folder) / f"{stem}-{slug}.npz"
 
 
 def save_vectors(path: Path, embedder_name: str, texts: Sequence[str], vectors: np.ndarray) -> None:
