@@ -2,13 +2,13 @@
 
 DuckDB lets only one process open a database file at a time ("Conflicting lock"), even
 read-only. So every operation opens a connection, does its work and closes it, retrying with
-jittered back-off while another process holds the file.
+jittered back-off while another process holds the file. Opening is attaching the file to the
+process's one DuckDB instance (olav.audit.host), not building an instance each time.
 """
 
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -172,21 +172,24 @@ def _is_lock_error(exc: Exception) -> bool:
 
 @contextmanager
 def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Iterator[Any]:
-    """A short-lived connection, retried with jittered back-off while the file is locked."""
+    """A short-lived connection, retried with jittered back-off while the file is locked
+    (olav.audit.host: the file is attached to this process's DuckDB while it is used)."""
     import duckdb
 
+    from olav.audit.host import InUseReadOnly, attach, detach
+
+    key = str(path)
     delay = 0.01
-    guard = _opening(path)
     for attempt in range(attempts):
         try:
-            with guard:  # DuckDB's cache of open files races when one process's threads meet
-                created = not read_only and not path.exists()
-                con = duckdb.connect(str(path), read_only=read_only)
-                if created:  # DuckDB makes it 0644; it holds every operator's runs
-                    tighten(path)
+            created = not read_only and not path.exists()
+            con = attach(key, read_only=read_only)
+            if created:  # DuckDB makes it 0644; it holds every operator's runs
+                tighten(path)
             break
-        except (duckdb.IOException, duckdb.ResourceInUseException) as exc:
-            if not _is_lock_error(exc) or attempt == attempts - 1:
+        except (duckdb.IOException, duckdb.ResourceInUseException, InUseReadOnly) as exc:
+            locked = isinstance(exc, InUseReadOnly) or _is_lock_error(exc)
+            if not locked or attempt == attempts - 1:
                 raise AuditBusyError(
                     f"audit database {path} is locked by another process",
                     hint="Retry in a moment; if it persists, stop the other olav process",
@@ -196,19 +199,7 @@ def connect(path: Path, *, attempts: int = 60, read_only: bool = False) -> Itera
     try:
         yield con
     finally:
-        with guard:
-            con.close()
-
-
-_OPENING: dict[str, threading.Lock] = {}
-_OPENING_LOCK = threading.Lock()
-
-
-def _opening(path: Path) -> threading.Lock:
-    """The lock this process takes around opening and closing ``path`` (one per file)."""
-    key = str(path)
-    with _OPENING_LOCK:
-        return _OPENING.setdefault(key, threading.Lock())
+        detach(key, con)
 
 
 def applied_versions(con: Any) -> list[int]:

@@ -235,8 +235,8 @@ class Session:
         branch; with ``resume`` None as well, nothing is added: regenerate)."""
         built = self.built
         check_fits(built.window, text)
-        self.decisions.drain(self.audit)  # the previous run's, off its reply path
         if self._last_patterns and CORRECTION.search(text):
+            self.decisions.drain(self.audit)  # the previous run's, before the correction's
             why = "the user corrected its SQL in the next message"
             invalidate_ids(self.store, self._last_patterns, self.audit, reason=why)
         self._last_patterns = []
@@ -251,6 +251,7 @@ class Session:
 
     def _ask(self, built: BuiltAgent, text: str, claim: str, resume: Any) -> TurnResult:
         with self.audit.batch():  # the run's start, in one opening of the audit
+            self.decisions.drain(self.audit)  # the previous run's, off its reply path
             run_id = self.audit.start_run(
                 self.agent_name, self.session_id, text, built.model_name, thread_id=self.thread_id
             )
