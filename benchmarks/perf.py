@@ -193,6 +193,10 @@ def run_perf(opts: PerfOptions = PerfOptions(), progress: Progress | None = None
         report["second_look"] = measure_second_look(
             rows=min(400, sizes[-1]), queries=max(20, opts.queries)
         )
+        say("opening the audit database, and a chat run's audit")
+        from benchmarks.waits import measure_audit
+
+        report["audit"] = measure_audit(tmp, max(20, opts.queries))
         if opts.cli_runs:
             _measure_cli(run, report, opts.cli_runs)
         if opts.remote:

@@ -174,6 +174,26 @@ def _reply_path_section(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _audit_section(report: dict[str, Any]) -> list[str]:
+    a = report.get("audit")
+    if not a:
+        return []
+    rows = [
+        ["open audit.duckdb and read a count (attached to the process's DuckDB)", a["attached"]],
+        [
+            "the same with a DuckDB instance of its own (every opening before stop 48)",
+            a["own_instance"],
+        ],
+        ["a chat run's audit: start, recall log, tool call, end (four openings)", a["chat_run"]],
+    ]
+    return [
+        "",
+        f"### The audit database (ms), {a['attached']['n']} times each",
+        "",
+        *_table(["what", "p50", "p95"], [[w, c["p50"], c["p95"]] for w, c in rows]),
+    ]
+
+
 def _guides_section(report: dict[str, Any]) -> list[str]:
     g = report.get("guides")
     if not g:
@@ -283,6 +303,7 @@ def markdown_perf(report: dict[str, Any]) -> str:
     out += _recall_section(report)
     out += _capture_section(report)
     out += _reply_path_section(report)
+    out += _audit_section(report)
     out += _guides_section(report)
     if report.get("second_look"):
         from benchmarks.perf_second_look import markdown_second_look

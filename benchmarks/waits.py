@@ -335,3 +335,49 @@ def wait_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         *_rss_targets(report),
     ]
     return [_target(row) for row in rows]
+
+
+def measure_audit(root: Path, n: int) -> dict[str, Any]:
+    """What opening audit.duckdb costs (olav.audit.host attaches the file to the process's
+    one DuckDB), beside what a DuckDB instance of its own costs (how every opening was made
+    before), and a chat run's audit as the Session writes it: its start in one opening, a
+    recall log and a tool call on their own, its end in one opening."""
+    import duckdb
+
+    from benchmarks.timing import latencies_ms, summary
+    from olav.audit.db import connect, migrate
+    from olav.audit.recorder import AuditRecorder, ToolCallEntry
+    from olav.memory.recall.recaller import RecallResult
+
+    path = root / "audit-bench.duckdb"
+    migrate(path)
+    audit = AuditRecorder(path, migrated=True)
+
+    def attached(_: int) -> None:
+        with connect(path) as con:
+            con.execute("SELECT count(*) FROM runs").fetchall()
+
+    def own_instance(_: int) -> None:
+        con = duckdb.connect(str(path))
+        try:
+            con.execute("SELECT count(*) FROM runs").fetchall()
+        finally:
+            con.close()
+
+    def chat_run(i: int) -> None:
+        with audit.batch():
+            run_id = audit.start_run("core", "bench", f"q{i}", "m", thread_id="t")
+            audit.message(run_id, "user", f"q{i}")
+        audit.recall(run_id, "core", RecallResult(query=f"q{i}", agent="core", tier="small"))
+        audit.tool_call(
+            run_id, "core", ToolCallEntry("db_query", {"sql": "SELECT 1"}, "1", "success", 2.0)
+        )
+        with audit.batch():
+            audit.message(run_id, "assistant", "done")
+            audit.end_run(run_id, "completed", outcome="completed")
+
+    return {
+        "attached": summary(latencies_ms(attached, n)),
+        "own_instance": summary(latencies_ms(own_instance, n)),
+        "chat_run": summary(latencies_ms(chat_run, n)),
+    }

@@ -46,6 +46,15 @@ def test_report_is_json_safe_and_describes_the_machine(report: dict[str, Any]) -
     assert report["settings"]["sizes"] == list(SIZES)
 
 
+def test_the_audit_cells_time_an_opening_both_ways_and_a_chat_runs_writes(
+    report: dict[str, Any],
+) -> None:
+    audit = report["audit"]
+    assert set(audit) == {"attached", "own_instance", "chat_run"}
+    for cell in audit.values():
+        assert cell["n"] == 20 and 0 < cell["p50"] <= cell["p95"]
+
+
 def test_recall_cells_cover_every_mode_and_the_numpy_baseline(report: dict[str, Any]) -> None:
     assert [b["memories"] for b in report["recall"]] == list(SIZES)
     for block in report["recall"]:
