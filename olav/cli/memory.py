@@ -171,13 +171,7 @@ def stats(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     """Rows per category and scope, the embedder, its dimension and the index state."""
     ws = open_workspace()
     store = open_store(ws)
-    data = store.stats()
-    # other operators' private scopes are not named; their rows are counted together
-    reader, by_scope = _reader(ws), data["by_scope"]
-    hidden = sum(n for scope, n in by_scope.items() if not reader.allows(scope))
-    data["by_scope"] = {s: n for s, n in by_scope.items() if reader.allows(s)}
-    if hidden:
-        data["by_scope"]["(other operators, private)"] = hidden
+    data = store.stats(_reader(ws))  # other operators' private scopes are not named
     if as_json:
         print_json(data)
         return

@@ -192,6 +192,27 @@ def test_recall_reads_the_agent_the_user_and_the_team_and_no_one_else() -> None:
         assert sorted(recaller.scopes) == sorted(VISIBLE)
 
 
+def test_the_agents_memory_stats_tool_names_only_the_operators_own_scopes(
+    tmp_path: Path,
+) -> None:
+    """The agent's ``memory_stats`` counts another operator's private rows without naming
+    their scope (as ``olav memory stats`` does)."""
+    from olav.core.config import Config
+    from olav.memory.store.table import OTHERS_PRIVATE
+    from olav.runtime.tools.base import ToolContext
+    from olav.runtime.tools.memory import memory_stats
+
+    store = hash_store(tmp_path / "m.lance")
+    store.upsert(
+        [rec("a", "alice's note", scope="user:alice"), rec("b", "bob's", scope="user:bob")]
+    )
+    cfg = Config.load(None, environ={"OLAV_MEMORY_USER": "alice"})
+    ctx = ToolContext(tmp_path, tmp_path, tmp_path, tmp_path, "core", lambda: store, config=cfg)
+    shown = memory_stats(ctx)
+    assert "user:alice 1" in shown and f"{OTHERS_PRIVATE} 1" in shown
+    assert "bob" not in shown
+
+
 # -- every read path, through the CLI ---------------------------------------------------------
 
 # the operator of the workspace below, and what they may never read (another operator's

@@ -421,7 +421,9 @@ class MemoryStore(Searching, maintenance.Maintaining):
             q = q.where(where)
         return q.limit(max(total, 1)).to_arrow()
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, reader: Reader) -> dict[str, Any]:
+        """Rows per category and per scope; the scopes ``reader`` may not read are not
+        named, their rows counted together as ``OTHERS_PRIVATE``."""
         cols = self.column_values(["category", "scope"]).to_pylist()
         by_cat: dict[str, int] = {}
         by_scope: dict[str, int] = {}
@@ -433,7 +435,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
             "embedder": self.embedder.name,
             "dim": self.embedder.dim,
             "by_category": dict(sorted(by_cat.items())),
-            "by_scope": dict(sorted(by_scope.items())),
+            "by_scope": _named(by_scope, reader),
             "indexes": self.index_state(),
             "version": self._table.version,
         }
@@ -442,6 +444,15 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     def backups(self) -> list[str]:
         return sorted(t for t in self._tables() if t.startswith(BACKUP_PREFIX))
+
+
+OTHERS_PRIVATE = "(other operators, private)"
+
+
+def _named(by_scope: dict[str, int], reader: Reader) -> dict[str, int]:
+    named = {k: n for k, n in sorted(by_scope.items()) if reader.allows(k)}
+    hidden = sum(n for k, n in by_scope.items() if not reader.allows(k))
+    return {**named, OTHERS_PRIVATE: hidden} if hidden else named
 
 
 def _required(filter: SearchFilter, method: str) -> str | None:

@@ -47,7 +47,10 @@ class NoArgs(ToolArgs):
 
 
 def memory_stats(ctx: ToolContext) -> str:
-    s = ctx.store.stats()
+    from olav.memory.store.scopes import EVERYONE, Reader
+
+    # the agent's operator's view: other operators' private scopes are not named
+    s = ctx.store.stats(Reader.of(ctx.config) if ctx.config else EVERYONE)
     cats = ", ".join(f"{k} {v}" for k, v in s["by_category"].items())
     scopes = ", ".join(f"{k} {v}" for k, v in s["by_scope"].items())
     return f"{s['rows']} rows ({s['embedder']}, {s['dim']}-d). Categories: {cats}. Scopes: {scopes}"
