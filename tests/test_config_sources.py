@@ -66,6 +66,16 @@ def test_a_key_set_back_to_its_default_is_the_default(tmp_path: Path) -> None:
     assert cfg.source("llm.model") == "OLAV_LLM_MODEL"  # the variable says so, whatever it holds
 
 
+def test_a_bare_off_in_olav_yaml_is_the_word_off(tmp_path: Path) -> None:
+    """YAML reads an unquoted off as false: a word setting takes it as the word it was."""
+    path = tmp_path / "olav.yaml"
+    path.write_text("memory:\n  relevance: off\n  second_opinion: off\n")
+    cfg = Config.load(path, environ={})
+    assert cfg["memory.relevance"] == "off" and cfg["memory.second_opinion"] == "off"
+    policy = policy_for(cfg)
+    assert policy.relevance == "off" and policy.floors is None
+
+
 def test_olav_config_shows_calibration_for_calibrated_relevance(
     hash_ws: Path, olav: OlavCli
 ) -> None:

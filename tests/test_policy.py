@@ -22,6 +22,7 @@ from olav.memory.lifecycle.decay import decay_weight
 from olav.memory.policy import DEFAULTS, Floors, MemoryPolicy, policy_for
 from olav.memory.recall.calibration import save_workspace_calibration
 from olav.memory.recall.recaller import Recaller, RecallOptions
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import HASH_CONFIG, OlavCli, OlavMain, hash_store, rec, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +196,7 @@ def test_capture_ttl_and_decay_read_the_policy(tmp_path: Path) -> None:
     ev = ToolEvent("netops", "backup_device_config", {"device": "r1"}, "saved", "success")
     assert capture(store, [ev], question="back up r1", run_id="r1") == []  # default rule
     (rid,) = capture(store, [ev], question="back up r1", run_id="r1", policy=policy)
-    row = store.get(rid)
+    row = store.read(rid, EVERYONE)
     assert row is not None and row.expires_at is not None
     assert abs(row.expires_at - (datetime.now(UTC) + timedelta(days=7))) < timedelta(minutes=5)
     old = rec(
@@ -463,3 +464,62 @@ def test_every_key_of_the_table_is_read_and_a_bad_value_names_it(row: Any) -> No
     got = value[entry] if entry else value
     assert got != getattr(policy_module.DEFAULTS, row.field) or row.each
     assert built.sources.get(f"{row.field}.{entry}" if entry else row.field, "").endswith(path)
+
+
+# for each field of the table, a valid value other than the default, as olav.yaml writes it
+# at the row's key (a mapping row: at its first entry)
+_NOT_THE_DEFAULT: dict[str, object] = {
+    "quotas": 4, "tier_totals": 4, "token_budget": 700, "episode_share": 0.5, "candidates": 7,
+    "recent_episodes": 3, "tool_lessons": 3, "relevance": "0.1,0,0,0.1,0.1,0.01",
+    "floors": "0.1,0,0,0.1,0.1,0.01", "second_opinion": "off", "judge_band": 0.05,
+    "judge_close_calls": 4, "rerank_uncalibrated": [0.8, 0.1], "write_verbs": ["ship"],
+    "never_capture": ["x"], "confidence": 0.4, "episode_every_turns": 4,
+    "lesson_dedup": "0.25", "supersede_distance": 0.1, "conflicts": "review", "ttl": 3,
+    "half_life_days": 9, "category_half_life": 5.0, "no_decay_origins": ["user"],
+    "capacity": 9,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", policy_module.POLICY_TABLE, ids=lambda r: r.field)
+def test_every_row_of_the_table_round_trips_from_olav_yaml(
+    tmp_path: Path, row: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row, an older memory.* setting or a memory.policy key, is read by the table:
+    its key set in olav.yaml changes its own field and no other (memory.relevance sets the
+    mode and the floors, two rows of one key), the value's source names that key, and the
+    value is what the row's reader returns."""
+    import dataclasses
+
+    import yaml
+
+    from olav.memory.policy import table
+
+    entry = (row.entries or row.each)[0] if row.each else ""
+    key = f"{row.path}.{entry}" if entry else row.path
+    assert policy_module.yaml_key(row.field, entry or None) == key
+    tree: dict[str, Any] = {}
+    node = tree
+    *heads, last = key.split(".")
+    for head in heads:
+        node = node.setdefault(head, {})
+    node[last] = _NOT_THE_DEFAULT[row.field]
+    (tmp_path / "olav.yaml").write_text(yaml.safe_dump(tree))
+    cfg = Config.load(tmp_path / "olav.yaml", environ={})
+    built = table.build_policy(cfg)
+    changed = {f for f in DEFAULTS.to_json() if getattr(built, f) != getattr(DEFAULTS, f)}
+    assert changed == {r.field for r in table.POLICY_TABLE if r.path == row.path}
+    name = f"{row.field}.{entry}" if entry else row.field
+    if row.own_source:
+        assert built.source(name) == f"{tmp_path / 'olav.yaml'}: {key}"
+    else:
+        assert name not in built.sources
+    # the row's own reader made the value: swap it for one that returns a marker
+    marker = object()
+    if row.read is not None:
+        swapped = dataclasses.replace(row, read=lambda b, k, v: marker)
+    else:
+        swapped = dataclasses.replace(row, from_setting=lambda k, v: marker)
+    rows = tuple(swapped if r is row else r for r in table.POLICY_TABLE)
+    monkeypatch.setattr(table, "POLICY_TABLE", rows)
+    got = getattr(table.build_policy(cfg), row.field)
+    assert (got[entry] if entry else got) is marker

@@ -65,6 +65,8 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
                 raise ValueError(value)
         elif want is int and isinstance(value, bool):
             raise ValueError(value)
+        elif want is str and isinstance(value, bool):  # YAML reads a bare off/on as a bool
+            out = "on" if value else "off"
         else:
             out = want(value)
     except (TypeError, ValueError):

@@ -33,6 +33,7 @@ from typing import Any
 
 from olav.memory.policy.show import display_rows, policy_rows, source_label
 from olav.memory.policy.table import (
+    POLICY_SETTINGS,
     POLICY_TABLE,
     YAML_KEYS,
     build_policy,
@@ -54,14 +55,6 @@ from olav.memory.policy.values import (
 
 _BUILT: dict[str, MemoryPolicy] = {}
 _BUILT_LOCK = threading.Lock()
-_POLICY_SETTINGS = (
-    "memory.token_budget",
-    "memory.half_life_days",
-    "memory.relevance",
-    "memory.second_opinion",
-    "memory.dedup_distance",
-    "memory.judge_band",
-)
 
 
 def policy_for(config: Any) -> MemoryPolicy:
@@ -75,8 +68,8 @@ def policy_for(config: Any) -> MemoryPolicy:
         raw = config.get(POLICY_KEY)
     key = json.dumps(
         [
-            [setting(config, k) for k in _POLICY_SETTINGS],
-            {k: origins.get(k) for k in (*_POLICY_SETTINGS, POLICY_KEY)},
+            [setting(config, k) for k in POLICY_SETTINGS],
+            {k: origins.get(k) for k in (*POLICY_SETTINGS, POLICY_KEY)},
             raw,
         ],
         sort_keys=True,
@@ -99,6 +92,7 @@ __all__ = [
     "DEFAULT_SOURCE",
     "FLOOR_FIELDS",
     "POLICY_KEY",
+    "POLICY_SETTINGS",
     "POLICY_TABLE",
     "TIERS",
     "UNBOUNDED",

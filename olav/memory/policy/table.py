@@ -1,7 +1,7 @@
 """How a policy is built from a configuration: one declarative table (:data:`POLICY_TABLE`) of
-(MemoryPolicy field, olav.yaml path, reader), the readers that turn a YAML value into a field
-or a one-line error naming the key, and the older ``memory.*`` settings that set a value
-first."""
+(MemoryPolicy field, olav.yaml path, reader), and the readers that turn a value into a field
+or a one-line error naming the key. A row reads either an older ``memory.*`` setting (these
+are applied first) or a key under ``memory.policy``; the build itself has no row of its own."""
 
 from __future__ import annotations
 
@@ -164,35 +164,14 @@ def _origin(config: Any, key: str) -> str:
 
 
 def _from_settings(b: _Builder, config: Any) -> None:
-    """The older ``memory.*`` keys that set a policy value."""
-    simple = {
-        "token_budget": ("memory.token_budget", int),
-        "half_life_days": ("memory.half_life_days", float),
-        "judge_band": ("memory.judge_band", float),
-    }
-    for name, (key, kind) in simple.items():
-        value = kind(setting(config, key))
-        if value != getattr(DEFAULTS, name):
-            b.changes[name] = value
-        b.sources[name] = _origin(config, key)
-    relevance = str(setting(config, "memory.relevance")).strip().lower()
-    if relevance not in ("auto", "off"):
-        b.changes["floors"] = parse_floors(relevance)
-        relevance = "manual"
-    b.changes["relevance"] = relevance
-    b.sources["relevance"] = _origin(config, "memory.relevance")
-    second = str(setting(config, "memory.second_opinion")).strip().lower()
-    b.changes["second_opinion"] = second
-    b.sources["second_opinion"] = _origin(config, "memory.second_opinion")
-    dedup = str(setting(config, "memory.dedup_distance")).strip()
-    if dedup != "auto":
-        try:
-            b.changes["lesson_dedup"] = float(dedup)
-        except ValueError:
-            raise ConfigError(
-                f"memory.dedup_distance must be a number or auto, got {dedup!r}"
-            ) from None
-    b.sources["lesson_dedup"] = _origin(config, "memory.dedup_distance")
+    """The older ``memory.*`` settings, each read by the rows of :data:`POLICY_TABLE` that
+    name it, and where each value came from."""
+    for row in POLICY_TABLE:
+        if row.from_setting is None:
+            continue
+        b.changes[row.field] = row.from_setting(row.path, setting(config, row.path))
+        if row.own_source:
+            b.sources[row.field] = _origin(config, row.path)
 
 
 def _apply_policy(b: _Builder, raw: Any) -> None:
@@ -247,17 +226,25 @@ def build_policy(config: Any) -> MemoryPolicy:
 
 @dataclass(frozen=True)
 class PolicyKey:
-    """One row of :data:`POLICY_TABLE`: the MemoryPolicy ``field``, the olav.yaml ``path``
-    that sets it, how a ``memory.policy`` value is ``read`` (None: an older ``memory.*``
-    setting, read with the settings), for a mapping read entry by entry the entries it takes
-    (``each``, merged over the defaults), and the ``entries`` `olav memory policy` names
-    (None: every entry the field has)."""
+    """One row of :data:`POLICY_TABLE`: the MemoryPolicy ``field`` and the olav.yaml ``path``
+    that sets it, and exactly one of two readers. ``read`` takes a value under
+    ``memory.policy`` (for a mapping read entry by entry, ``each`` lists the entries it takes,
+    merged over the defaults); ``from_setting`` takes the value of the older ``memory.*``
+    setting named by ``path`` (``own_source`` False: the field shares another row's source
+    and records none). ``entries`` are those `olav memory policy` names (None: every entry
+    the field has)."""
 
     field: str
     path: str
     read: Callable[[_Builder, str, Any], Any] | None = None
     each: tuple[str, ...] = ()
     entries: tuple[str, ...] | None = None
+    from_setting: Callable[[str, Any], Any] | None = None
+    own_source: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.read is None) == (self.from_setting is None):
+            raise TypeError(f"policy row {self.field}: needs exactly one of read, from_setting")
 
 
 def _at_least(minimum: int) -> Callable[[_Builder, str, Any], int]:
@@ -295,37 +282,76 @@ def _bound(b: _Builder, key: str, raw: Any) -> int | None:
     return _capacity(b, key, raw)
 
 
+# readers of the older memory.* settings (for a Config the settings layer has already checked
+# each value's type): the policy's reading of the value, or a one-line error naming the key
+
+
+def _as_int(key: str, raw: Any) -> int:
+    return int(raw)
+
+
+def _as_float(key: str, raw: Any) -> float:
+    return float(raw)
+
+
+def _lowered(key: str, raw: Any) -> str:
+    return str(raw).strip().lower()
+
+
+def _relevance_mode(key: str, raw: Any) -> str:
+    """auto, off, or manual for anything else (the floors row reads those numbers)."""
+    mode = _lowered(key, raw)
+    return mode if mode in ("auto", "off") else "manual"
+
+
+def _relevance_floors(key: str, raw: Any) -> Floors | None:
+    mode = _lowered(key, raw)
+    return None if mode in ("auto", "off") else parse_floors(mode)
+
+
+def _lesson_dedup(key: str, raw: Any) -> float | None:
+    text = str(raw).strip()
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"{key} must be a number or auto, got {text!r}") from None
+
+
 _P = POLICY_KEY
 _CATS = tuple(CATEGORIES)
 # the categories whose writers read the workspace's policy (imports use the defaults)
 _WRITTEN = ("operational_event", "query_pattern", "reflection", "episode")
 
-# every value olav.yaml can set, once: the parser reads memory.policy by it, `olav memory
-# policy` names each value by its key, and a test writes every key back into olav.yaml. A
-# field absent here (or an entry absent from a row's entries) has no key: it is built in.
+# every value olav.yaml can set, once: the build reads the older settings and memory.policy
+# by it, `olav memory policy` names each value by its key, and a test writes every key back
+# into olav.yaml. A field absent here (or an entry absent from a row's entries) has no key:
+# it is built in.
 POLICY_TABLE: tuple[PolicyKey, ...] = (
     PolicyKey("quotas", f"{_P}.quotas", _at_least(0), _CATS),
     PolicyKey("tier_totals", f"{_P}.tier_totals", _at_least(0), TIERS),
-    PolicyKey("token_budget", "memory.token_budget"),
+    PolicyKey("token_budget", "memory.token_budget", from_setting=_as_int),
     PolicyKey("episode_share", f"{_P}.episode_share", _share),
     PolicyKey("candidates", f"{_P}.candidates", _at_least(1)),
     PolicyKey("recent_episodes", f"{_P}.recent_episodes", _at_least(1)),
     PolicyKey("tool_lessons", f"{_P}.tool_lessons", _at_least(1)),
-    PolicyKey("relevance", "memory.relevance"),
-    PolicyKey("floors", "memory.relevance"),
-    PolicyKey("second_opinion", "memory.second_opinion"),
-    PolicyKey("judge_band", "memory.judge_band"),
+    PolicyKey("relevance", "memory.relevance", from_setting=_relevance_mode),
+    # the floors' source is memory.relevance's, recorded under relevance (see floors_for)
+    PolicyKey("floors", "memory.relevance", from_setting=_relevance_floors, own_source=False),
+    PolicyKey("second_opinion", "memory.second_opinion", from_setting=_lowered),
+    PolicyKey("judge_band", "memory.judge_band", from_setting=_as_float),
     PolicyKey("judge_close_calls", f"{_P}.second_look.close_calls", _at_least(1)),
     PolicyKey("rerank_uncalibrated", f"{_P}.second_look.uncalibrated", _accept_reject),
     PolicyKey("write_verbs", f"{_P}.capture.write_verbs", _words),
     PolicyKey("never_capture", f"{_P}.capture.never", _words),
     PolicyKey("confidence", f"{_P}.confidence", _unit, _WRITTEN, _WRITTEN),
     PolicyKey("episode_every_turns", f"{_P}.capture.episode_every_turns", _at_least(1)),
-    PolicyKey("lesson_dedup", "memory.dedup_distance"),
+    PolicyKey("lesson_dedup", "memory.dedup_distance", from_setting=_lesson_dedup),
     PolicyKey("supersede_distance", f"{_P}.dedup.supersede", lambda b, k, v: _number(b, k, v, 0.0)),
     PolicyKey("conflicts", f"{_P}.conflicts", _conflict, _CATS),
     PolicyKey("ttl", f"{_P}.ttl_days", _ttl, _CATS),
-    PolicyKey("half_life_days", "memory.half_life_days"),
+    PolicyKey("half_life_days", "memory.half_life_days", from_setting=_as_float),
     PolicyKey(
         "category_half_life", f"{_P}.half_life_days", lambda b, k, v: _number(b, k, v, 0.0), _CATS
     ),
@@ -344,6 +370,10 @@ YAML_KEYS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = tuple(
     (row.field, row.path, row.entries) for row in POLICY_TABLE
 )
 _YAML_KEY_OF = {name: (key, entries) for name, key, entries in YAML_KEYS}
+# the older memory.* settings the table reads, once each, in the table's order
+POLICY_SETTINGS: tuple[str, ...] = tuple(
+    dict.fromkeys(row.path for row in POLICY_TABLE if row.from_setting is not None)
+)
 # the sections under memory.policy, and the keys inside each nested one, in the table's order
 POLICY_SECTIONS: tuple[str, ...] = tuple(
     dict.fromkeys(
