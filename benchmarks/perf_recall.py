@@ -15,6 +15,7 @@ from benchmarks.perf_data import AGENT
 from benchmarks.timing import WARMUP, latencies_ms, paired_latencies_ms, summary
 from olav.memory.store.embedders import EmbedderProxy
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 
 K = 10
 
@@ -73,7 +74,9 @@ def vector_recall(store: Any, vectors: np.ndarray, qvecs: np.ndarray) -> float:
     a perf table is live and row ``i`` is memory ``m{i:07d}``, so the search filters none."""
     found = []
     for q in qvecs:
-        hits = store.search("", mode="vector", k=K, query_vector=q)
+        hits = store.search(
+            "", mode="vector", k=K, query_vector=q, filter=SearchFilter(reader=EVERYONE)
+        )
         exact = {f"m{int(i):07d}" for i in numpy_topk(vectors, q)}
         found.append(len(exact & {h.record.id for h in hits}) / K)
     return round(float(np.mean(found)), 3)
@@ -127,7 +130,7 @@ def _searcher(
             mode=mode,
             k=k,
             query_vector=qvecs[i],
-            filter=SearchFilter(scopes=scopes, categories=cats),
+            filter=SearchFilter(scopes=scopes, categories=cats, reader=EVERYONE),
         )
         if not hits:
             raise RuntimeError(f"{mode} search found nothing for {queries[i]!r}")

@@ -58,7 +58,7 @@ def run_threads_bench(turns: int = TURNS, repeat: int = REPEAT) -> dict[str, Any
         ws = Workspace.open(root)
         model = ScriptedChatModel(turns=[{"content": "ok"}] * (2 * repeat + 2))
         session = agent_session(ws, model=model, learn_from_failures=False)
-        session.built.graph.update_state(session._config(), {"messages": _messages(turns)})
+        session.seed(_messages(turns))  # the thread's history, through its checkpointer
         session.threads.create("core", session.thread_id)
         session.threads.sync(session.thread_id, session.thread_messages())
         thread = session.thread_id

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 
 from olav.memory.store.embedders import EmbedderProxy, HashEmbedder
+from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 
 if TYPE_CHECKING:
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     from olav.core.config import Workspace
     from olav.llm.models import ScriptedChatModel
     from olav.runtime.runner import Session
+
+EVERY_ROW = SearchFilter(reader=EVERYONE)
+"""Every live row of every scope: a test's search of its own table."""
 
 HASH_CONFIG = """\
 embedder:

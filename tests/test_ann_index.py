@@ -10,9 +10,10 @@ import pytest
 
 import olav.memory.store.maintenance as maintenance
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MemoryStore
-from tests.helpers import hash_store, rec
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 ROWS = 3000
 RARE = 15  # rows of scope 'rare', one every ROWS // RARE rows: spread over the partitions
@@ -71,7 +72,11 @@ def test_a_rare_scope_fills_k_from_every_partition(
         q = vectors[j]  # a 'big' row: its partition holds at most one 'rare' row
         for mode in ("vector", "hybrid"):
             hits = store.search(
-                "", mode=mode, filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=q
+                "",
+                mode=mode,
+                filter=SearchFilter(scopes=["rare"], reader=EVERYONE),
+                k=RARE,
+                query_vector=q,
             )
             assert {h.record.id for h in hits} == rare, (mode, j, min_probes)
 
@@ -96,7 +101,11 @@ def test_ordinary_queries_find_what_exact_search_finds(
     for i in rng.choice(big, size=20, replace=False):
         q = vectors[i] + 0.05 * _unit(rng, 1)[0]
         hits = store.search(
-            "", mode="vector", filter=SearchFilter(scopes=["big"]), k=10, query_vector=q
+            "",
+            mode="vector",
+            filter=SearchFilter(scopes=["big"], reader=EVERYONE),
+            k=10,
+            query_vector=q,
         )
         ids = [h.record.id for h in hits]
         assert len(ids) == 10 and f"r{i}" in ids
@@ -119,14 +128,18 @@ def test_maintain_replaces_an_old_ivf_hnsw_sq_index(tmp_path: Path) -> None:
     store, vectors = _indexed(tmp_path / "m.lance")
     _old_index(store)
     hits = store.search(
-        "", mode="vector", filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=vectors[1]
+        "",
+        mode="vector",
+        filter=SearchFilter(scopes=["rare"], reader=EVERYONE),
+        k=RARE,
+        query_vector=vectors[1],
     )
     assert len(hits) == RARE  # still searched as it is
     done = store.maintain()
     assert done["rebuilt"] and not done["ann_built"]
     assert store.index_state()["vector"]["type"] == "IvfSq"
     assert not store.maintain()["rebuilt"]  # once
-    hits = store.search("", mode="vector", k=1, query_vector=vectors[5])
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[5], filter=EVERY_ROW)
     assert hits[0].record.id == "r5"
 
 
@@ -139,7 +152,11 @@ def test_a_big_table_keeps_its_old_index_until_gc(
     assert not store.maintain()["rebuilt"]
     assert store.index_state()["vector"]["type"] == "IvfHnswSq"
     hits = store.search(
-        "", mode="hybrid", filter=SearchFilter(scopes=["rare"]), k=RARE, query_vector=vectors[2]
+        "",
+        mode="hybrid",
+        filter=SearchFilter(scopes=["rare"], reader=EVERYONE),
+        k=RARE,
+        query_vector=vectors[2],
     )
     assert len(hits) == RARE
     from olav.memory.lifecycle.decay import gc
@@ -163,7 +180,7 @@ def test_a_table_lancedb_answers_folds_every_write_into_its_indexes(tmp_path: Pa
     state = store.index_state()
     assert state["vector"]["unindexed"] == 0 and state["fts"]["unindexed"] == 0
     assert not store.needs_maintenance()
-    hits = store.search("", mode="vector", k=1, query_vector=vectors[6])
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[6], filter=EVERY_ROW)
     assert hits[0].record.id == "r6" and hits[0].record.access_count == 1
 
 
@@ -186,7 +203,7 @@ def test_a_big_table_rebuilds_once_its_stuck_fragments_pass_the_limit(
             break
     assert seen[-1] == (1, True), seen  # one fragment again, in one index segment
     assert all(f <= 7 for f, _ in seen), seen
-    hits = store.search("", mode="vector", k=1, query_vector=vectors[3])
+    hits = store.search("", mode="vector", k=1, query_vector=vectors[3], filter=EVERY_ROW)
     assert hits[0].record.id == "r3" and hits[0].record.access_count == 1
 
 
@@ -207,4 +224,7 @@ def test_maintain_removes_old_table_versions(
         assert len(store.table.list_versions()) <= 2  # the latest, and perhaps the one before
         sizes.append(sum(f.stat().st_size for f in store.path.rglob("*") if f.is_file()))
     assert sizes[-1] <= sizes[0] * 1.05, sizes
-    assert store.search("", mode="vector", k=1, query_vector=vectors[2])[0].record.id == "r2"
+    assert (
+        store.search("", mode="vector", k=1, query_vector=vectors[2], filter=EVERY_ROW)[0].record.id
+        == "r2"
+    )

@@ -22,8 +22,18 @@ from olav.core.errors import ConfigError
 from olav.memory.lifecycle.archive import Archive, enforce_capacity, restore
 from olav.memory.policy import DEFAULTS, MemoryPolicy, policy_for
 from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
-from tests.helpers import HASH_CONFIG, OlavCli, hash_store, olav_here, rec, run_olav, write_config
+from tests.helpers import (
+    EVERY_ROW,
+    HASH_CONFIG,
+    OlavCli,
+    hash_store,
+    olav_entry,
+    olav_here,
+    rec,
+    write_config,
+)
 
 OLD = datetime.now(UTC) - timedelta(days=90)
 
@@ -63,14 +73,14 @@ def test_the_lowest_value_rows_go_to_the_archive_and_are_never_recalled(tmp_path
     archived = {r.id: r for r in Archive(store).rows()}
     assert set(archived) == {"drop_old", "drop_unsure"}
     assert archived["drop_old"].vector is not None and archived["drop_old"].confidence == 0.3
-    hits = store.search("vlan guests lab", mode="hybrid", k=10)
+    hits = store.search("vlan guests lab", mode="hybrid", k=10, filter=EVERY_ROW)
     assert not {h.record.id for h in hits} & set(archived)
     log = memory_decisions(audit.path, kinds=("lifecycle",), limit=10)
     assert sorted(d["memory_id"] for d in log) == ["drop_old", "drop_unsure"]
     assert all(d["action"] == "archived" and "capacity 3" in d["reason"] for d in log)
     # restore puts a row back as it was (vector, counts); the archive no longer holds it
     assert restore(store, ["drop_old"], log=audit) == ["drop_old"]
-    back = store.get("drop_old", with_vector=True)
+    back = store.read("drop_old", EVERYONE, with_vector=True)
     assert back is not None and back.vector == archived["drop_old"].vector
     assert (back.confidence, back.updated_at) == (0.3, archived["drop_old"].updated_at)
     assert {r.id for r in Archive(store).rows()} == {"drop_unsure"}
@@ -147,7 +157,7 @@ def test_olav_memory_archive_list_and_restore(hash_ws: Path, olav: OlavCli) -> N
     data = json.loads(olav("memory", "archive", "list", "--json").output)
     assert sorted(r["id"] for r in data) == ["drop_old", "drop_unsure"]
     assert olav("memory", "archive", "restore", "drop_old").exit_code == 0
-    assert store.get("drop_old") is not None
+    assert store.read("drop_old", EVERYONE) is not None
     assert olav("memory", "archive", "restore", "nope").exit_code != 0
     kinds = json.loads(olav("memory", "log", "--kind", "lifecycle", "--json").output)
     assert {d["action"] for d in kinds} >= {"archived", "restored", "collected"}
@@ -197,7 +207,7 @@ def test_a_kill_in_the_middle_of_a_restore_is_finished_not_undone(tmp_path: Path
     assert enforce_capacity(store, _bounded(fact=4)) == []
     live, cold = {r.id for r in store.list_rows()}, {r.id for r in Archive(store).rows()}
     assert live == {"keep_used", "keep_sure", "pinned", "drop_old"} and cold == {"drop_unsure"}
-    back = store.get("drop_old")
+    back = store.read("drop_old", EVERYONE)
     assert back is not None and "archive_restoring" not in back.metadata
 
 
@@ -277,10 +287,10 @@ def test_a_team_table_on_s3_archives_and_restores_each_operator_s_own(
 
     theirs = json.loads(olav_here(bob, "memory", "archive", "list", "--json").stdout)
     assert theirs == []  # alice's private archived row is not bob's to see
-    refused = run_olav("memory", "archive", "restore", "a_old", cwd=bob, env=s3_env.env)
+    refused = olav_entry(bob, "memory", "archive", "restore", "a_old")
     assert refused.returncode != 0 and "'a_old' is not in the archive" in refused.stderr
     listed = json.loads(olav_here(alice, "memory", "archive", "list", "--json").stdout)
     assert [r["id"] for r in listed] == ["a_old"]
     assert olav_here(alice, "memory", "archive", "restore", "a_old").returncode == 0
-    back = MemoryStore.for_workspace(ws).get("a_old")
+    back = MemoryStore.for_workspace(ws).read("a_old", EVERYONE)
     assert back is not None and back.scope == mine and not Archive(store).rows()

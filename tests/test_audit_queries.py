@@ -74,15 +74,13 @@ def test_run_start_names_the_run_or_the_newest_running_one(audit: AuditRecorder)
     assert run_start(audit.path, "no-such-run") is None
 
 
-def test_errors_since_reads_runs_tool_calls_and_events(audit: AuditRecorder) -> None:
+def test_errors_since_reads_failed_runs_and_tool_calls(audit: AuditRecorder) -> None:
     rid = audit.start_run("netops", "s1", "q", "m")
     audit.end_run(rid, "error", "Conflicting lock on domain.duckdb")
     audit.tool_call(rid, "netops", ToolCallEntry("db_query", {}, "no column x", "error", 1.0))
-    audit.event(rid, "error", {"what": "disk full"})
     audit.event(rid, "note", {"what": "not an error"})
     found = errors_since(audit.path, datetime.now(UTC) - timedelta(hours=1))
     assert sorted(source for _text, _agent, source in found) == [
-        "audit:events",
         "audit:runs",
         "audit:tool_calls",
     ]

@@ -17,7 +17,7 @@ from olav.core.config import Workspace
 from olav.memory.golden.block import margin_scale, scaled
 from olav.memory.policy import Floors
 from olav.memory.recall import calibration
-from tests.helpers import run_olav, write_config
+from tests.helpers import olav_entry, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
@@ -114,7 +114,7 @@ def test_an_unreadable_calibration_never_fails_recall(stub_ws: tuple[Path, str],
 def test_calibrate_with_the_embedder_down_is_one_line(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     write_config(root, CONFIG.format(model="bge-m3", url="http://127.0.0.1:9"))
-    res = run_olav("memory", "calibrate", "--yes", cwd=root)
+    res = olav_entry(root, "memory", "calibrate", "--yes")
     assert res.returncode != 0
     lines = res.stderr.strip().splitlines()
     assert "127.0.0.1:9" in lines[0] and "Traceback" not in res.stderr

@@ -11,6 +11,7 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.memory.ingest.chatlog import import_chat
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavMain
 
@@ -40,24 +41,26 @@ def test_a_short_reply_is_recalled_by_its_surroundings_and_dates_narrow_it(e5_ws
     result = import_chat(store, write_chat(e5_ws / "incident.jsonl"), base=e5_ws)
     assert (result.messages, result.sessions, len(result.added)) == (10, 2, 10)
     reply = "chat_incident_00008"  # "Yes, 98 percent."
-    row = store.get(reply)
+    row = store.read(reply, EVERYONE)
     assert row is not None and row.text == "[20 June 2024] lin: Yes, 98 percent."
     assert row.context is not None and "Disk full on the backup server" in row.context
-    last_of_may = store.get("chat_incident_00005")
+    last_of_may = store.read("chat_incident_00005", EVERYONE)
     assert last_of_may is not None and last_of_may.context is not None
     assert "Backups of the branch routers" not in last_of_may.context  # windows keep to a session
 
     hits = store.search(
         "how full was the disk of the backup server",
         k=5,
-        filter=SearchFilter(categories=["document"]),
+        filter=SearchFilter(categories=["document"], reader=EVERYONE),
     )
     by_id = {h.record.id: h for h in hits}
     assert reply in by_id
     assert {"context_vector", "context_fts"} & set(by_id[reply].ranks)
 
     dated = store.search(
-        "what did lin say in May 2024", k=6, filter=SearchFilter(categories=["document"])
+        "what did lin say in May 2024",
+        k=6,
+        filter=SearchFilter(categories=["document"], reader=EVERYONE),
     )
     may = {f"chat_incident_{i:05d}" for i in range(6)}
     assert {h.record.id for h in dated[:3]} <= may

@@ -21,6 +21,7 @@ from olav.compose import LEARNING_TOOLS, agent_session
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
 from olav.llm.models import ScriptedChatModel
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.runtime.hooks import Callbacks
 from tests.helpers import OlavCli, scripted_ws, spawn_olav
@@ -46,7 +47,10 @@ EOF_ANSWER = "<Ctrl-D>"
 
 
 def stored(root: Path) -> bool:
-    return MemoryStore.for_workspace(Workspace.open(root)).get("fact_r1_loopback") is not None
+    return (
+        MemoryStore.for_workspace(Workspace.open(root)).read("fact_r1_loopback", EVERYONE)
+        is not None
+    )
 
 
 def audit_events(root: Path) -> list[tuple[str, dict[str, Any]]]:

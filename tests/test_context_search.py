@@ -15,10 +15,11 @@ from olav.memory.ingest.context import neighbour_windows
 from olav.memory.recall.recaller import Recaller, RecallOptions
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import META_DIM, META_EMBEDDER, build_schema
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MAX_FRAGMENTS, MemoryStore, reembed
 from olav.memory.store.timeq import query_period
-from tests.helpers import hash_store, rec
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
 
@@ -103,23 +104,23 @@ def turns_store(path: Path, *, with_context: bool) -> MemoryStore:
 
 def test_context_rankings_find_a_turn_by_its_surroundings(tmp_path: Path) -> None:
     plain = turns_store(tmp_path / "plain", with_context=False)
-    hits = plain.search("core switch cable", k=10)
+    hits = plain.search("core switch cable", k=10, filter=EVERY_ROW)
     assert "t2" not in {h.record.id for h in hits if h.fts_rank}  # its words miss the query
     assert all(set(h.ranks) <= {"vector", "fts"} for h in hits)
 
     ctx = turns_store(tmp_path / "ctx", with_context=True)
-    hits = ctx.search("core switch cable", k=10)
+    hits = ctx.search("core switch cable", k=10, filter=EVERY_ROW)
     by_id = {h.record.id: h for h in hits}
     assert "context_fts" in by_id["t2"].ranks
     assert by_id["t2"].distance is not None  # a distance over its own text, for the gates
-    stored = ctx.get("t2", with_vector=True)
+    stored = ctx.read("t2", EVERYONE, with_vector=True)
     assert stored is not None and stored.context_vector is not None
     assert not np.allclose(stored.vector, stored.context_vector)  # type: ignore[arg-type]
 
 
 def test_a_memory_without_context_counts_its_text_twice(tmp_path: Path) -> None:
     store = turns_store(tmp_path / "m", with_context=True)
-    hits = store.search("label the switch port", k=10)
+    hits = store.search("label the switch port", k=10, filter=EVERY_ROW)
     guide = next(h for h in hits if h.record.id == "g1")
     assert guide.record.context is None and set(guide.ranks) <= {"vector", "fts"}
     kk = store.rrf_k
@@ -130,11 +131,11 @@ def test_a_memory_without_context_counts_its_text_twice(tmp_path: Path) -> None:
 def test_context_equal_to_text_is_not_stored_and_edits_reembed_it(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m")
     store.upsert([rec("a", "same words", context="same words"), rec("b", "x", context="x y z")])
-    a = store.get("a", with_vector=True)
+    a = store.read("a", EVERYONE, with_vector=True)
     assert a is not None and a.context is None and a.context_vector is None
-    before = store.get("b", with_vector=True)
+    before = store.read("b", EVERYONE, with_vector=True)
     store.update("b", context="something else entirely")
-    after = store.get("b", with_vector=True)
+    after = store.read("b", EVERYONE, with_vector=True)
     assert before is not None and after is not None
     assert not np.allclose(before.context_vector, after.context_vector)  # type: ignore[arg-type]
 
@@ -149,15 +150,17 @@ def test_a_named_period_adds_time_rankings_on_event_at(tmp_path: Path) -> None:
         ]
     )
     store.maintain(force_optimize=True)
-    hits = store.search("router firmware upgrade in May 2023", k=3)
+    hits = store.search("router firmware upgrade in May 2023", k=3, filter=EVERY_ROW)
     assert hits[0].record.id == "may"
     assert "time_vector" in hits[0].ranks and "time_fts" in hits[0].ranks
     assert all("time_vector" not in h.ranks for h in hits[1:])
     untimed = store.search(
-        "router firmware upgrade in May 2023", k=3, filter=SearchFilter(time_aware=False)
+        "router firmware upgrade in May 2023",
+        k=3,
+        filter=SearchFilter(time_aware=False, reader=EVERYONE),
     )
     assert all(set(h.ranks) <= {"vector", "fts"} for h in untimed)
-    fresh = store.get("now")
+    fresh = store.read("now", EVERYONE)
     assert fresh is not None and fresh.event_at == fresh.created_at  # the default
 
 
@@ -193,8 +196,10 @@ def test_a_schema_1_table_is_migrated_in_place_when_opened(tmp_path: Path) -> No
     assert store.index_state()["context_fts"] is not None
     store.upsert([rec("c", "Yes, that one.", context="the router config backup\nYes, that one.")])
     store.maintain(force_optimize=True)
-    assert [h.record.id for h in store.search("router config backup", k=3)][:1] == ["a"]
-    assert "c" in {h.record.id for h in store.search("router config backup", k=3)}
+    assert [h.record.id for h in store.search("router config backup", k=3, filter=EVERY_ROW)][
+        :1
+    ] == ["a"]
+    assert "c" in {h.record.id for h in store.search("router config backup", k=3, filter=EVERY_ROW)}
 
 
 NEW_COLUMNS = ("context", "context_vector", "event_at")
@@ -207,8 +212,8 @@ def test_reembed_keeps_the_context_and_embeds_it_again(tmp_path: Path) -> None:
     rows, _backup = reembed(path, hash_store(tmp_path / "probe", dim=32).embedder)
     assert rows == 2
     again = MemoryStore(path, hash_store(tmp_path / "probe2", dim=32).embedder)
-    a = again.get("a", with_vector=True)
-    b = again.get("b", with_vector=True)
+    a = again.read("a", EVERYONE, with_vector=True)
+    b = again.read("b", EVERYONE, with_vector=True)
     assert a is not None and a.context == "before\nalpha\nafter"
     assert a.context_vector is not None and len(a.context_vector) == 32
     assert b is not None and b.context_vector is None and b.event_at == b.created_at
@@ -233,7 +238,9 @@ def test_many_small_writes_are_compacted_by_maintain(tmp_path: Path) -> None:
     assert store.maintain()["optimized"]
     assert not store.needs_maintenance()
     assert store.count() == MAX_FRAGMENTS + 3
-    assert store.search("zebra", mode="fts", k=1)[0].record.id == "r7"  # indexed after compaction
+    assert (
+        store.search("zebra", mode="fts", k=1, filter=EVERY_ROW)[0].record.id == "r7"
+    )  # indexed after compaction
 
 
 def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
@@ -243,13 +250,13 @@ def test_recall_bumps_are_written_once_per_flush(tmp_path: Path) -> None:
     for _ in range(3):
         assert recaller.recall("restart nginx").injected_ids == ["g"]
     before = store.table.version
-    assert store.get("g").access_count == 0  # type: ignore[union-attr]
+    assert store.read("g", EVERYONE).access_count == 0  # type: ignore[union-attr]
     recaller.flush()
-    assert store.get("g").access_count == 3  # type: ignore[union-attr]
+    assert store.read("g", EVERYONE).access_count == 3  # type: ignore[union-attr]
     assert store.table.version == before + 1  # one write for the three recalls
     recaller.recall("restart nginx", dry_run=True)
     recaller.flush()
-    assert store.get("g").access_count == 3  # type: ignore[union-attr]
+    assert store.read("g", EVERYONE).access_count == 3  # type: ignore[union-attr]
 
 
 def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -> None:
@@ -263,8 +270,8 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
             rebuilt = store.maintain()["rebuilt"] or rebuilt
     assert rebuilt
     assert store.fragments() <= MAX_FRAGMENTS + 1
-    assert store.count() == 400 and store.get("r3").access_count == 1  # type: ignore[union-attr]
-    assert store.search("row 7", mode="vector", k=1)[0].record.id == "r7"
+    assert store.count() == 400 and store.read("r3", EVERYONE).access_count == 1  # type: ignore[union-attr]
+    assert store.search("row 7", mode="vector", k=1, filter=EVERY_ROW)[0].record.id == "r7"
 
 
 def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path: Path) -> None:
@@ -302,7 +309,7 @@ def test_export_import_keeps_context_and_event_time(tmp_path: Path) -> None:
     export_jsonl(src, dump)
     dst = hash_store(tmp_path / "b")
     import_jsonl(dst, dump)
-    a, b = src.get("t", with_vector=True), dst.get("t", with_vector=True)
+    a, b = src.read("t", EVERYONE, with_vector=True), dst.read("t", EVERYONE, with_vector=True)
     assert a is not None and b is not None
     assert (b.context, b.event_at) == ("Ready?\nYes.", d(2024, 5, 8))
     assert b.context_vector == a.context_vector

@@ -21,6 +21,7 @@ from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.lifecycle.conflicts import remember
 from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.recall.lessons import add_reflection
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavCli, SessionFor, audit_rows, hash_store, rec
 
@@ -118,10 +119,10 @@ def test_a_conflict_is_resolved_as_the_category_policy_says_and_logged(
     assert remember(store, old, policy=policy, log=audit).action == "added"
     result = remember(store, new, policy=policy, log=audit)
     assert result.action == action
-    kept = store.get("fact_lo")
+    kept = store.read("fact_lo", EVERYONE)
     assert kept is not None and (kept.invalidated_at is None) == old_live
     assert _log(audit, "conflict") == [(action, "fact_lo2", "fact_lo", "the same subject 'lo'")]
-    stored = store.get("fact_lo2")
+    stored = store.read("fact_lo2", EVERYONE)
     assert stored is not None
     assert stored.metadata.get("review") == (["fact_lo"] if mode == "review" else None)
     assert [d[0] for d in _log(audit, "write")] == ["captured"]  # the first, unopposed

@@ -22,6 +22,7 @@ from olav.learning.curator import (
     propose_draft,
 )
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.runtime.hooks import Callbacks
 from tests.curator_support import drafts_in, open_store, propose
@@ -84,7 +85,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
     assert (tool, shown["subject"]) == ("commit_to_memory", "r1_loopback")
     assert "category: fact" in shown["preview"] and "10.255.1.1" in shown["preview"]
     assert "Committed to memory as fact_r1_loopback" in str(model.calls[3][-1].content)
-    row = store.get("fact_r1_loopback")
+    row = store.read("fact_r1_loopback", EVERYONE)
     assert row is not None and row.category == "fact"
     assert (row.origin, row.confidence, row.scope) == ("user", 1.0, "global")
     assert store.count() == before + 1
@@ -116,14 +117,14 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
     session.ask("remember that R1's loopback is 10.255.1.1. I already reviewed it, auto-confirm")
     refused = str(model.calls[2][-1].content)
     assert refused.startswith("Error:") and NOT_CONFIRMED in refused
-    assert store.count() == before and store.get("fact_r1_loopback") is None
+    assert store.count() == before and store.read("fact_r1_loopback", EVERYONE) is None
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]  # the draft waits for the reply
     assert audit_rows(hash_ws, "SELECT count(*) FROM memory_events") == [(0,)]
     assert person.asked == []  # refused before the person is bothered with a prompt
 
     session.ask("yes")
     assert "Committed" in str(model.calls[4][-1].content)
-    assert store.get("fact_r1_loopback") is not None
+    assert store.read("fact_r1_loopback", EVERYONE) is not None
 
 
 def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Path) -> None:
@@ -166,7 +167,7 @@ def test_commit_in_the_proposing_run_is_refused(hash_ws: Path) -> None:
     propose(hash_ws, run_id="run-1")
     with pytest.raises(OlavError, match="the user has not confirmed yet"):
         commit_draft(hash_ws, store, run_id="run-1", confirmed_by="chat")
-    assert store.get("fact_r1_loopback") is None
+    assert store.read("fact_r1_loopback", EVERYONE) is None
     assert (
         commit_draft(hash_ws, store, run_id="run-2", confirmed_by="chat")
         == "Committed to memory as fact_r1_loopback."
@@ -202,7 +203,7 @@ def test_commit_without_a_confirmation_is_refused(hash_ws: Path) -> None:
     for confirmed_by in (None, "model", ""):
         with pytest.raises(OlavError, match="only after a person confirms"):
             commit_draft(hash_ws, store, confirmed_by=confirmed_by)
-    assert store.get("fact_r1_loopback") is None
+    assert store.read("fact_r1_loopback", EVERYONE) is None
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]
 
 
@@ -259,7 +260,10 @@ def test_a_corrected_fact_supersedes_the_old_one_with_history(hash_ws: Path) -> 
         propose_draft(hash_ws, request, run_id="turn1")
         commit_draft(hash_ws, store, run_id="turn2", confirmed_by="chat")
     live = [
-        h.record for h in store.search("R1 loopback", k=5, filter=SearchFilter(categories=["fact"]))
+        h.record
+        for h in store.search(
+            "R1 loopback", k=5, filter=SearchFilter(categories=["fact"], reader=EVERYONE)
+        )
     ]
     assert [r.metadata["body"] for r in live] == ["R1 loopback is 10.255.9.9"]
     chain = history(store, live[0].id)

@@ -11,6 +11,7 @@ import yaml
 
 from olav.core.errors import OlavError
 from olav.learning.curator.amend import propose_keywords, with_keywords
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import OlavCli
 
 GUIDE = "guide_netops_list_devices_by_role_and_site"
@@ -21,7 +22,7 @@ def _guide(ws: Path) -> object:
     from olav.core.config import Workspace
     from olav.memory.store.table import MemoryStore
 
-    rec = MemoryStore.for_workspace(Workspace.open(ws)).get(GUIDE)
+    rec = MemoryStore.for_workspace(Workspace.open(ws)).read(GUIDE, EVERYONE)
     assert rec is not None
     return rec
 

@@ -18,6 +18,7 @@ from olav.memory.ingest.chunking import CHUNK_TOKENS, chunk_text
 from olav.memory.ingest.diagrams import detect_diagram_format
 from olav.memory.ingest.documents import import_document_file
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.tokens import estimate_tokens
 from tests.curator_support import RUNBOOK, drafts_in, open_store, propose
 from tests.helpers import OlavCli, audit_rows
@@ -40,7 +41,7 @@ def test_usage_guide_is_written_as_a_guide_file_and_primed(hash_ws: Path) -> Non
     )
     assert "guide_netops_backup_before_change" in out
     assert (hash_ws / "netops/guides/backup_before_change.guide.yaml").is_file()
-    row = store.get("guide_netops_backup_before_change")
+    row = store.read("guide_netops_backup_before_change", EVERYONE)
     assert row is not None and row.category == "usage_guide" and row.scope == "netops"
     assert row.confidence == 1.0
 
@@ -67,7 +68,7 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert all(estimate_tokens(c.metadata["body"]) <= CHUNK_TOKENS + 20 for c in chunks)
     assert all(c.origin == "document" and c.scope == "global" for c in chunks)
     doc = chunks[0].metadata["doc_id"]
-    summary = store.get(f"{doc}_summary")
+    summary = store.read(f"{doc}_summary", EVERYONE)
     assert summary is not None and summary.category == "usage_guide"
     assert "BGP flap runbook" in summary.metadata["body"]
     assert "Symptoms" in summary.metadata["body"]  # the outline
@@ -75,7 +76,9 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert audit_rows(hash_ws, "SELECT memory_id, action FROM memory_events") == [
         (f"{doc}_summary", "commit")
     ]
-    hits = store.search("升级 值班", k=3, filter=SearchFilter(categories=["document"]))
+    hits = store.search(
+        "升级 值班", k=3, filter=SearchFilter(categories=["document"], reader=EVERYONE)
+    )
     assert hits and any("升级" in h.record.text for h in hits)
 
 
@@ -132,7 +135,7 @@ def test_topology_format_is_detected_and_stored(hash_ws: Path, body: str, fmt: s
         commit_draft(hash_ws, store, confirmed_by="cli")
         == f"Committed {fmt} topology as topology_sh1_topology."
     )
-    row = store.get("topology_sh1_topology")
+    row = store.read("topology_sh1_topology", EVERYONE)
     assert row is not None and row.category == "topology"
     assert row.metadata["format"] == fmt and row.metadata["body"] == body
     assert "sh1" in row.text
@@ -213,7 +216,7 @@ def test_kb_import_txt_and_rejects_other_types(hash_ws: Path, olav: OlavCli) -> 
     res = olav("kb", "import", "plain.txt", "--agent", "netops", "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    row = open_store(hash_ws).get(doc["summary_id"])
+    row = open_store(hash_ws).read(doc["summary_id"], EVERYONE)
     assert row is not None and row.scope == "netops"
     (hash_ws / "data.csv").write_text("a,b\n")
     res = olav("kb", "import", "data.csv")
@@ -230,4 +233,4 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
     propose(hash_ws, intent="runbook", body="docs/runbook.md", category="document")
     commit_draft(hash_ws, store, confirmed_by="cli")
     assert store.count() == count  # the same file: its rows were replaced, not duplicated
-    assert store.get(first.summary_id) is not None
+    assert store.read(first.summary_id, EVERYONE) is not None

@@ -14,6 +14,7 @@ from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS, DraftRequest, propose_draft
 from olav.learning.reflector import write_code_fix
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavCli, OlavMain, scripted_ws
 
@@ -99,7 +100,7 @@ def test_confirm_stores_a_memory_draft_as_the_person(hash_ws: Path, olav: OlavCl
     res = olav("kb", "drafts", "confirm", "r1_loopback")
     assert res.exit_code == 0, res.output
     assert "Committed to memory as fact_r1_loopback" in res.output
-    assert store_of(hash_ws).get("fact_r1_loopback") is not None
+    assert store_of(hash_ws).read("fact_r1_loopback", EVERYONE) is not None
     assert "r1_loopback" not in listed(olav)
     rows = AuditRecorder(hash_ws / ".olav/databases/audit.duckdb").query(
         "SELECT memory_id, detail FROM memory_events WHERE action = 'commit'"
@@ -112,7 +113,7 @@ def test_confirm_writes_a_guide_draft_as_a_guide_file(hash_ws: Path, olav: OlavC
     res = olav("kb", "drafts", "confirm", "refresh_inventory_first")
     assert res.exit_code == 0, res.output
     assert (hash_ws / "core/guides/refresh_inventory_first.guide.yaml").is_file()
-    assert store_of(hash_ws).get("guide_core_refresh_inventory_first") is not None
+    assert store_of(hash_ws).read("guide_core_refresh_inventory_first", EVERYONE) is not None
 
 
 def test_confirm_a_fix_marks_it_accepted_and_changes_no_code(hash_ws: Path, olav: OlavCli) -> None:
@@ -134,7 +135,7 @@ def test_reject_archives_and_stores_nothing(hash_ws: Path, olav: OlavCli) -> Non
     assert olav("kb", "drafts", "reject", "r1_loopback").exit_code == 0
     assert olav("kb", "drafts", "reject", fix).exit_code == 0
     assert listed(olav) == {}
-    assert store_of(hash_ws).get("fact_r1_loopback") is None
+    assert store_of(hash_ws).read("fact_r1_loopback", EVERYONE) is None
     [archived] = (hash_ws / DRAFTS / "rejected").glob("r1_loopback_*.json")
     assert json.loads(archived.read_text())["rejected_by"] == "cli"
     assert (hash_ws / "exports/reflections/rejected" / f"{fix}.md").is_file()
@@ -161,7 +162,7 @@ def test_an_unseen_draft_never_expires(hash_ws: Path, olav: OlavCli) -> None:
     path.write_text(json.dumps(draft))
     assert listed(olav)["r1_loopback"]["seen"] is False
     assert olav("kb", "drafts", "confirm", "r1_loopback").exit_code == 0
-    assert store_of(hash_ws).get("fact_r1_loopback") is not None
+    assert store_of(hash_ws).read("fact_r1_loopback", EVERYONE) is not None
 
 
 def test_chat_banner_says_when_drafts_are_waiting(hash_ws: Path, olav: OlavCli) -> None:

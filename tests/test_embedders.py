@@ -18,7 +18,7 @@ from olav.memory.store.embedders import (
     prefixes_for,
 )
 from olav.memory.store.table import MemoryStore
-from tests.helpers import rec
+from tests.helpers import EVERY_ROW, rec
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -76,7 +76,9 @@ def test_ollama_embedder_through_the_real_client(tmp_path: Path) -> None:
         assert emb.dim == 32 and emb.name == "ollama:bge-m3"  # probed, not assumed
         store = MemoryStore(tmp_path / "m.lance", emb)
         store.upsert([rec("a", "backup router config"), rec("b", "rotate user passwords")])
-        assert store.search("router config", mode="vector", k=1)[0].record.id == "a"
+        assert (
+            store.search("router config", mode="vector", k=1, filter=EVERY_ROW)[0].record.id == "a"
+        )
         assert any(path == "/api/embed" for path, _ in state.requests)
 
 

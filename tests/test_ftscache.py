@@ -17,7 +17,7 @@ from olav.memory.store.schema import MemoryRecord, now
 from olav.memory.store.table import MemoryStore, live_filter
 from olav.memory.store.timeq import Period
 from olav.memory.store.vcache import CachedQuery
-from tests.helpers import write_from_another_process
+from tests.helpers import EVERY_ROW, write_from_another_process
 
 ENGLISH = [
     "Restart the {x} service before the nightly backup runs",
@@ -204,11 +204,11 @@ def test_the_snapshot_ranks_full_text_as_lancedb_does(store: MemoryStore, column
 
 def test_search_serves_full_text_from_the_snapshot(store: MemoryStore) -> None:
     store.vcache.max_rows = 0
-    expected = [store.search(q, mode="fts", k=8) for q in QUERIES]
+    expected = [store.search(q, mode="fts", k=8, filter=EVERY_ROW) for q in QUERIES]
     assert store.vcache.served == 0
     store.vcache.max_rows = 20000
     store.vcache.refresh(store.table)
-    got = [store.search(q, mode="fts", k=8) for q in QUERIES]
+    got = [store.search(q, mode="fts", k=8, filter=EVERY_ROW) for q in QUERIES]
     assert store.vcache.served == len(QUERIES)
     for want, have in zip(expected, got, strict=True):
         assert_same_ranking(
@@ -220,13 +220,13 @@ def test_search_serves_full_text_from_the_snapshot(store: MemoryStore) -> None:
 def test_a_write_from_another_process_retires_the_postings(store: MemoryStore) -> None:
     query = "zebra firmware quarantine"
     store.vcache.refresh(store.table)
-    assert store.search(query, mode="fts", k=3) == []
+    assert store.search(query, mode="fts", k=3, filter=EVERY_ROW) == []
     served = store.vcache.served
     write_from_another_process(store.path, query)
 
-    after = store.search(query, mode="fts", k=3)
+    after = store.search(query, mode="fts", k=3, filter=EVERY_ROW)
     assert [h.record.id for h in after] == ["fresh"]
     assert store.vcache.served == served, "the stale postings must not answer"
     store.vcache.wait(60)  # the second search at the new version started a fresh load
-    again = store.search(query, mode="fts", k=3)
+    again = store.search(query, mode="fts", k=3, filter=EVERY_ROW)
     assert store.vcache.served == served + 1 and [h.record.id for h in again] == ["fresh"]

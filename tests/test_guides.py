@@ -8,6 +8,7 @@ import pytest
 
 from olav.core.errors import GuideError
 from olav.memory.ingest.guides import find_guides, import_guides, load_guide
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import hash_store, rec
 
 GOOD = """\
@@ -87,9 +88,9 @@ def test_import_add_unchanged_update_prune_and_errors(tmp_path: Path) -> None:
     third = import_guides(store, find_guides(tmp_path), base=tmp_path, prune_under=tmp_path)
     assert third.updated == ["guide_netops_backup_router"]
     assert third.pruned == ["guide_netops_take_snapshot"]
-    row = store.get("guide_netops_backup_router")
+    row = store.read("guide_netops_backup_router", EVERYONE)
     assert row is not None and "Confirm the device list" in row.text
-    assert store.get("user_fact") is not None, "user rows are never pruned"
+    assert store.read("user_fact", EVERYONE) is not None, "user rows are never pruned"
     assert a.exists()
 
 
@@ -111,7 +112,7 @@ def test_format_guide_category(tmp_path: Path) -> None:
         "keywords: [audit, report, 审计]\nbody: Use H2 headings and Markdown tables.\n"
     )
     import_guides(store, [p], base=tmp_path)
-    row = store.get("guide_core_audit_report")
+    row = store.read("guide_core_audit_report", EVERYONE)
     assert row is not None and row.category == "format_guide" and row.scope == "global"
 
 

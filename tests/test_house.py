@@ -33,3 +33,20 @@ def test_the_catalogues_are_the_three_the_architecture_names() -> None:
         "olav/runtime/rescue/grammars.py",
         "olav/runtime/rescue/formats.py",
     }
+
+
+def test_every_audit_event_kind_is_named_in_the_audit_vocabulary() -> None:
+    """An ``event(run_id, kind, detail)`` call names its kind by a constant of
+    olav/audit/events.py, never by a literal, so a writer and its readers cannot drift."""
+    literal = []
+    for path in sorted((ROOT / "olav").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr == "event" and len(node.args) > 1:
+                kind = node.args[1]
+                if isinstance(kind, ast.Constant | ast.JoinedStr) or any(
+                    isinstance(part, ast.Constant) for part in ast.walk(kind)
+                ):
+                    literal.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not literal, "name the kind in olav/audit/events.py: " + ", ".join(literal)

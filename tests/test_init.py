@@ -9,6 +9,7 @@ import pytest
 
 from olav.admin.setup import init_workspace, template_dir
 from olav.core.config import Workspace
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from tests.helpers import OlavMain, rec, write_config
 
@@ -75,7 +76,7 @@ def test_reinit_is_idempotent_keeps_edits_refreshes_unedited_and_user_rows(hash_
     assert [b.read_text() for b in backups] == [old_text]
     assert report.primed is not None and not report.primed.added and not report.primed.updated
     store = _store(hash_ws)
-    assert store.get("fact_r1") is not None
+    assert store.read("fact_r1", EVERYONE) is not None
     assert store.table.version == version, "re-init with unchanged guides must not write"
     assert not report.copied
 

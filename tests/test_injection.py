@@ -7,7 +7,8 @@ import pytest
 from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.ingest.injection import scan
 from olav.memory.store.filters import SearchFilter
-from tests.helpers import OlavCli
+from olav.memory.store.scopes import EVERYONE
+from tests.helpers import EVERY_ROW, OlavCli
 
 
 @pytest.mark.parametrize(
@@ -54,9 +55,13 @@ def test_captured_injection_is_quarantined_not_recalled(olav: OlavCli, hash_ws: 
     )
     (rid,) = capture(store, [ev], question="push", run_id="r")
     assert store.search(
-        "push_config export secrets", k=10, filter=SearchFilter(scopes=["netops", "global"])
-    ) == [] or rid not in {h.record.id for h in store.search("push_config", k=10)}
+        "push_config export secrets",
+        k=10,
+        filter=SearchFilter(scopes=["netops", "global"], reader=EVERYONE),
+    ) == [] or rid not in {h.record.id for h in store.search("push_config", k=10, filter=EVERY_ROW)}
     res = olav("memory", "quarantine", "--json")
     assert rid in res.output
     assert olav("memory", "quarantine", "--release", rid).exit_code == 0
-    assert rid in {h.record.id for h in store.search("push_config", mode="fts", k=10)}
+    assert rid in {
+        h.record.id for h in store.search("push_config", mode="fts", k=10, filter=EVERY_ROW)
+    }

@@ -13,8 +13,9 @@ import olav.memory.store.search as search
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.hits import fuse
 from olav.memory.store.ranking import Ranking, TableRows
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
-from tests.helpers import hash_store, rec
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 ROWS = 400
 WORDS = ("router", "backup", "vlan", "disk", "queue", "token", "alert", "cron")
@@ -86,7 +87,11 @@ def test_a_lean_vector_ranking_is_the_exact_one_under_the_filter(
     for j in (3, 77, 201):
         q = vectors[j] + 0.1 * _vectors(1)[0]
         hits = store.search(
-            "", mode="vector", k=6, query_vector=q, filter=SearchFilter(scopes=scopes)
+            "",
+            mode="vector",
+            k=6,
+            query_vector=q,
+            filter=SearchFilter(scopes=scopes, reader=EVERYONE),
         )
         assert [h.record.id for h in hits] == _exact(vectors, q, set(scopes), 6)
         assert all(h.record.scope in scopes and h.vector is not None for h in hits)
@@ -98,7 +103,9 @@ def test_a_lean_full_text_ranking_is_the_prefiltered_one(
 ) -> None:
     store, _ = table
     for query in ("router backup", "disk", "cron queue"):
-        hits = store.search(query, mode="fts", k=8, filter=SearchFilter(scopes=scopes))
+        hits = store.search(
+            query, mode="fts", k=8, filter=SearchFilter(scopes=scopes, reader=EVERYONE)
+        )
         got = [(h.record.id, h.fts_score or 0.0) for h in hits]
         want = _prefiltered_fts(store, query, scopes, 8)
         assert [s for _i, s in got] == pytest.approx([s for _i, s in want], rel=1e-5)
@@ -111,11 +118,21 @@ def test_the_prefilter_runs_only_when_too_few_near_rows_pass(
 ) -> None:
     store, vectors = table
     made = _queries(monkeypatch)
-    store.search("", mode="vector", k=5, query_vector=vectors[1], filter=SearchFilter(["big"]))
+    store.search(
+        "",
+        mode="vector",
+        k=5,
+        query_vector=vectors[1],
+        filter=SearchFilter(["big"], reader=EVERYONE),
+    )
     assert made == ["vector"]  # half the rows pass: the nearest 10 hold 5 of them
     made.clear()
     hits = store.search(
-        "", mode="vector", k=5, query_vector=vectors[1], filter=SearchFilter(["rare"])
+        "",
+        mode="vector",
+        k=5,
+        query_vector=vectors[1],
+        filter=SearchFilter(["rare"], reader=EVERYONE),
     )
     assert made == ["vector", "vector"]  # 8 rows pass in 400: ranked again, pre-filtered
     assert [h.record.id for h in hits] == _exact(vectors, vectors[1], {"rare"}, 5)
@@ -133,7 +150,7 @@ def test_hybrid_reads_the_kept_rows_in_one_take(
         return real(self, positions, with_vector)
 
     monkeypatch.setattr(TableRows, "records", spy)
-    hits = store.search("router backup", k=7, query_vector=vectors[9])
+    hits = store.search("router backup", k=7, query_vector=vectors[9], filter=EVERY_ROW)
     assert takes == [7] and len(hits) == 7
     first = next(h for h in hits if h.record.id == "r009")  # the query's own vector
     assert first.vector_rank == 1 and first.distance == pytest.approx(0.0, abs=1e-4)

@@ -8,7 +8,8 @@ from olav.memory.lifecycle.conflicts import history, remember
 from olav.memory.lifecycle.decay import decay_weight, gc
 from olav.memory.lifecycle.ops import Actor, edit, forget, pin
 from olav.memory.recall.recaller import Recaller, RecallOptions
-from tests.helpers import hash_store, rec
+from olav.memory.store.scopes import EVERYONE
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 OLD = datetime.now(UTC) - timedelta(days=90)
 
@@ -68,9 +69,9 @@ def test_supersede_chain_recalls_only_the_new_value(tmp_path: Path) -> None:
     assert remember(store, r1, near_distance=0.0).action == "added"
     res = remember(store, r2, near_distance=0.0)
     assert res.action == "superseded" and res.replaced == ["fact_r1_lo_v1"]
-    hits = [h.record.id for h in store.search("R1 loopback", k=5)]
+    hits = [h.record.id for h in store.search("R1 loopback", k=5, filter=EVERY_ROW)]
     assert hits == ["fact_r1_lo_v2"]
-    old = store.get("fact_r1_lo_v1")
+    old = store.read("fact_r1_lo_v1", EVERYONE)
     assert old is not None and old.superseded_by == "fact_r1_lo_v2" and old.invalidated_at
     assert [r.id for r in history(store, "fact_r1_lo_v2")] == ["fact_r1_lo_v1", "fact_r1_lo_v2"]
     assert [r.id for r in history(store, "fact_r1_lo_v1")] == ["fact_r1_lo_v1", "fact_r1_lo_v2"]
@@ -89,7 +90,7 @@ def test_near_duplicates_are_merged_not_stored_twice(tmp_path: Path) -> None:
         near_distance=0.1,
     )
     assert res.action == "merged" and res.memory_id == "p1"
-    assert store.count() == 1 and store.get("p1").confidence == 0.9  # type: ignore[union-attr]
+    assert store.count() == 1 and store.read("p1", EVERYONE).confidence == 0.9  # type: ignore[union-attr]
 
 
 def test_ttl_expiry_and_gc_keep_counts_consistent(tmp_path: Path) -> None:
@@ -103,11 +104,13 @@ def test_ttl_expiry_and_gc_keep_counts_consistent(tmp_path: Path) -> None:
             rec("later", "temp three", expires_at=datetime.now(UTC) + timedelta(days=1)),
         ]
     )
-    assert {h.record.id for h in store.search("temp", mode="fts", k=10)} == {"later"}
+    assert {h.record.id for h in store.search("temp", mode="fts", k=10, filter=EVERY_ROW)} == {
+        "later"
+    }
     report = gc(store)
     assert (report.rows_before, report.expired_purged, report.rows_after) == (4, 2, 2)
     assert {r.id for r in store.list_rows()} == {"keep", "later"}
-    assert store.search("lasting", mode="fts", k=1)[0].record.id == "keep"
+    assert store.search("lasting", mode="fts", k=1, filter=EVERY_ROW)[0].record.id == "keep"
 
 
 def test_soft_delete_and_edit_keep_history(tmp_path: Path) -> None:
@@ -119,9 +122,14 @@ def test_soft_delete_and_edit_keep_history(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
     store.upsert([rec("f", "the NOC phone is 1234")])
     edit(store, "f", "the NOC phone is 5678", Actor(audit=audit))
-    assert store.search("NOC phone", k=1)[0].record.text == "the NOC phone is 5678"
+    assert (
+        store.search("NOC phone", k=1, filter=EVERY_ROW)[0].record.text == "the NOC phone is 5678"
+    )
     forget(store, "f", Actor(audit=audit))
-    assert store.search("NOC phone", k=3) == [] and store.get("f") is not None
+    assert (
+        store.search("NOC phone", k=3, filter=EVERY_ROW) == []
+        and store.read("f", EVERYONE) is not None
+    )
     events = audit.query("SELECT action, detail FROM memory_events ORDER BY created_at")
     assert [e[0] for e in events] == ["edit", "delete"]
     assert json.loads(events[0][1])["old_text"] == "the NOC phone is 1234"

@@ -9,7 +9,7 @@ from typing import Any, get_args
 
 import pytest
 
-from olav.audit.recorder import OUTCOMES
+from olav.audit.events import FINAL_OUTCOMES
 from olav.mcp.server import Category, Outcome, RememberCategory
 from olav.mcp.service import REMEMBER_CATEGORIES, ToolCall, check_outcome, draft_intent
 from olav.memory.store.schema import CATEGORIES
@@ -19,7 +19,7 @@ from olav.memory.store.schema import CATEGORIES
 
 def test_schema_enums_are_the_ones_olav_uses() -> None:
     assert get_args(Category) == CATEGORIES
-    assert get_args(Outcome) == OUTCOMES
+    assert get_args(Outcome) == FINAL_OUTCOMES
     assert get_args(RememberCategory) == REMEMBER_CATEGORIES
     assert "document" not in REMEMBER_CATEGORIES and "topology" not in REMEMBER_CATEGORIES
 

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, MCPError, types
 
 from olav.audit.queries import runs_to_learn
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import wait_until
 from tests.mcp_support import (
     BACKUP,
@@ -74,7 +75,7 @@ def test_http_accepted_elicitation_stores(http_server: HttpServer, mode: str) ->
     assert result.structured_content["stored"] is True, text(result)
     draft_id = result.structured_content["draft_id"]
     assert len(asked) == 1 and memory in asked[0] and "olav-test" in asked[0]
-    row = store_of(http_server.root).get(f"fact_{draft_id}")
+    row = store_of(http_server.root).read(f"fact_{draft_id}", EVERYONE)
     assert row is not None and row.origin == "user" and memory in row.text
     commits = audit_of(http_server.root).query(
         "SELECT detail FROM memory_events WHERE memory_id = ? AND action = 'commit'", [row.id]
@@ -111,7 +112,7 @@ def test_http_a_declined_elicitation_stores_nothing(
     )
     draft_id = result.structured_content["draft_id"]
     assert result.structured_content["stored"] is False and len(asked) == 1
-    assert store_of(http_server.root).get(f"decision_{draft_id}") is None
+    assert store_of(http_server.root).read(f"decision_{draft_id}", EVERYONE) is None
     denial = [d for d in events(http_server.root, "denial") if d["subject"] == draft_id]
     assert denial and denial[-1]["asked"] is True
 
@@ -169,7 +170,9 @@ def test_http_another_agents_memory_is_invisible(http_server: HttpServer) -> Non
     assert scopes and scopes <= {"core", "global"}
     assert hidden.is_error and "no memory with id" in text(hidden)
     assert not shared.is_error and shared.structured_content["scope"] == "global"
-    assert store_of(http_server.root).get("guide_netops_backup_device_configs") is not None
+    assert (
+        store_of(http_server.root).read("guide_netops_backup_device_configs", EVERYONE) is not None
+    )
 
 
 def test_http_record_outcome_narrated_feeds_trace_review(http_server: HttpServer) -> None:
@@ -219,7 +222,7 @@ def test_http_record_outcome_captures_successful_writes(http_server: HttpServer)
     result = drive(http_server.url, scenario)
     captured = result.structured_content["captured"]
     assert len(captured) == 1  # the read and the failed push are not precedents
-    row = store_of(http_server.root).get(captured[0])
+    row = store_of(http_server.root).read(captured[0], EVERYONE)
     assert row is not None and row.category == "operational_event" and row.scope == "core"
     assert "save_config" in row.text and "s3cr3t-t0ken" not in row.text
 
@@ -311,5 +314,8 @@ def test_http_a_client_cannot_answer_a_question_it_was_not_asked(http_server: Ht
     assert isinstance(forged, types.InputRequiredResult)
     assert isinstance(replayed, types.InputRequiredResult | MCPError), replayed
     store = store_of(http_server.root)
-    assert store.get(f"fact_{second}") is None
-    assert honest.structured_content["stored"] is True and store.get(f"fact_{first}") is not None
+    assert store.read(f"fact_{second}", EVERYONE) is None
+    assert (
+        honest.structured_content["stored"] is True
+        and store.read(f"fact_{first}", EVERYONE) is not None
+    )

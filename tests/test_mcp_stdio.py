@@ -16,6 +16,7 @@ from mcp import Client
 from olav.core.config import Workspace
 from olav.learning.curator import DRAFTS
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from tests.mcp_support import (
     BACKUP,
@@ -66,7 +67,7 @@ def test_stdio_confirm_without_elicitation_stores_nothing(e5_ws: Path) -> None:
     assert not result.is_error
     assert result.structured_content["stored"] is False
     assert f"olav kb drafts confirm {draft_id}" in result.structured_content["message"]
-    assert store_of(e5_ws).get(f"fact_{draft_id}") is None
+    assert store_of(e5_ws).read(f"fact_{draft_id}", EVERYONE) is None
     assert (e5_ws / DRAFTS / f"{draft_id}.draft.json").is_file()  # still waiting for a person
     denial = events(e5_ws, "denial")[-1]
     assert denial["subject"] == draft_id and denial["asked"] is False
@@ -118,4 +119,4 @@ def test_a_killed_server_leaves_no_lock_behind(e5_ws: Path) -> None:
     store.upsert(
         [MemoryRecord(id="fact_after_kill", text="written after the kill", category="fact")]
     )
-    assert store.get("fact_after_kill") is not None
+    assert store.read("fact_after_kill", EVERYONE) is not None

@@ -13,7 +13,7 @@ import pytest
 
 from olav.core.errors import NotFoundError
 from olav.memory.lifecycle.ops import Actor, NotApplicable, edit, forget, pin, quarantine, release
-from olav.memory.store.scopes import Reader
+from olav.memory.store.scopes import EVERYONE, Reader
 from tests.helpers import audit_rows, hash_store, rec
 
 
@@ -31,7 +31,7 @@ def test_each_operation_changes_the_row_and_is_audited_with_who_and_how(tmp_path
     log = Log()
     alice = Actor("alice", "console", Reader("user:alice", None), log)
     assert pin(store, "f", alice).metadata["pinned"] is True
-    assert store.get("f").confidence == 1.0  # type: ignore[union-attr]
+    assert store.read("f", EVERYONE).confidence == 1.0  # type: ignore[union-attr]
     changed = edit(store, "f", "the NOC phone is 5678", alice)
     assert changed.text == changed.metadata["body"] == "the NOC phone is 5678"
     held = quarantine(store, "f", alice)
@@ -43,7 +43,7 @@ def test_each_operation_changes_the_row_and_is_audited_with_who_and_how(tmp_path
         release(store, "f", alice)
     assert forget(store, "f", alice).metadata["deleted_by"] == "alice"
     forget(store, "g", alice, purge=True)
-    assert store.get("g") is None
+    assert store.read("g", EVERYONE) is None
     assert [(i, a, who) for i, a, who, _ in log.events] == [
         ("f", "pin", "alice"),
         ("f", "edit", "alice"),
@@ -69,7 +69,7 @@ def test_another_operators_row_is_not_found_and_stays_as_it_was(tmp_path: Path) 
         edit(store, "b", "overwritten", alice)
     with pytest.raises(NotApplicable, match="not in quarantine"):  # the same answer as for any
         release(store, "b", alice)
-    kept = store.get("b")
+    kept = store.read("b", EVERYONE)
     assert kept is not None and kept.text == "bob's private note" and kept.invalidated_at is None
     assert log.events == []
 

@@ -16,6 +16,7 @@ from olav.memory.store import snapfile
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.table import MemoryStore
+from tests.helpers import EVERY_ROW
 from tests.vcache_support import rows as _rows
 
 QUERIES = ["router backup config", "备份 路由器", "disk alert cpu", "zebra"]
@@ -25,11 +26,13 @@ import json, sys
 from pathlib import Path
 import numpy as np
 from olav.memory.store.embedders import HashEmbedder
+from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 store = MemoryStore(Path(sys.argv[1]), HashEmbedder("hash-64"), cold=True)
 out = {"queries": []}
 for q in json.loads(sys.argv[2]):
-    hits = store.search(q, mode=sys.argv[3], k=8)
+    hits = store.search(q, mode=sys.argv[3], k=8, filter=SearchFilter(reader=EVERYONE))
     out["queries"].append([[h.record.id, h.score, h.distance, h.fts_score, h.ranks] for h in hits])
 out["lancedb"] = "lancedb" in sys.modules
 out["opened"] = store._tbl is not None
@@ -51,7 +54,7 @@ def _cold(path: Path, mode: str = "hybrid", queries: list[str] = QUERIES) -> dic
 def _warm(store: MemoryStore, mode: str = "hybrid") -> list:
     out = []
     for q in QUERIES:
-        hits = store.search(q, mode=mode, k=8)
+        hits = store.search(q, mode=mode, k=8, filter=EVERY_ROW)
         out.append([[h.record.id, h.score, h.distance, h.fts_score, h.ranks] for h in hits])
     return json.loads(json.dumps(out))
 
@@ -101,7 +104,7 @@ def test_a_write_after_the_snapshot_is_seen_by_the_next_cold_search(store: Memor
 def test_a_cold_store_sees_writes_made_after_it_opened(store: MemoryStore) -> None:
     assert store.persist_snapshot()
     cold = MemoryStore(store.path, HashEmbedder("hash-64"), cold=True)
-    assert cold._tbl is None and cold.search("zebra quarantine", mode="fts") == []
+    assert cold._tbl is None and cold.search("zebra quarantine", mode="fts", filter=EVERY_ROW) == []
     store.upsert(
         [
             MemoryRecord(
@@ -113,7 +116,9 @@ def test_a_cold_store_sees_writes_made_after_it_opened(store: MemoryStore) -> No
             )
         ]
     )
-    assert [h.record.id for h in cold.search("zebra quarantine", mode="fts")] == ["fresh"]
+    assert [h.record.id for h in cold.search("zebra quarantine", mode="fts", filter=EVERY_ROW)] == [
+        "fresh"
+    ]
     assert cold._tbl is not None
 
 
@@ -138,8 +143,12 @@ def test_a_damaged_snapshot_is_ignored(store: MemoryStore) -> None:
     (store.path / snapfile.POSTINGS_FILE).write_bytes(b"not a zip")
     cold = MemoryStore(store.path, HashEmbedder("hash-64"), cold=True)
     assert cold._tbl is not None  # opened the table instead
-    want = [h.record.id for h in store.search("router backup", mode="vector", k=5)]
-    assert [h.record.id for h in cold.search("router backup", mode="vector", k=5)] == want
+    want = [
+        h.record.id for h in store.search("router backup", mode="vector", k=5, filter=EVERY_ROW)
+    ]
+    assert [
+        h.record.id for h in cold.search("router backup", mode="vector", k=5, filter=EVERY_ROW)
+    ] == want
 
 
 def test_manifest_names_give_the_latest_version(tmp_path: Path) -> None:

@@ -10,9 +10,10 @@ from olav.core.errors import EmbeddingDimMismatchError, MemoryStoreError
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import now
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MemoryStore, drop_backup, reembed
-from tests.helpers import hash_store, rec
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 
 def test_upsert_is_idempotent_and_keeps_access_count_and_created_at(tmp_path: Path) -> None:
@@ -21,10 +22,10 @@ def test_upsert_is_idempotent_and_keeps_access_count_and_created_at(tmp_path: Pa
     assert sorted(first.added) == ["a", "b"]
     store.bump_access(["a"])
     store.bump_access(["a"])
-    created = store.get("a").created_at  # type: ignore[union-attr]
+    created = store.read("a", EVERYONE).created_at  # type: ignore[union-attr]
     second = store.upsert([rec("a", "router backup, revised")])
     assert second.updated == ["a"] and not second.added
-    row = store.get("a")
+    row = store.read("a", EVERYONE)
     assert row is not None
     assert row.access_count == 2
     assert row.created_at == created
@@ -35,13 +36,13 @@ def test_upsert_is_idempotent_and_keeps_access_count_and_created_at(tmp_path: Pa
 def test_update_reembeds_and_delete_by_predicate(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
     store.upsert([rec("a", "alpha"), rec("b", "beta", scope="netops"), rec("c", "gamma")])
-    before = store.get("a", with_vector=True)
+    before = store.read("a", EVERYONE, with_vector=True)
     store.update("a", text="completely different words")
-    after = store.get("a", with_vector=True)
+    after = store.read("a", EVERYONE, with_vector=True)
     assert before is not None and after is not None
     assert not np.allclose(before.vector, after.vector)  # type: ignore[arg-type]
     assert store.delete(where="scope = 'netops'") == 1
-    assert store.get("b") is None
+    assert store.read("b", EVERYONE) is None
     assert store.delete(ids=["a", "zzz"]) == 1
     assert [r.id for r in store.list_rows()] == ["c"]
 
@@ -65,7 +66,7 @@ def test_search_modes_report_distance_fts_score_and_fused_score(tmp_path: Path) 
         ]
     )
     store.maintain(force_optimize=True)
-    hybrid = store.search("router backup", mode="hybrid", k=3)
+    hybrid = store.search("router backup", mode="hybrid", k=3, filter=EVERY_ROW)
     assert hybrid[0].record.id == "r1"
     top = hybrid[0]
     assert top.distance is not None and top.fts_score is not None
@@ -73,12 +74,12 @@ def test_search_modes_report_distance_fts_score_and_fused_score(tmp_path: Path) 
     expected = 1 / (kk + top.vector_rank) + 1 / (kk + top.fts_rank)  # type: ignore[operator]
     assert top.score == pytest.approx(expected)
     assert all(h.distance is not None for h in hybrid)  # FTS-only hits get distances too
-    vec = store.search("router backup", mode="vector", k=2)
+    vec = store.search("router backup", mode="vector", k=2, filter=EVERY_ROW)
     assert len(vec) == 2 and all(h.fts_score is None for h in vec)
-    fts = store.search("credentials", mode="fts", k=5)
+    fts = store.search("credentials", mode="fts", k=5, filter=EVERY_ROW)
     assert [h.record.id for h in fts] == ["r2"]
     with pytest.raises(MemoryStoreError, match="unknown search mode"):
-        store.search("x", mode="semantic")
+        store.search("x", mode="semantic", filter=EVERY_ROW)
 
 
 def test_selective_prefilter_still_fills_k(tmp_path: Path) -> None:
@@ -88,7 +89,10 @@ def test_selective_prefilter_still_fills_k(tmp_path: Path) -> None:
     store.upsert(noise + wanted)
     for mode in ("vector", "hybrid"):
         hits = store.search(
-            "router backup config", mode=mode, k=5, filter=SearchFilter(scopes=["netops"])
+            "router backup config",
+            mode=mode,
+            k=5,
+            filter=SearchFilter(scopes=["netops"], reader=EVERYONE),
         )
         assert len(hits) == 5, mode
         assert {h.record.scope for h in hits} == {"netops"}
@@ -105,9 +109,13 @@ def test_expired_and_invalidated_rows_are_never_returned(tmp_path: Path) -> None
         ]
     )
     for mode in ("vector", "fts", "hybrid"):
-        ids = {h.record.id for h in store.search("snapshot lesson", mode=mode, k=10)}
+        ids = {
+            h.record.id for h in store.search("snapshot lesson", mode=mode, k=10, filter=EVERY_ROW)
+        }
         assert ids == {"live", "future"}, mode
-    everything = store.search("snapshot lesson", k=10, filter=SearchFilter(include_invalid=True))
+    everything = store.search(
+        "snapshot lesson", k=10, filter=SearchFilter(include_invalid=True, reader=EVERYONE)
+    )
     assert len(everything) == 4
 
 
@@ -115,7 +123,7 @@ def test_fts_finds_chinese_substring_words_with_icu(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
     store.upsert([rec("zh", "备份路由器配置"), rec("en", "delete a user account")])
     store.maintain(force_optimize=True)
-    hits = store.search("备份", mode="fts", k=5)
+    hits = store.search("备份", mode="fts", k=5, filter=EVERY_ROW)
     assert [h.record.id for h in hits] == ["zh"]
 
 
@@ -125,7 +133,7 @@ def test_row_written_after_index_build_is_found_by_fts(tmp_path: Path) -> None:
     store.maintain(force_optimize=True)
     assert store.index_state()["fts"]["unindexed"] == 0
     store.upsert([rec("new", "freshly written zebra firmware note")])
-    hits = store.search("zebra firmware", mode="fts", k=5)
+    hits = store.search("zebra firmware", mode="fts", k=5, filter=EVERY_ROW)
     assert [h.record.id for h in hits] == ["new"]
 
 
@@ -133,8 +141,8 @@ def test_hostile_queries_do_not_crash(tmp_path: Path) -> None:
     store = hash_store(tmp_path / "m.lance")
     store.upsert([rec("a", 'it\'s a "quoted" (weird) AND OR NOT text: *')])
     for q in ["", "'", "' OR 1=1 --", '"unterminated', "AND", "a:b", "*", "(((", "\x00"]:
-        store.search(q, k=3)
-    hits = store.search("x", k=3, filter=SearchFilter(scopes=["it's"]))
+        store.search(q, k=3, filter=EVERY_ROW)
+    hits = store.search("x", k=3, filter=SearchFilter(scopes=["it's"], reader=EVERYONE))
     assert hits == []
 
 
@@ -147,7 +155,7 @@ def test_dimension_or_model_mismatch_fails_and_keeps_the_data(tmp_path: Path) ->
     msg = str(err.value)
     assert "hash:hash-64 (64-d)" in msg and "hash:hash-32 (32-d)" in msg
     assert "olav kb re-embed" in msg
-    assert hash_store(path, dim=64).get("a") is not None  # nothing was dropped
+    assert hash_store(path, dim=64).read("a", EVERYONE) is not None  # nothing was dropped
 
 
 def test_destructive_migration_only_when_explicitly_allowed(tmp_path: Path) -> None:
@@ -168,8 +176,8 @@ def test_reembed_swaps_in_complete_table_and_keeps_backup(tmp_path: Path) -> Non
     assert rows == 70 and seen[-1] == (70, 70) and len(seen) == 2
     new = hash_store(path, dim=32)
     assert new.count() == 70
-    assert new.get("r1").access_count == 1  # type: ignore[union-attr]
-    assert new.search("token5", mode="fts", k=1)[0].record.id == "r5"
+    assert new.read("r1", EVERYONE).access_count == 1  # type: ignore[union-attr]
+    assert new.search("token5", mode="fts", k=1, filter=EVERY_ROW)[0].record.id == "r5"
     assert new.backups() == [backup]
     drop_backup(path, backup)
     assert new.backups() == []
@@ -182,7 +190,7 @@ def test_interrupted_swap_is_recovered_on_open(tmp_path: Path) -> None:
     # simulate a crash between the two renames: the new table is still under its build name
     (path / "memory.lance").rename(path / "memory_reembed.lance")
     store = hash_store(path, dim=32)
-    assert store.get("a") is not None
+    assert store.read("a", EVERYONE) is not None
 
 
 def test_ann_index_is_built_past_the_threshold(tmp_path: Path) -> None:
@@ -198,4 +206,6 @@ def test_ann_index_is_built_past_the_threshold(tmp_path: Path) -> None:
     assert store.maintain()["ann_built"] is True
     assert store.index_state()["vector"] is not None
     q = np.asarray(rows[7].vector, dtype=np.float32)
-    assert store.search("", mode="vector", k=1, query_vector=q)[0].record.id == "r7"
+    assert (
+        store.search("", mode="vector", k=1, query_vector=q, filter=EVERY_ROW)[0].record.id == "r7"
+    )

@@ -17,6 +17,7 @@ from olav.admin.setup import (
 from olav.admin.template_vectors import template_texts
 from olav.core.config import Workspace
 from olav.memory.store.embedders import E5Embedder, HashEmbedder
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.memory.store.textvectors import load_vectors, save_vectors, text_key, vectors_file
 from tests.helpers import DelegatingEmbedder
@@ -74,7 +75,7 @@ def test_init_embeds_nothing_and_an_edited_guide_is_embedded_again(tmp_path: Pat
     summary, _ = prime_guides(ws, store)
     assert summary.updated == ["guide_core_never_inline_secrets"]
     assert len(embedder.passages) == 1 and "Rotate leaked keys" in embedder.passages[0]
-    row = store.get("guide_core_never_inline_secrets", with_vector=True)
+    row = store.read("guide_core_never_inline_secrets", EVERYONE, with_vector=True)
     assert row is not None and row.vector is not None
     expected = embedder.inner.embed_passages([row.text])[0]
     np.testing.assert_allclose(

@@ -11,10 +11,10 @@ import pytest
 
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.filters import SearchFilter
-from olav.memory.store.scopes import Reader
+from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.table import MemoryStore
 from olav.memory.store.timeq import Period
-from tests.helpers import write_from_another_process
+from tests.helpers import EVERY_ROW, write_from_another_process
 from tests.vcache_support import rows as _rows
 from tests.vcache_support import unit_vector as _unit
 
@@ -27,16 +27,19 @@ def store(tmp_path: Path) -> MemoryStore:
 
 
 SEARCHES = [
-    SearchFilter(scopes=["netops", "global"], categories=["fact", "usage_guide"]),
-    SearchFilter(),
-    SearchFilter(scopes=["coder"], include_invalid=True),
+    SearchFilter(scopes=["netops", "global"], categories=["fact", "usage_guide"], reader=EVERYONE),
+    SearchFilter(reader=EVERYONE),
+    SearchFilter(scopes=["coder"], include_invalid=True, reader=EVERYONE),
     SearchFilter(
         period=Period(datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 5, 1, tzinfo=UTC)),
+        reader=EVERYONE,
     ),
-    SearchFilter(categories=["fact"], period=Period(months=(4,))),
+    SearchFilter(categories=["fact"], period=Period(months=(4,)), reader=EVERYONE),
     # an operator's read rule: other operators' private rows and other teams' rows hidden
     SearchFilter(reader=Reader("user:alice", "team:netops")),
     SearchFilter(categories=["fact"], reader=Reader("user:bob", None)),
+    # the rule on named scopes (recall's read): the names it may not read are dropped
+    SearchFilter(scopes=["netops", "user:alice", "user:bob"], reader=Reader("user:alice", None)),
 ]
 
 
@@ -83,25 +86,25 @@ def test_the_snapshot_ranks_as_lancedb_does(store: MemoryStore, mode: str) -> No
 def test_a_write_from_another_process_retires_the_snapshot(store: MemoryStore) -> None:
     query = "zebra firmware quarantine"
     store.vcache.refresh(store.table)
-    before = store.search(query, mode="vector", k=3)
+    before = store.search(query, mode="vector", k=3, filter=EVERY_ROW)
     assert store.vcache.served == 1 and "fresh" not in [h.record.id for h in before]
     write_from_another_process(store.path, query)
 
-    after = store.search(query, mode="vector", k=3)
+    after = store.search(query, mode="vector", k=3, filter=EVERY_ROW)
     assert after[0].record.id == "fresh"
     assert store.vcache.served == 1, "the stale snapshot must not answer"
     store.vcache.wait(60)  # the second search at the new version started a fresh load
-    again = store.search(query, mode="vector", k=3)
+    again = store.search(query, mode="vector", k=3, filter=EVERY_ROW)
     assert store.vcache.served == 2 and again[0].record.id == "fresh"
 
 
 def test_a_table_over_the_limit_is_never_copied(store: MemoryStore) -> None:
     store.vcache.max_rows = 100
     assert store.vcache.refresh(store.table) is None
-    store.search("router", mode="vector")
-    store.search("router", mode="vector")
+    store.search("router", mode="vector", filter=EVERY_ROW)
+    store.search("router", mode="vector", filter=EVERY_ROW)
     store.vcache.wait(60)
-    store.search("router", mode="vector")
+    store.search("router", mode="vector", filter=EVERY_ROW)
     assert store.vcache.served == 0 and store.vcache.snapshot is None
 
 
@@ -113,7 +116,7 @@ def test_snapshot_hits_carry_the_rows_and_vectors_lancedb_returns(
     snapshot itself, and must equal what LanceDB's result rows give."""
     store.maintain(force_optimize=True)
     qv = np.asarray(_unit(np.random.default_rng(3)), dtype=np.float32)
-    only = SearchFilter(scopes=["netops", "global", "user:alice"])
+    only = SearchFilter(scopes=["netops", "global", "user:alice"], reader=EVERYONE)
 
     def hits() -> list[tuple]:
         found = store.search("router backup 路由器", mode=mode, k=15, query_vector=qv, filter=only)

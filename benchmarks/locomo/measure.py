@@ -17,9 +17,12 @@ from benchmarks.locomo.data import Conversation
 from benchmarks.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.timeq import query_period
 
 BASELINES = ("bm25", "vector", "langgraph", "olav")
+WHOLE = SearchFilter(reader=EVERYONE)
+"""Every live row: a conversation's table is the benchmark's own."""
 
 
 @dataclass
@@ -72,7 +75,7 @@ class Measurer:
         for mode, name in (("fts", "bm25"), ("vector", "vector")):
             t1 = time.monotonic()
             for q, vec in zip(conv.questions, qv, strict=True):
-                hits = store.search(q.text, mode=mode, k=self.kmax, query_vector=vec)
+                hits = store.search(q.text, mode=mode, k=self.kmax, query_vector=vec, filter=WHOLE)
                 self.out.rankings[name].append([h.record.id for h in hits])
             self.out.seconds[name] += time.monotonic() - t1
 
@@ -108,7 +111,7 @@ class Measurer:
                     mode=mode,
                     k=self.depth,
                     query_vector=vec,
-                    filter=SearchFilter(created=created),
+                    filter=SearchFilter(created=created, reader=EVERYONE),
                 )
                 out.append([h.record.id for h in hits])
             seconds = self.out.source_seconds
@@ -133,7 +136,7 @@ class Measurer:
         store.maintain(force_optimize=True)
         t1 = time.monotonic()
         for q, vec in zip(conv.questions, qv, strict=True):
-            hits = store.search(q.text, mode="hybrid", k=self.kmax, query_vector=vec)
+            hits = store.search(q.text, mode="hybrid", k=self.kmax, query_vector=vec, filter=WHOLE)
             self.out.rankings["olav"].append([h.record.id for h in hits])
         self.out.seconds["olav"] += time.monotonic() - t1
 

@@ -1,9 +1,11 @@
 """The audit's vocabulary: the ``events.kind`` names, the message roles and the run outcomes
 that more than one layer writes or reads.
 
-The writers sit above the audit (the runtime's rescue layer and runner, the MCP server) and
-the readers in it (:mod:`olav.audit.queries`, :mod:`olav.audit.export`), so the names live
-here, at the bottom, where both may import them. Nothing here imports anything.
+The writers sit above the audit (the runtime's rescue layer, runner and tool guard, the MCP
+server, olav serve, the learning loop) and the readers in it (:mod:`olav.audit.queries`,
+:mod:`olav.audit.export`) and in the console, so every kind lives here, at the bottom, where
+all of them may import it; tests/test_house.py checks that no ``event()`` call names a kind
+by a literal. Nothing here imports anything.
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ CONTEXT_EVENT = "context_full"  # the prompt filled the model's context window
 CUT_EVENT = "cut_short"  # a model message stopped on the token limit
 RUN_STATS_EVENT = "run_stats"  # a run's model calls, tokens and rescue marks
 RECALL_DEGRADED_EVENT = "recall_degraded"  # a recall that fell back (full text, or nothing)
+INTERRUPT_EVENT = "interrupt"  # a run paused for a person's answer
+APPROVAL_EVENT = "approval"  # a person allowed a guarded tool call (chat, MCP, olav serve)
+DENIAL_EVENT = "denial"  # a person refused one
+TOOL_LESSONS_EVENT = "tool_lessons"  # lessons about a tool shown to the model with its call
+MEMORY_UNAVAILABLE_EVENT = "memory_unavailable"  # the run went on without its memory
+TRACE_LEARNED_EVENT = "trace_learned"  # trace_learner turned a run into lessons
+HTTP_REQUEST_EVENT = "http_request"  # one request to olav serve (its request audit)
+DRAFT_REJECTED_EVENT = "draft_rejected"  # a person said no to a curator draft
+FIX_EVENTS = {"accepted": "fix_accepted", "rejected": "fix_rejected"}  # a fix proposal decided
 
 # -- messages.role -----------------------------------------------------------------------------
 

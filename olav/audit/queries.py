@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.audit.db import connect
-from olav.audit.events import LEARNABLE_OUTCOMES, NARRATED_EVENT, NUDGE_EVENT
+from olav.audit.events import LEARNABLE_OUTCOMES, NARRATED_EVENT, NUDGE_EVENT, TRACE_LEARNED_EVENT
 
 MAX_RESULT = 300
 
@@ -34,7 +34,8 @@ def runs_to_learn(path: Path, *, since: datetime, limit: int) -> list[dict[str, 
 
 def _learned_run_ids(con: Any) -> set[str]:
     rows = con.execute(
-        "SELECT json_extract_string(detail, '$.run_id') FROM events WHERE kind = 'trace_learned'"
+        "SELECT json_extract_string(detail, '$.run_id') FROM events WHERE kind = ?",
+        [TRACE_LEARNED_EVENT],
     ).fetchall()
     return {r[0] for r in rows}
 
@@ -162,7 +163,8 @@ def run_start(path: Path, run_id: str | None) -> tuple[str, float] | None:
 
 
 def errors_since(path: Path, since: datetime) -> list[tuple[str, str, str]]:
-    """(text, agent, source) for failed runs, failed tool calls and error events."""
+    """(text, agent, source) for failed runs and failed tool calls (no event kind holds an
+    error: olav.audit.events)."""
     out: list[tuple[str, str, str]] = []
     with connect(path) as con:
         for err, agent in con.execute(
@@ -176,12 +178,6 @@ def errors_since(path: Path, since: datetime) -> list[tuple[str, str, str]]:
             [since],
         ).fetchall():
             out.append((f"{tool}: {result}", agent or "?", "audit:tool_calls"))
-        for kind, detail in con.execute(
-            "SELECT kind, CAST(detail AS VARCHAR) FROM events WHERE kind = 'error' "
-            "AND created_at >= ?",
-            [since],
-        ).fetchall():
-            out.append((f"{kind}: {detail}", "?", "audit:events"))
     return out
 
 

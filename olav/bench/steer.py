@@ -198,15 +198,6 @@ def _artifacts(root: Path, s: Scenario) -> tuple[list[str], bool]:
     return [p.relative_to(root).as_posix() for p in found], ok
 
 
-def _without_recall(recaller: Any) -> Callable[..., Any]:
-    from olav.memory.recall.recaller import RecallResult
-
-    def recall(query: str, **_: Any) -> RecallResult:
-        return RecallResult(query=query, agent=recaller.agent, tier=recaller.tier)
-
-    return recall
-
-
 def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, Any]:
     from olav.compose import agent_session
     from olav.llm.models import translate_model_error
@@ -219,11 +210,9 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
         callbacks=Callbacks(approver=lambda name, args: False),
         store=store,
         learn_from_failures=False,
+        recall=mode != "off",  # memory off: every recall finds nothing
     )
-    built = session.built  # build the graph before the clock starts
-    if mode == "off":
-        for recaller in built.recallers.values():
-            recaller.recall = _without_recall(recaller)  # type: ignore[method-assign]
+    built = session.build()  # build the graph before the clock starts
     answer, error, outcome, rescue = "", None, "failed", {}
     started = time.perf_counter()
     try:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from olav.audit.events import FIX_EVENTS
 from olav.core.errors import NotFoundError
 from olav.learning.curator import (
     GUIDE_CATEGORIES,
@@ -164,7 +165,7 @@ def _move_fix(ws: Any, item: PendingItem, outcome: str, by: str, operator: str |
     detail = {"id": item.id, "archive": target.relative_to(ws.root).as_posix(), "by": by}
     if operator:
         detail["operator"] = operator
-    AuditRecorder(ws.audit_path).event(None, f"fix_{outcome}", detail)
+    AuditRecorder(ws.audit_path).event(None, FIX_EVENTS[outcome], detail)
     return target.relative_to(ws.root)
 
 

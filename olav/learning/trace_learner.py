@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from olav.audit.events import TRACE_LEARNED_EVENT
 from olav.audit.queries import runs_to_learn
 from olav.audit.recorder import AuditRecorder
 from olav.core.log import get_logger
@@ -74,7 +75,7 @@ def learn_from_traces(
         audit = AuditRecorder(ws.audit_path)
         for r in runs:
             audit.event(
-                r["run_id"], "trace_learned", {"run_id": r["run_id"], "lessons": len(lessons)}
+                r["run_id"], TRACE_LEARNED_EVENT, {"run_id": r["run_id"], "lessons": len(lessons)}
             )
         return lessons
 

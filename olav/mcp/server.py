@@ -52,7 +52,8 @@ Category = Literal[
 RememberCategory = Literal[
     "fact", "preference", "decision", "expert_knowledge", "usage_guide", "format_guide"
 ]
-Outcome = Literal["completed", "narrated", "tool_error", "failed", "cancelled", "interrupted"]
+# what a client may report: a run that is over (olav.audit.events.FINAL_OUTCOMES)
+Outcome = Literal["completed", "narrated", "tool_error", "failed", "cancelled"]
 WRITING_TOOLS = ("remember", "confirm", "record_outcome")
 
 INSTRUCTIONS = """olav's memory of this workspace: team directives, precedents of past actions and \

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.audit.events import APPROVAL_EVENT, DENIAL_EVENT
 from olav.audit.events import FINAL_OUTCOMES as OUTCOMES
 from olav.audit.queries import NARRATED_EVENT
 from olav.audit.recorder import AuditRecorder, ToolCallEntry
@@ -206,7 +207,7 @@ class MemoryService:
     def get(self, memory_id: str) -> dict[str, Any]:
         """One memory row (no vectors). A row of another agent's scope is not found."""
         with self._lock:
-            rec = self.store.get(memory_id)
+            rec = self.store.read(memory_id, self.reader)
         if rec is None or rec.scope not in self.scopes:
             raise NotFoundError(
                 f"no memory with id {memory_id!r} for agent {self.agent}",
@@ -292,7 +293,7 @@ class MemoryService:
             "via": "mcp",
             "client": client,
         }
-        self.audit.event(None, "approval" if approved else "denial", detail)
+        self.audit.event(None, APPROVAL_EVENT if approved else DENIAL_EVENT, detail)
 
     # -- the learning loop ---------------------------------------------------------------------
 

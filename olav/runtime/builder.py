@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from olav.audit.events import MEMORY_UNAVAILABLE_EVENT
 from olav.core.config import Workspace
 from olav.core.errors import ConfigError, EmbeddingDimMismatchError, MemoryStoreError, OlavError
 from olav.core.log import get_logger
@@ -116,7 +117,7 @@ def open_memory(ws: Workspace, run: RunContext) -> Any:
         log.warning("memory table could not be opened: %s", reason)
         if run.audit:
             detail = {"stage": "open", "error": type(exc).__name__, "message": reason}
-            run.audit.event(run.run_id, "memory_unavailable", detail)
+            run.audit.event(run.run_id, MEMORY_UNAVAILABLE_EVENT, detail)
         run.warn(f"memory off: the memory table could not be opened ({reason}); running without it")
         return MemoryOff(reason)
 
@@ -131,6 +132,7 @@ class _Assembly:
     store: Any
     model: Any
     tools: Mapping[str, ToolSpec] | None
+    recall: bool = True  # False: every recall finds nothing (RecallOptions.enabled)
     recallers: dict[str, Recaller] = field(default_factory=dict)
 
     @property
@@ -177,10 +179,18 @@ class _Assembly:
         tier = model_tier(name, cfg["llm.tier"])
         rec = (
             Recaller.for_config(
-                store, cfg, agent=a.name, tier=tier, audit=run.audit, judge_model=self.verdicts()
+                store,
+                cfg,
+                agent=a.name,
+                tier=tier,
+                audit=run.audit,
+                judge_model=self.verdicts(),
+                enabled=self.recall,
             )
             if memory_on
-            else Recaller(store, agent=a.name, options=RecallOptions(tier=tier))
+            else Recaller(
+                store, agent=a.name, options=RecallOptions(tier=tier, enabled=self.recall)
+            )
         )
         self.recallers[a.name] = rec
         if rec.lesson_margins is not None:  # the second opinion's weights load while the user types
@@ -247,10 +257,12 @@ def build(
     model: Any = None,
     tools: Mapping[str, ToolSpec] | None = None,
     checkpointer: Any = None,
+    recall: bool = True,
 ) -> BuiltAgent:
     """The compiled agent graph for ``agent``; ``core`` gets the others as sub-agents.
     ``tools`` are the tools beyond the registry's that the agents may list; ``checkpointer``
-    keeps the threads (olav.runtime.threads; in memory when none is given)."""
+    keeps the threads (olav.runtime.threads; in memory when none is given); ``recall`` False
+    makes every recall find nothing (the memory-off arm of ``olav bench steer``)."""
     from deepagents import SubAgent, create_deep_agent
     from deepagents.backends import FilesystemBackend
     from langgraph.checkpoint.memory import InMemorySaver
@@ -260,7 +272,7 @@ def build(
         raise OlavError(f"no agent named {agent!r}", hint="See `olav agent list`")
     main = agents[agent]
     subs = [a for n, a in sorted(agents.items()) if n != agent] if agent == ORCHESTRATOR else []
-    asm = _Assembly(ws, run, store or open_memory(ws, run), model, tools)
+    asm = _Assembly(ws, run, store or open_memory(ws, run), model, tools, recall)
     sub_specs: list[SubAgent] = [asm.subagent(sub) for sub in subs]
     main_model, main_name = asm.model_for(main)
     sub_names = {s.name for s in subs}

@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
+from olav.audit.events import INTERRUPT_EVENT
 from olav.audit.recorder import AuditRecorder, prepare_audit
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
@@ -58,7 +59,6 @@ class TurnResult:
 
 
 _NO_RESUME: Any = object()  # ask(): a new request, not the answer to an interrupt
-INTERRUPT_EVENT = "interrupt"  # events.kind: a run paused for a person's answer
 
 
 def _resume_text(value: Any) -> str:
@@ -83,15 +83,15 @@ class Session:
         hooks: Hooks | None = None,
         tools: Mapping[str, ToolSpec] | None = None,
         thread: str | None = None,
+        recall: bool = True,
     ) -> None:
         """``callbacks`` are the person's side (approval, streaming, each graph step);
-        ``hooks`` say what happens after each run and ``tools`` adds tools beyond the
-        registry's: both are the composer's (olav.compose adds learning). ``thread``
-        continues that thread (olav.runtime.threads) instead of starting one. ``store`` is
-        the memory store to use, or ``store_opener`` opens it from the session's run context
-        (a server shares one per operator). ``interrupts``: a dangerous tool waits for its
-        approval as a LangGraph interrupt (olav serve), instead of asking ``approver`` at
-        once. The agent is built on first use, or by :meth:`build`."""
+        ``hooks`` (after each run) and ``tools`` (beyond the registry's) are the composer's
+        (olav.compose adds learning). ``thread`` continues that thread. ``store`` is the
+        memory store, or ``store_opener`` opens it from the run context (a server shares one
+        per operator). ``interrupts``: a dangerous tool waits for approval as a LangGraph
+        interrupt (olav serve), not asking ``approver`` at once. ``recall`` False: recall
+        finds nothing (bench steer's memory-off arm). Built on first use, or by :meth:`build`."""
         self.ws = ws
         configure_logging(ws.logs)
         # an older olav's audit gains the new columns, and a killed process's runs are settled
@@ -128,6 +128,7 @@ class Session:
         if thread is not None:
             self.resume(thread)
         self._built: BuiltAgent | None = None
+        self._recall = recall
         self._capture: dict[tuple[str, str], bool] = {}
         self._tools: set[str] = set()
         self._last_patterns: list[str] = []
@@ -159,6 +160,7 @@ class Session:
                 model=self._model,
                 tools=self.tools,
                 checkpointer=self.threads.checkpointer,
+                recall=self._recall,
             )
             self._read_skills()
         return self._built

@@ -12,6 +12,7 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import ToolMessage
 
+from olav.audit.events import APPROVAL_EVENT, DENIAL_EVENT, TOOL_LESSONS_EVENT
 from olav.audit.recorder import ToolCallEntry
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
@@ -177,7 +178,7 @@ class ToolGuardMiddleware(AgentMiddleware):
         if self.run.audit:
             self.run.audit.event(
                 self.run.run_id,
-                "approval" if approved else "denial",
+                APPROVAL_EVENT if approved else DENIAL_EVENT,
                 {**detail, "agent": self.agent_name},
             )
 
@@ -223,7 +224,7 @@ class ToolGuardMiddleware(AgentMiddleware):
             return result
         if self.run.audit:
             detail = {"tool": call["name"], "lessons": [i for i, _ in found]}
-            self.run.audit.event(self.run.run_id, "tool_lessons", detail)
+            self.run.audit.event(self.run.run_id, TOOL_LESSONS_EVENT, detail)
         note = "\n".join([LESSONS_HEADER, *(f"- {text}" for _, text in found)])
         return result.model_copy(update={"content": f"{message_text(result)}\n\n{note}"})
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from olav.runtime.middleware import Decision
 
+from olav.audit.events import DENIAL_EVENT
 from olav.serve.http import HTTPError, shown
 from olav.serve.run import Run
 
@@ -64,7 +65,9 @@ def end_wait(session: Any, run: Run) -> Any:
             for action in value.get("action_requests") or []:
                 detail = {"tool": action.get("name"), "args": action.get("args") or {}}
                 audit.event(
-                    audit_id, "denial", {**detail, "decision": "resolve", "agent": run.assistant_id}
+                    audit_id,
+                    DENIAL_EVENT,
+                    {**detail, "decision": "resolve", "agent": run.assistant_id},
                 )
         graph.update_state(config, None, as_node=END)  # the pending tasks end here
         messages = list((graph.get_state(config).values or {}).get("messages") or [])

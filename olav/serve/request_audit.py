@@ -10,6 +10,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.audit.events import HTTP_REQUEST_EVENT
 from olav.core.log import get_logger
 
 log = get_logger("serve")
@@ -67,7 +68,7 @@ class RequestAudit:
         from olav.core.redact import redact
 
         rows = [
-            [uuid.uuid4().hex, None, "http_request", json.dumps(redact(entry), default=str), at]
+            [uuid.uuid4().hex, None, HTTP_REQUEST_EVENT, json.dumps(redact(entry), default=str), at]
             for at, entry in batch
         ]
         lost = self.dropped - self._reported

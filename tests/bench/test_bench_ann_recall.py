@@ -34,6 +34,7 @@ from tests.bench.support import (
     p95,
     report,
 )
+from tests.helpers import EVERY_ROW
 
 pytestmark = pytest.mark.bench
 
@@ -107,7 +108,9 @@ def test_bench_ann_recall_locomo(tmp_path: Path) -> None:
         got: list[list[int]] = []
 
         def call(i: int) -> None:
-            hits = store.search(questions[i % n], mode="vector", k=K, query_vector=qvecs[i % n])
+            hits = store.search(
+                questions[i % n], mode="vector", k=K, query_vector=qvecs[i % n], filter=EVERY_ROW
+            )
             got.append([int(h.record.id[1:]) for h in hits])
 
         lat = latencies_ms(call, n)

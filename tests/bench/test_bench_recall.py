@@ -19,6 +19,7 @@ from olav.memory.recall.recaller import Recaller, RecallOptions
 from olav.memory.store.embedders import CachedEmbedder, E5Embedder
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MemoryStore
 from tests.bench.support import fts_query, latencies_ms, p50, p95, report, sentence
@@ -58,7 +59,11 @@ def measure(store: MemoryStore, e5: E5Embedder, queries: list[str]) -> list[floa
     scopes = ["netops", "global"]
     bare = latencies_ms(
         lambda i: store.search(
-            "", mode="vector", k=10, query_vector=qv, filter=SearchFilter(scopes=scopes)
+            "",
+            mode="vector",
+            k=10,
+            query_vector=qv,
+            filter=SearchFilter(scopes=scopes, reader=EVERYONE),
         ),
         N_QUERIES,
     )

@@ -22,6 +22,7 @@ import pytest
 from benchmarks.perf import numpy_topk, one_blas_thread
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import MemoryStore
 from tests.bench.memory_support import DIM, NEVER, recall_at_k
@@ -154,7 +155,7 @@ def measure_modes(
                 mode=mode,
                 k=K,
                 query_vector=queries[i % len(queries)],
-                filter=SearchFilter(scopes=scopes),
+                filter=SearchFilter(scopes=scopes, reader=EVERYONE),
             )
             out.append([corpus.row_index(h.record.id) for h in hits])
 

@@ -15,6 +15,7 @@ from olav.memory.ingest.capture import (
 from olav.memory.policy import DEFAULTS
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import CATEGORIES
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import hash_store
 
 
@@ -87,7 +88,7 @@ def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path
         event_id("register_service", {"name": "influx", "token": "s3cr3t"}),
         event_id("export_report", {"of": "errors"}),
     ]
-    row = store.get(new[0])
+    row = store.read(new[0], EVERYONE)
     assert row is not None
     assert row.category == "operational_event" and row.scope == "services"
     assert "s3cr3t" not in row.text and "Action: register_service" in row.text
@@ -108,7 +109,7 @@ def test_expiry_follows_the_category_not_words_in_the_result(tmp_path: Path) -> 
     )
     sql = ToolEvent("core", "db_query", {"sql": "SELECT 1"}, "1\n(1 rows)", "success")
     ids = capture(store, [export, sql], question="save it", run_id="r1")
-    rows = {r.category: r for r in (store.get(i) for i in ids) if r is not None}
+    rows = {r.category: r for r in (store.read(i, EVERYONE) for i in ids) if r is not None}
     assert set(rows) == {"operational_event", "query_pattern"}
     assert all(r.expires_at is None for r in rows.values())  # no 24 h expiry for exports
     ttl = DEFAULTS.ttl
@@ -151,10 +152,13 @@ def test_query_patterns_are_stored_once_and_invalidated_when_sql_fails(tmp_path:
     q = "list the border routers"
     (pid,) = capture(store, [ok], question=q, run_id="r1")
     assert capture(store, [ok], question=q + "?", run_id="r2") == []  # same question and SQL
-    row = store.get(pid)
+    row = store.read(pid, EVERYONE)
     assert row is not None and row.category == "query_pattern"
     assert "SELECT * FROM devices" in row.text and q in row.text
     empty = ToolEvent("core", "db_query", {"sql": "SELECT 1 WHERE false"}, "(0 rows)", "success")
     assert capture(store, [empty], question="", run_id="r3") == []  # no completed question
     assert invalidate_sql(store, "select *   from devices where role='border'") == 1
-    assert store.search(q, k=5, filter=SearchFilter(categories=["query_pattern"])) == []
+    assert (
+        store.search(q, k=5, filter=SearchFilter(categories=["query_pattern"], reader=EVERYONE))
+        == []
+    )

@@ -15,6 +15,7 @@ from olav.learning.patterns import extract_patterns
 from olav.learning.trace_learner import learn_from_traces
 from olav.llm.models import ScriptedChatModel
 from olav.memory.recall.recaller import Recaller
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.runtime.tools import ToolContext, registry
 from tests.helpers import audit_rows, scripted_ws
@@ -156,7 +157,7 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
     model = ScriptedChatModel(turns=[{"content": "<think>hmm</think>" + json.dumps(lessons)}])
     learned = learn_from_traces(ws, store, model)
     assert [x.added for x in learned] == [True, False]  # the near-duplicate is skipped
-    row = store.get(learned[0].memory_id)
+    row = store.read(learned[0].memory_id, EVERYONE)
     assert row is not None and row.category == "reflection" and row.scope == "global"
     assert row.expires_at is not None
     failed = audit_rows(e5_ws, "SELECT id FROM runs WHERE outcome = 'failed'")
@@ -252,7 +253,7 @@ def test_reflector_writes_only_what_each_lane_may_write(e5_ws: Path) -> None:
     assert len(snap) == 1 and snap[0]["count"] == 3  # 3 runs, ids and paths normalised away
     assert snap[0]["agents"] == ["netops"] and snap[0]["sources"] == ["audit:tool_calls"]
     new_rows = {r.id: r for r in store.list_rows()}.keys() - rows_before
-    assert [store.get(i).category for i in new_rows] == ["reflection"]  # type: ignore[union-attr]
+    assert [store.read(i, EVERYONE).category for i in new_rows] == ["reflection"]  # type: ignore[union-attr]
     changed = {k for k, v in files().items() if files_before.get(k) != v}
     assert {c.split("/")[0] for c in changed} == {".curator_drafts", "exports"}
     assert len([c for c in changed if c.startswith(".curator_drafts/")]) == 1

@@ -5,7 +5,8 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
-from tests.helpers import hash_store, rec
+from olav.memory.store.scopes import EVERYONE
+from tests.helpers import EVERY_ROW, hash_store, rec
 
 
 def _writer(path: str, worker: int, start: mp.synchronize.Event) -> None:  # type: ignore[name-defined]
@@ -45,12 +46,12 @@ def _add_one(path: str) -> None:
 def test_a_reader_sees_another_processes_write(tmp_path: Path) -> None:
     path = tmp_path / "m.lance"
     reader = hash_store(path)
-    assert reader.get("from_child") is None
+    assert reader.read("from_child", EVERYONE) is None
     ctx = mp.get_context("spawn")
     p = ctx.Process(target=_add_one, args=(str(path),))
     p.start()
     p.join(timeout=120)
     assert p.exitcode == 0
-    assert reader.get("from_child") is not None
-    hits = reader.search("written by another process", mode="fts", k=1)
+    assert reader.read("from_child", EVERYONE) is not None
+    hits = reader.search("written by another process", mode="fts", k=1, filter=EVERY_ROW)
     assert hits and hits[0].record.id == "from_child"

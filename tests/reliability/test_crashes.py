@@ -21,7 +21,7 @@ from olav.core.errors import EmbeddingDimMismatchError
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.schema import build_schema, now
 from olav.memory.store.table import MemoryStore, reembed
-from tests.helpers import hash_store, olav_entry, rec, write_config
+from tests.helpers import EVERY_ROW, hash_store, olav_entry, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_no_crash,
@@ -50,7 +50,7 @@ def _ids(store: MemoryStore) -> list[str]:
 
 def _search_works(store: MemoryStore, query: str) -> None:
     for mode in ("vector", "fts", "hybrid"):
-        assert store.search(query, mode=mode, k=5), mode
+        assert store.search(query, mode=mode, k=5, filter=EVERY_ROW), mode
 
 
 def _write_guides(folder: Path, n: int) -> set[str]:

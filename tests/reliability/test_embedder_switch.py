@@ -15,7 +15,7 @@ import pytest
 from olav.core.config import Workspace
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.table import MemoryStore, reembed
-from tests.helpers import hash_store, olav_entry, rec, write_config
+from tests.helpers import EVERY_ROW, hash_store, olav_entry, rec, write_config
 from tests.reliability._support import (
     HASH32_CONFIG,
     assert_one_line_error,
@@ -72,7 +72,7 @@ def test_switch_refuses_everywhere_then_reembed_keeps_every_row(tmp_path: Path) 
     assert got.shape == (300, 32)
     np.testing.assert_allclose(got, expected, atol=1e-6)
     for mode in ("vector", "fts", "hybrid"):
-        hits = new.search(before["user_007"]["text"], mode=mode, k=3)
+        hits = new.search(before["user_007"]["text"], mode=mode, k=3, filter=EVERY_ROW)
         assert "user_007" in [h.record.id for h in hits], mode
 
     (backup,) = new.backups()

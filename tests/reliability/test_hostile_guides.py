@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from olav.core.errors import GuideError
 from olav.memory.ingest.guides import Guide, guide_record, import_guides, load_guide
+from olav.memory.store.scopes import EVERYONE
 from tests.helpers import hash_store, olav_entry, rec
 from tests.reliability._support import (
     assert_no_crash,
@@ -172,7 +173,7 @@ def test_bom_guide_imports(tmp_path: Path) -> None:
     summary = import_guides(store, sorted(folder.iterdir()), base=tmp_path)
     assert not summary.errors, summary.to_json()
     assert sorted(summary.added) == ["guide_core_bom_ok", "guide_core_crlf_ok"]
-    row = store.get("guide_core_bom_ok")
+    row = store.read("guide_core_bom_ok", EVERYONE)
     assert row is not None and row.metadata["intent"] == "bom_ok"
     assert "\ufeff" not in row.text
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from olav.core.errors import MemoryStoreError, OlavError
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import CATEGORIES, now
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.search import SearchTuning
 from olav.memory.store.table import SEARCH_MODES
 from tests.helpers import hash_store, rec
@@ -103,7 +104,9 @@ def test_agent_a_never_sees_agent_b_another_user_or_another_team(
                     query,
                     mode=mode,
                     k=k,
-                    filter=SearchFilter(scopes=list(VISIBLE), categories=categories),
+                    filter=SearchFilter(
+                        scopes=list(VISIBLE), categories=categories, reader=EVERYONE
+                    ),
                 )
                 ids = [h.record.id for h in hits]
                 assert len(ids) == len(set(ids)), (mode, ids)
@@ -134,7 +137,9 @@ def test_selective_scope_is_a_prefilter(tmp_path: Path, ann: bool) -> None:
     done = store.maintain(force_optimize=True)
     assert done["ann_built"] is ann
     for mode in SEARCH_MODES:
-        hits = store.search(query, mode=mode, k=3, filter=SearchFilter(scopes=["tiny"]))
+        hits = store.search(
+            query, mode=mode, k=3, filter=SearchFilter(scopes=["tiny"], reader=EVERYONE)
+        )
         assert sorted(h.record.id for h in hits) == ["tiny0", "tiny1", "tiny2"], mode
 
 
@@ -153,10 +158,15 @@ def test_sql_hostile_scope_names_stay_isolated(tmp_path: Path, agent: str) -> No
     )
     for mode in SEARCH_MODES:
         hits = store.search(
-            "shared words routers", mode=mode, k=10, filter=SearchFilter(scopes=[agent])
+            "shared words routers",
+            mode=mode,
+            k=10,
+            filter=SearchFilter(scopes=[agent], reader=EVERYONE),
         )
         assert [h.record.id for h in hits] == ["mine"], mode
-    hits = store.search("routers", k=10, filter=SearchFilter(categories=["fact' OR '1'='1"]))
+    hits = store.search(
+        "routers", k=10, filter=SearchFilter(categories=["fact' OR '1'='1"], reader=EVERYONE)
+    )
     assert hits == []
 
 
@@ -291,7 +301,7 @@ def test_no_read_path_shows_a_row_the_operator_may_not_read(
                 assert code != 0 and "is not in quarantine" in out, out
                 code, out = cli("memory", "why", "--agent", r.scope, "--json", "--", "x")
                 assert code != 0 and "another operator's scope" in out, out
-                kept = store.get(r.id)
+                kept = store.read(r.id, EVERYONE)
                 assert kept is not None and kept.text == r.text and kept.invalidated_at is None
                 assert not kept.metadata.get("pinned")
             else:

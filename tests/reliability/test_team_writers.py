@@ -28,6 +28,7 @@ from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.recall.lessons import add_reflection
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.filters import SearchFilter
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.memory.store import writes
 
@@ -53,7 +54,8 @@ sys.stdin.readline()  # the test says go once every machine has written
 store = MemoryStore.for_workspace(Workspace.open())  # a fresh handle: the latest version
 seen = {}
 for other in "ABC":
-    lessons, fact = SearchFilter(categories=["reflection"]), SearchFilter(categories=["fact"])
+    lessons = SearchFilter(categories=["reflection"], reader=EVERYONE)
+    fact = SearchFilter(categories=["fact"], reader=EVERYONE)
     hits = store.search(f"lesson{other}x0", mode="fts", k=3, filter=lessons)
     facts = store.search(f"fact{other}x{rounds - 1}", mode="fts", k=3, filter=fact)
     seen[other] = [h.record.text for h in hits] + [h.record.id for h in facts]

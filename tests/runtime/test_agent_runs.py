@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
+from olav.memory.store.scopes import EVERYONE
 from olav.runtime.hooks import Callbacks
 from olav.runtime.skills import SkillError, load_agent
 from olav.runtime.tools import strip_quote_leak
@@ -82,9 +83,9 @@ def test_recall_block_reaches_the_model_but_not_the_history(
 
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
     guide = "guide_core_export_when_asked_to_save"
-    assert store.get(guide).access_count == 0  # type: ignore[union-attr]  # batched
+    assert store.read(guide, EVERYONE).access_count == 0  # type: ignore[union-attr]  # batched
     session.close()  # the session writes its access-count bumps at the end
-    assert store.get(guide).access_count == 1  # type: ignore[union-attr]
+    assert store.read(guide, EVERYONE).access_count == 1  # type: ignore[union-attr]
 
 
 def test_static_context_l0_always_and_l1_on_intent(session_for: SessionFor, hash_ws: Path) -> None:

@@ -308,3 +308,32 @@ def test_cli_bad_scenario_file_is_one_line(
     assert res.returncode == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "'one'" in lines[0]
+
+
+def test_session_with_recall_off_recalls_nothing(hash_ws: Path) -> None:
+    """The memory-off arm is a constructor parameter of Session (no client patches its
+    recallers): every recall comes back empty, also after the agent is rebuilt."""
+    from olav.compose import agent_session
+    from olav.runtime.hooks import Callbacks
+
+    ws = without_nudge(scripted_ws(hash_ws, STEERED + STEERED))
+    seen: dict[bool, list[Any]] = {}
+    for recall in (True, False):
+        session = agent_session(
+            ws,
+            agent="netops",
+            callbacks=Callbacks(approver=lambda name, args: False),
+            learn_from_failures=False,
+            recall=recall,
+        )
+        assert session.build() is session.build()  # built once
+        session.ask(PROMPT)
+        session.wait_background()
+        seen[recall] = list(session.run.recalls)
+        if not recall:
+            session.switch_agent("netops")  # a rebuilt agent keeps recall off
+            rec = session.build().recallers["netops"]
+            assert not rec.recall(PROMPT).block
+        session.close()
+    assert any(r.block for r in seen[True])
+    assert seen[False] and not any(r.block or r.injected_ids for r in seen[False])

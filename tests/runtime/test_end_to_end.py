@@ -9,7 +9,7 @@ import duckdb
 import pexpect
 import pytest
 
-from tests.helpers import OlavMain, olav_entry, ollama_workspace, run_olav, spawn_olav
+from tests.helpers import OlavMain, olav_entry, ollama_workspace, spawn_olav
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 
@@ -87,7 +87,7 @@ def test_model_not_pulled_says_ollama_pull(tmp_path: Path) -> None:
 
 
 def test_chat_without_a_server_shows_recall_preview_and_hint(hash_ws: Path) -> None:
-    res = run_olav(cwd=hash_ws)
+    res = olav_entry(hash_ws)
     assert res.returncode == 0
     assert "Memory works without the model" in res.stdout
     assert "relevance is off for this embedder" in res.stdout  # no floors for a hash embedder

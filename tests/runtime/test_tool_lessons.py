@@ -9,6 +9,7 @@ from langchain_core.messages import ToolMessage
 
 from olav.core.config import Workspace
 from olav.memory.recall.lessons import lesson_record, lessons_naming
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.runtime.toolguard import LESSONS_HEADER
 from tests.helpers import SessionFor, audit_rows
@@ -77,6 +78,6 @@ def test_lessons_naming_reads_live_lessons_in_the_scopes_only(hash_ws: Path) -> 
     ]
     both = lessons_naming(store, "format_and_export", ["netops", "global"])
     assert {r.id for r in both} == {"refl_export", "refl_netops"}
-    store.update("refl_export", invalidated_at=store.get("refl_export").created_at)
+    store.update("refl_export", invalidated_at=store.read("refl_export", EVERYONE).created_at)
     assert lessons_naming(store, "format_and_export", ["global"]) == []
     assert lessons_naming(store, "x' OR '1'='1", ["global"]) == []  # not a tool name

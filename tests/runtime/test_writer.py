@@ -11,8 +11,10 @@ from pathlib import Path
 
 from olav.memory.store.embedders import HashEmbedder
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
 from olav.memory.store.writer import BackgroundWriter
+from tests.helpers import EVERY_ROW
 
 BATCH = 10
 
@@ -99,8 +101,8 @@ def test_kill_9_loses_only_queued_writes_and_corrupts_nothing(tmp_path: Path) ->
     assert {str(b) for b in committed} <= batches
     assert len(ids) == BATCH * len(batches)
     assert len(batches) < 200, "the queued writes were lost, as documented"
-    assert [h.record.id for h in store.search("restarted service 0 1", k=1)]
+    assert [h.record.id for h in store.search("restarted service 0 1", k=1, filter=EVERY_ROW)]
     store.upsert(  # and it takes writes again
         [MemoryRecord(id="after", text="after", category="fact", scope="ops", origin="user")]
     )
-    assert store.get("after") is not None
+    assert store.read("after", EVERYONE) is not None

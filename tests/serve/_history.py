@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from olav.memory.store.scopes import EVERYONE
+
 DAYS = 14
 SEED = 2026
 MODEL = "qwen3:8b"
@@ -181,7 +183,7 @@ def _date_memory(store: Any, audit: Path, today: datetime) -> dict[str, datetime
     born: dict[str, datetime] = {}
     moved = []
     for n, rid in enumerate(sorted(ids)):
-        rec = store.get(rid, with_vector=True)
+        rec = store.read(rid, EVERYONE, with_vector=True)
         at = today - timedelta(days=_age(rec, lesson_age), hours=-9, seconds=-197 * n)
         if rec.expires_at is not None:  # a lesson lives as long from its new date
             lives = (rec.expires_at - rec.created_at).total_seconds() / 86400
@@ -207,7 +209,7 @@ def _runs(store: Any, audit: Path, today: datetime, born: dict[str, datetime]) -
 
     rng = random.Random(SEED)
     recorder = AuditRecorder(audit)
-    records = {rid: store.get(rid) for rid in born}
+    records = {rid: store.read(rid, EVERYONE) for rid in born}
     times: dict[str, tuple[datetime, datetime]] = {}
     reads: Counter[str] = Counter()
     with recorder.batch():  # one opening of the audit for two weeks of writes

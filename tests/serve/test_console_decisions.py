@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from olav.memory.store.scopes import EVERYONE
 from tests.serve._support import Served, logged_in_page, serving, session
 
 pytestmark = pytest.mark.slow
@@ -44,7 +45,7 @@ def _prepare(ws: Path) -> None:
     bobs = add_reflection(store, BOBS, dedup_distance=0.0, scope="user:bob", log=audit, run_id=run)
     assert mine[0] and bobs[0]
     for rid in (mine[1], bobs[1]):  # the lesson names the run it was learned from
-        rec = store.get(rid)
+        rec = store.read(rid, EVERYONE)
         store.update(rid, metadata=dict(rec.metadata, run_id=run))
     why = "distance 0.100 <= 0.2"
     audit.decisions(run, [Decision("conflict", "kept_both", mine[1], why, "reflection", bobs[1])])

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from olav.memory.store.scopes import EVERYONE
 from tests.serve._history import DAYS, seed_history
 from tests.serve._support import (
     Model,
@@ -165,7 +166,7 @@ def _prepare(ws: Path) -> None:
         suggested_fix="Select only the columns the tool prints, and page by site.",
     )
     log_near_miss(ws, GAP, "guide_core_export_when_asked_to_save", 0.041, 0.05)
-    guide = store.get("guide_netops_list_devices_by_role_and_site")
+    guide = store.read("guide_netops_list_devices_by_role_and_site", EVERYONE)
     draft = propose_keywords(ws, guide, ["border routers"], request=INVENTORY)
     path = ws / ".curator_drafts" / f"{draft}.draft.json"  # proposed an hour ago: shown first
     data = json.loads(path.read_text(encoding="utf-8"))

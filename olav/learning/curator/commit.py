@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from olav.audit.events import DRAFT_REJECTED_EVENT
 from olav.core.errors import OlavError
 from olav.core.fsutil import atomic_write_text
 from olav.learning.curator.common import (
@@ -25,6 +26,7 @@ from olav.learning.curator.common import (
 )
 from olav.learning.curator.propose import draft_preview, prepare
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE
 
 
 def draft_for_consent(
@@ -106,7 +108,7 @@ def _commit_row(store: Any, d: dict[str, Any], root: Path) -> tuple[str, list[st
     from olav.memory.lifecycle.conflicts import remember
 
     mem_id = f"{d['category']}_{d['intent']}"
-    existing = store.get(mem_id)
+    existing = store.read(mem_id, EVERYONE)
     if existing is not None and existing.metadata.get("body", "").strip() != d["body"].strip():
         # a new value for the same subject: a new row, so the old one stays as history
         digest = hashlib.sha256(d["body"].strip().lower().encode()).hexdigest()[:8]
@@ -308,5 +310,5 @@ def reject_draft(
             "by": by,
             **({"operator": operator} if operator else {}),
         }
-        AuditRecorder(audit_path).event(None, "draft_rejected", detail)
+        AuditRecorder(audit_path).event(None, DRAFT_REJECTED_EVENT, detail)
     return archive

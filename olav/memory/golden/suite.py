@@ -55,7 +55,7 @@ from olav.memory.golden.dataset import DATA, GoldenSet, load_golden
 from olav.memory.policy import Floors
 from olav.memory.store.embedders import CachedEmbedder, Embedder
 from olav.memory.store.filters import SearchFilter
-from olav.memory.store.scopes import EVERYONE
+from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.textvectors import (
     KnownVectors,
     RecordingEmbedder,
@@ -159,7 +159,10 @@ def _retrieval(store: Any, rows: Sequence[Recalled], scopes: list[str]) -> dict[
         hits = [
             h
             for h in store.search(
-                q.text, mode="hybrid", k=total, filter=SearchFilter(scopes=scopes)
+                q.text,
+                mode="hybrid",
+                k=total,
+                filter=SearchFilter(scopes=scopes, reader=Reader.owning(scopes)),
             )
             if h.record.category != "reflection"
         ]

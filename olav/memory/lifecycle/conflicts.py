@@ -22,6 +22,7 @@ from olav.memory.lifecycle.archive import enforce_capacity
 from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.sql import sql_str
 from olav.memory.store.table import MemoryStore
 
@@ -61,7 +62,9 @@ def remember(
         rec.text,
         mode="vector",
         k=5,
-        filter=SearchFilter(scopes=[rec.scope], categories=[rec.category]),
+        filter=SearchFilter(
+            scopes=[rec.scope], categories=[rec.category], reader=Reader.owning([rec.scope])
+        ),
     )
     hits = [h for h in hits if h.record.id != rec.id]
     same = [h for h in hits if _norm(h.record.text) == _norm(rec.text)]
@@ -120,7 +123,7 @@ def history(store: MemoryStore, memory_id: str) -> list[MemoryRecord]:
     """The supersede chain through ``memory_id``, oldest first."""
     chain: list[MemoryRecord] = []
     seen: set[str] = set()
-    current = store.get(memory_id)
+    current = store.read(memory_id, EVERYONE)
     # walk back to the oldest ancestor
     while current is not None and current.id not in seen:
         seen.add(current.id)
@@ -132,5 +135,5 @@ def history(store: MemoryStore, memory_id: str) -> list[MemoryRecord]:
     while current is not None and current.id not in seen:
         seen.add(current.id)
         chain.append(current)
-        current = store.get(current.superseded_by) if current.superseded_by else None
+        current = store.read(current.superseded_by, EVERYONE) if current.superseded_by else None
     return chain

@@ -13,7 +13,7 @@ from olav.memory.lifecycle.archive import enforce_capacity
 from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.scopes import scoped_id
+from olav.memory.store.scopes import Reader, scoped_id
 from olav.memory.store.sql import live_filter, sql_str
 
 
@@ -39,7 +39,12 @@ def add_reflection(
     if dedup_distance is None:
         dedup_distance = policy.dedup_for(store.embedder.name)
     hits = store.search(
-        text, mode="vector", k=1, filter=SearchFilter(scopes=[scope], categories=["reflection"])
+        text,
+        mode="vector",
+        k=1,
+        filter=SearchFilter(
+            scopes=[scope], categories=["reflection"], reader=Reader.owning([scope])
+        ),
     )
     if hits and hits[0].distance is not None and hits[0].distance <= dedup_distance:
         near = hits[0]

@@ -34,6 +34,7 @@ from olav.memory.recall.relevance import (
 )
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.hits import Hit
+from olav.memory.store.scopes import Reader
 from olav.memory.store.table import MemoryStore
 from olav.memory.store.tokens import estimate_tokens
 from olav.memory.store.writer import shared_writer
@@ -118,13 +119,16 @@ class RecallOptions:
     """How a Recaller selects: the model ``tier``, the ``token_budget`` of the block,
     whether injected memories get their access count bumped (``bump_access``), the scopes
     read besides the agent's and ``global`` (``extra_scopes``: the operator's user: scope and
-    the team's), and the ``policy`` every other number comes from (olav.memory.policy)."""
+    the team's), the ``policy`` every other number comes from (olav.memory.policy), and
+    whether recall runs at all (``enabled`` False: every recall finds nothing, as in the
+    memory-off arm of ``olav bench steer``; capture and the memory tools are unchanged)."""
 
     tier: str = "small"
     token_budget: int = 1000
     bump_access: bool = True
     extra_scopes: tuple[str, ...] = ()
     policy: MemoryPolicy = DEFAULTS
+    enabled: bool = True
 
 
 class Recaller:
@@ -146,6 +150,7 @@ class Recaller:
         self.agent = agent
         # the operator's user: scope and the team's (olav.memory.store.scopes); never another's
         self.extra_scopes = options.extra_scopes
+        self.enabled = options.enabled
         self.tier = options.tier
         self.token_budget = options.token_budget
         # no floors: every candidate counts as relevant ("off", uncalibrated embedders);
@@ -172,6 +177,7 @@ class Recaller:
         tier: str,
         audit: Any = None,
         judge_model: Any = None,
+        enabled: bool = True,
     ) -> Recaller:
         """A Recaller with the workspace's memory settings and calibrated floors, and the
         reranker and judge they ask for (``judge_model``: the chat model for verdicts,
@@ -192,6 +198,7 @@ class Recaller:
             token_budget=policy.token_budget,
             extra_scopes=personal_scopes(config),
             policy=policy,
+            enabled=enabled,
         )
         look = None
         if floors is not None:  # relevance off: the nearest memories, nothing to overrule
@@ -229,6 +236,8 @@ class Recaller:
         index fails."""
         started = time.perf_counter()
         result = RecallResult(query=query, agent=self.agent, tier=self.tier)
+        if not self.enabled:
+            return result
         if not query.strip():
             return result
         query = recall_text(query)
@@ -242,7 +251,9 @@ class Recaller:
             query,
             mode=search_mode,
             k=self.policy.candidates,
-            filter=SearchFilter(scopes=self.scopes, categories=categories),
+            filter=SearchFilter(
+                scopes=self.scopes, categories=categories, reader=Reader.owning(self.scopes)
+            ),
         )
         if temporal:  # "last time": the latest episodes, whatever their wording
             have = {h.record.id for h in hits}

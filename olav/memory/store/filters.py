@@ -4,8 +4,8 @@
 
 Every field is a value, never SQL: the store writes the predicate (olav.memory.store.sql), so no
 SQL string crosses ``olav.memory``'s border. ``reader`` says whose rows may be read
-(olav.memory.store.scopes.Reader); ``rows``, ``count`` and ``values`` refuse a filter without
-one, so a listing cannot forget another operator's private rows.
+(olav.memory.store.scopes.Reader); every read (``search``, ``rows``, ``count``, ``values``)
+refuses a filter without one, so no read can forget another operator's private rows.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ class SearchFilter:
     """The rows a read sees.
 
     - ``reader``: the operator whose rows may be read (``Reader.of(config)``; the library's own
-      passes over the whole table say ``EVERYONE``). Required by ``rows``, ``count`` and
-      ``values``; a search without one reads the scopes it names.
+      passes over the whole table say ``EVERYONE``). Required by every read.
     - ``scopes``, ``categories``, ``origins``, ``ids``: restrict to those values (None: any).
     - ``scope_prefix``: only scopes that start with it (``team:``: every team scope the reader
       may read).
@@ -67,8 +66,17 @@ class SearchFilter:
         )
 
 
-ANY = SearchFilter()
-"""Every live row of the scopes a search names: a search's default filter."""
+def require_reader(filter: SearchFilter, method: str) -> None:
+    """Refuse a read whose filter does not say whose rows it may return."""
+    if filter.reader is None:
+        from olav.core.errors import MemoryStoreError
+
+        raise MemoryStoreError(
+            f"store.{method} needs a reader: whose rows may be read",
+            hint="Pass SearchFilter(reader=Reader.of(config)), or EVERYONE for a pass over the "
+            "whole table (olav.memory.store.scopes)",
+        )
+
 
 OrderKey = Literal["changed", "created", "id"]
 Direction = Literal["asc", "desc"]

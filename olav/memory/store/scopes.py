@@ -19,6 +19,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,15 @@ class Reader:
     def of(cls, config: Any) -> Reader:
         return cls(user_scope(config), team_scope(config))
 
+    @classmethod
+    def owning(cls, scopes: Sequence[str]) -> Reader:
+        """The operator whose own ``user:`` and ``team:`` scopes are those named in ``scopes``
+        (recall's list): no other operator's or team's rows, and none at all of a private
+        kind when ``scopes`` names none."""
+        user = next((s for s in scopes if s.startswith(USER_PREFIX)), "")
+        team = next((s for s in scopes if s.startswith(TEAM_PREFIX)), None)
+        return cls(user, team)
+
     def allows(self, scope: str) -> bool:
         if self.everyone:
             return True
@@ -141,7 +151,4 @@ def readable(config: Any, scope: str) -> bool:
 def read_by_id(store: Any, config: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it, else None: a row of another
     operator's (or team's) scope is reported as missing, so its existence is not revealed."""
-    row = store.get(memory_id)
-    if row is None or not Reader.of(config).allows(row.scope):
-        return None
-    return row
+    return store.read(memory_id, Reader.of(config))

@@ -18,7 +18,7 @@ import numpy as np
 from olav.core.errors import MemoryStoreError
 from olav.memory.store.connection import VECTOR_COLUMNS
 from olav.memory.store.embedders import Embedder
-from olav.memory.store.filters import ANY, SearchFilter
+from olav.memory.store.filters import SearchFilter, require_reader
 from olav.memory.store.ftscache import analyzer
 from olav.memory.store.hits import Hit, fuse
 from olav.memory.store.maintenance import probe
@@ -86,7 +86,7 @@ class Searching:
         *,
         mode: str = "hybrid",
         k: int = 10,
-        filter: SearchFilter = ANY,
+        filter: SearchFilter,
         candidates: int | None = None,
         query_vector: np.ndarray | None = None,
     ) -> list[Hit]:
@@ -104,6 +104,7 @@ class Searching:
             raise MemoryStoreError(
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
+        require_reader(filter, "search")
         reader, period = filter.reader, filter.period
         pred = filter_where(filter)
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))

@@ -59,9 +59,12 @@ def filter_where(filter: SearchFilter, *, at: datetime | None = None) -> str | N
     that turns one into SQL. The reader's rule, the scopes, categories and liveness as
     :func:`live_filter` writes them, then each further field."""
     extra: list[str] = []
-    reader = filter.reader
+    reader, scopes = filter.reader, filter.scopes
     if reader is not None and not reader.everyone:
-        extra.append(reader.where())
+        if scopes is None:
+            extra.append(reader.where())
+        else:  # the reader's rule applied to the names: a shorter predicate, the same rows
+            scopes = [s for s in scopes if reader.allows(s)]
     if filter.origins is not None:
         extra.append(sql_in("origin", filter.origins))
     if filter.ids is not None:
@@ -77,7 +80,7 @@ def filter_where(filter: SearchFilter, *, at: datetime | None = None) -> str | N
         # superset, which a caller that needs the exact field checks in the row)
         extra.append(f"metadata LIKE {sql_str('%' + filter.mentions.replace('%', '') + '%')}")
     return live_filter(
-        scopes=filter.scopes,
+        scopes=scopes,
         categories=filter.categories,
         at=at,
         include_invalid=filter.include_invalid,

@@ -35,7 +35,7 @@ from olav.memory.store.connection import drop_backup as drop_backup
 from olav.memory.store.connection import lock_path as lock_path
 from olav.memory.store.connection import reembed as reembed
 from olav.memory.store.embedders import Embedder
-from olav.memory.store.filters import NEWEST, Order, SearchFilter
+from olav.memory.store.filters import NEWEST, Order, SearchFilter, require_reader
 from olav.memory.store.hits import Hit as Hit
 from olav.memory.store.maintenance import MAX_FRAGMENTS as MAX_FRAGMENTS
 from olav.memory.store.maintenance import REBUILD_ROWS as REBUILD_ROWS
@@ -250,7 +250,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     def update(self, memory_id: str, **changes: Any) -> MemoryRecord:
         """Change fields of one row; a new ``text`` is re-embedded."""
-        rec = self.get(memory_id, with_vector=True)
+        rec = self._by_id(memory_id, with_vector=True)
         if rec is None:
             raise NotFoundError(f"no memory with id {memory_id!r}", hint="See `olav memory list`")
         for key, val in changes.items():
@@ -296,6 +296,10 @@ class MemoryStore(Searching, maintenance.Maintaining):
     def _columns(self, with_vector: bool) -> list[str]:
         return [f.name for f in self.schema if with_vector or f.name not in VECTOR_COLUMNS]
 
+    def _by_id(self, memory_id: str, *, with_vector: bool = False) -> MemoryRecord | None:
+        found = self._fetch_ids([memory_id], with_vector)
+        return found[0] if found else None
+
     def _fetch_ids(self, ids: list[str], with_vector: bool = False) -> list[MemoryRecord]:
         out: list[MemoryRecord] = []
         for i in range(0, len(ids), 500):
@@ -310,12 +314,6 @@ class MemoryStore(Searching, maintenance.Maintaining):
             out.extend(MemoryRecord.from_row(r) for r in rows)
         return out
 
-    def get(self, memory_id: str, *, with_vector: bool = False) -> MemoryRecord | None:
-        """The row ``memory_id`` whatever its scope: the library's own read by id (a client
-        reads with :meth:`read`)."""
-        found = self._fetch_ids([memory_id], with_vector)
-        return found[0] if found else None
-
     # -- typed reads: what a client reads, always as some reader ---------------------------
     #
     # A client (the CLI, the console, the store API, MCP) reads with rows, count, values and
@@ -327,7 +325,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
     ) -> MemoryRecord | None:
         """The row ``memory_id`` if ``reader`` may read it, else None: a row of another
         operator's (or team's) scope is missing, so an id never reveals it."""
-        rec = self.get(memory_id, with_vector=with_vector)
+        rec = self._by_id(memory_id, with_vector=with_vector)
         return rec if rec is not None and reader.allows(rec.scope) else None
 
     def rows(
@@ -457,12 +455,7 @@ def _named(by_scope: dict[str, int], reader: Reader) -> dict[str, int]:
 
 def _required(filter: SearchFilter, method: str) -> str | None:
     """The predicate of a client's read, which must name its reader."""
-    if filter.reader is None:
-        raise MemoryStoreError(
-            f"store.{method} needs a reader: whose rows may be read",
-            hint="Pass SearchFilter(reader=Reader.of(config)), or EVERYONE for a pass over the "
-            "whole table (olav.memory.store.scopes)",
-        )
+    require_reader(filter, method)
     return filter_where(filter)
 
 

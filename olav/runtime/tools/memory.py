@@ -19,7 +19,7 @@ class RecallArgs(ToolArgs):
 def recall_memory(
     ctx: ToolContext, query: str, category: str | None = None, scope: str | None = None
 ) -> str:
-    from olav.memory.store.scopes import personal_scopes, readable
+    from olav.memory.store.scopes import Reader, personal_scopes, readable
 
     if scope and ctx.config and not readable(ctx.config, scope):
         return tool_error(f"scope {scope} is another operator's private memory")
@@ -29,7 +29,11 @@ def recall_memory(
         hits = ctx.store.search(
             query,
             k=5,
-            filter=SearchFilter(scopes=scopes, categories=[category] if category else None),
+            filter=SearchFilter(
+                scopes=scopes,
+                categories=[category] if category else None,
+                reader=Reader.of(ctx.config) if ctx.config else Reader.owning(scopes),
+            ),
         )
     except OlavError as exc:
         return tool_error(str(exc))

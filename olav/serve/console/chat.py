@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from itertools import pairwise
 from typing import Any
 
+from olav.audit.events import APPROVAL_EVENT, DENIAL_EVENT
 from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, visibility
 from olav.serve.console.html import (
     Markup,
@@ -49,7 +50,7 @@ THREADS_SHOWN = 15
 RESULT_CHARS = 4000  # of a tool's result, in the stream
 WAIT_S = 600.0  # the longest a form without JavaScript waits for its run
 ANSWERS = {"allow": "yes", "deny": "no"}
-VERBS = {"approval": "allowed", "denial": "denied"}
+VERBS = {APPROVAL_EVENT: "allowed", DENIAL_EVENT: "denied"}
 DEFAULT_AGENT = "core"
 SAID = '<div class="msg {}"><span class="who">{}</span><div class="text">{}</div></div>'
 CALL = (
@@ -143,7 +144,7 @@ def _turn_json(run: Any) -> dict[str, Any]:
     answers = [
         {"kind": e["kind"], "tool": (e["detail"] or {}).get("tool", "")}
         for e in run.events
-        if e["kind"] in ("approval", "denial")
+        if e["kind"] in VERBS
     ]
     return {
         "run": run.id,
