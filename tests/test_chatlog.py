@@ -13,7 +13,7 @@ from olav.memory.ingest.chatlog import import_chat
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
-from tests.helpers import OlavMain
+from tests.helpers import OlavMain, audit_rows
 
 CHAT = [
     ("lin", "The core switch in rack 4 keeps dropping its uplink.", "2024-05-08T09:00:00Z"),
@@ -110,6 +110,8 @@ def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:
     out = olav_main("kb", "import-chat", "c.jsonl")
     assert out.returncode == 0, out.stderr
     assert "imported 10 messages in 2 session(s)" in out.stdout
+    events = audit_rows(hash_ws, "SELECT memory_id, action, actor FROM memory_events")
+    assert events == [("chat:c.jsonl", "import", "user")]  # audited by the library
     bad = olav_main("kb", "import-chat", "missing.jsonl")
     assert bad.returncode != 0 and "missing.jsonl does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr

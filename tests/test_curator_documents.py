@@ -207,8 +207,10 @@ def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav: OlavC
     shrunk = json.loads(res.output)
     assert shrunk["chunks"] == 1 and shrunk["removed"] >= 2
     assert store.count() == before + 2  # one chunk + the summary guide
-    events = audit_rows(hash_ws, "SELECT action, actor FROM memory_events")
-    assert events == [("import", "cli")] * 3
+    events = audit_rows(
+        hash_ws, "SELECT action, actor, json_extract_string(detail, '$.by') FROM memory_events"
+    )
+    assert events == [("import", "user", "cli")] * 3  # as the other operations are audited
 
 
 def test_kb_import_txt_and_rejects_other_types(hash_ws: Path, olav: OlavCli) -> None:

@@ -88,3 +88,32 @@ def test_olav_memory_pin_is_audited_from_the_terminal(hash_ws: Path, olav_main: 
     assert [(a, who, json.loads(d)) for a, who, d in events] == [("pin", "user", {"by": "cli"})]
     missing = olav_main("memory", "quarantine", "--release", "fact_lab")
     assert missing.returncode == 1 and "memory fact_lab is not in quarantine" in missing.stderr
+
+
+def test_a_guide_or_a_retired_row_cannot_be_edited_by_any_client(
+    tmp_path: Path, hash_ws: Path, olav_main: Any
+) -> None:
+    store = hash_store(tmp_path / "m.lance")
+    guide = rec("guide_x", "list devices", category="usage_guide", metadata={"source": "g.yaml"})
+    store.upsert([guide, rec("f", "the NOC phone is 1234")])
+    log = Log()
+    bob = Actor("bob", "library", EVERYONE, log)
+    with pytest.raises(NotApplicable, match="guide_x is a guide: it is edited in its file g.yaml"):
+        edit(store, "guide_x", "new words", bob)
+    forget(store, "f", bob)
+    with pytest.raises(NotApplicable, match="memory f is retired: it can no longer be edited"):
+        edit(store, "f", "new words", bob)
+    assert [e[1] for e in log.events] == ["delete"]  # the refusals wrote nothing
+    assert store.read("f", EVERYONE).text == "the NOC phone is 1234"  # type: ignore[union-attr]
+    # the terminal: the same reason, in one line
+    from olav.core.config import Workspace
+    from olav.memory.store.table import MemoryStore
+
+    ws_store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    ws_store.upsert([rec("v", "the lab VLAN is 30")])
+    forget(ws_store, "v", bob)
+    out = olav_main("memory", "edit", "v", "--text", "the lab VLAN is 31")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: memory v is retired: it can no longer be edited"
+    ]

@@ -253,7 +253,7 @@ def test_the_why_json_is_one_shape_with_the_second_look_when_there_is_one() -> N
 OLAV = Path(__file__).resolve().parent.parent / "olav"
 SQL_NAMES = {"sql_str", "sql_in", "sql_ts", "live_filter", "filter_where", "readable_where"}
 RAW_READS = {"list_rows", "column_values"}
-OPERATIONS = {"pin", "edit", "delete", "purge", "quarantine", "release"}
+OPERATIONS = {"pin", "edit", "delete", "purge", "quarantine", "release", "import"}
 
 
 def _is_text(node: ast.expr) -> bool:

@@ -79,6 +79,17 @@ def open_store(ws: Any | None = None) -> Any:
     return MemoryStore.for_workspace(ws or open_workspace())
 
 
+def memory_actor(ws: Any) -> Any:
+    """The terminal's operator as the actor of memory operations and imports
+    (olav.memory.lifecycle.ops.Actor): audited as ``user``, by ``cli``, reading what this
+    operator may read."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle.ops import Actor
+    from olav.memory.store.scopes import Reader
+
+    return Actor("user", "cli", Reader.of(ws.config), AuditRecorder(ws.audit_path))
+
+
 def progress_bar(description: str, total: int | None) -> Any:
     """A bar on stderr with the count, the rate (items/s) and the time left."""
     from rich.progress import (

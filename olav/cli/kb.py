@@ -9,7 +9,14 @@ import typer
 from rich.markup import escape
 
 from olav.cli import drafts
-from olav.cli.common import console, open_store, open_workspace, print_json, progress_bar
+from olav.cli.common import (
+    console,
+    memory_actor,
+    open_store,
+    open_workspace,
+    print_json,
+    progress_bar,
+)
 from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
@@ -122,11 +129,9 @@ def import_cmd(
                 total=lambda n: bar.update(task, total=n),
                 advance=lambda n: bar.advance(task, n),
             ),
+            actor=memory_actor(ws),
         )
     _report_import(
-        ws,
-        doc.summary_id,
-        file,
         doc.to_json(),
         as_json=as_json,
         line=f'imported "{doc.title}" from {file}: {len(doc.chunk_ids)} chunks + summary '
@@ -135,15 +140,8 @@ def import_cmd(
     )
 
 
-def _report_import(
-    ws: Any, memory_id: str, file: Path, summary: dict[str, Any], *, as_json: bool, line: str
-) -> None:
-    """An import's audit event, then its summary: JSON, or one green line."""
-    from olav.audit.recorder import AuditRecorder
-
-    AuditRecorder(ws.audit_path).memory_event(
-        memory_id, "import", "cli", {"file": str(file), **summary}
-    )
+def _report_import(summary: dict[str, Any], *, as_json: bool, line: str) -> None:
+    """An import's summary: JSON, or one green line (the library audited it)."""
     if as_json:
         print_json(summary)
     else:
@@ -179,11 +177,9 @@ def import_chat_cmd(
             scope=scope,
             session_gap_hours=session_gap,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
+            actor=memory_actor(ws),
         )
     _report_import(
-        ws,
-        f"chat:{result.key}",
-        file,
         result.to_json(),
         as_json=as_json,
         line=f"imported {result.messages} messages in {result.sessions} session(s) "

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from olav.cli.calibrate import calibrate_cmd
-from olav.cli.common import console, open_store, open_workspace, print_json
+from olav.cli.common import console, memory_actor, open_store, open_workspace, print_json
 from olav.cli.memory_gaps import gaps_cmd
 from olav.cli.memory_policy import policy_cmd
 from olav.cli.memory_render import print_hits, print_stats, print_why, snippet
@@ -129,13 +129,6 @@ def _reader(ws: Any) -> Any:
     return Reader.of(ws.config)
 
 
-def _actor(ws: Any) -> Any:
-    """The terminal's operator as the memory operations' actor: audited as ``user``."""
-    from olav.memory.lifecycle.ops import Actor
-
-    return Actor("user", "cli", _reader(ws), _audit(ws))
-
-
 def _readable(ws: Any, store: Any, memory_id: str) -> Any:
     """The row ``memory_id`` if this operator may read it; else the same one-line error as
     for a missing row, so an id never reveals another operator's private row."""
@@ -159,7 +152,7 @@ def delete(
     rec = _readable(ws, store, memory_id)
     if not yes:
         typer.confirm(f"Delete {rec.category} {memory_id}: {snippet(rec.text, 60)}?", abort=True)
-    forget(store, memory_id, _actor(ws), purge=purge)
+    forget(store, memory_id, memory_actor(ws), purge=purge)
     if purge:
         console.print(f"[green]✓[/] purged {memory_id}")
     else:
@@ -190,7 +183,7 @@ def pin_cmd(memory_id: str = typer.Argument(..., metavar="ID")) -> None:
     from olav.memory.lifecycle.ops import pin
 
     ws = open_workspace()
-    pin(open_store(ws), memory_id, _actor(ws))
+    pin(open_store(ws), memory_id, memory_actor(ws))
     console.print(f"[green]✓[/] pinned {memory_id}")
 
 
@@ -214,7 +207,7 @@ def edit_cmd(
             console.print("unchanged")
             return
         text = edited.strip()
-    edit(store, memory_id, text, _actor(ws))
+    edit(store, memory_id, text, memory_actor(ws))
     console.print(f"[green]✓[/] updated and re-embedded {memory_id}")
 
 
@@ -394,7 +387,7 @@ def quarantine_cmd(
     ws = open_workspace()
     store = open_store(ws)
     if release:
-        release_row(store, release, _actor(ws))
+        release_row(store, release, memory_actor(ws))
         console.print(f"[green]✓[/] released {release}")
         return
     held = SearchFilter(reader=_reader(ws), quarantined=True, include_invalid=True)

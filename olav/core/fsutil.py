@@ -14,10 +14,12 @@ FILE_MODE = 0o644  # mkstemp makes 0600 files; the files olav writes are ordinar
 
 
 @contextmanager
-def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+def atomic_open(path: Path, mode: str = "w", *, file_mode: int = FILE_MODE) -> Iterator[IO[Any]]:
     """Write ``path`` whole or not at all: a temporary file in the same folder, fsynced,
     renamed over the target, and the folder fsynced so the rename survives a crash. Readers
-    see the old file or the whole new one; an exception leaves the old file as it was."""
+    see the old file or the whole new one; an exception leaves the old file as it was. The
+    file gets ``file_mode`` (a private file: 0o600, which the temporary file has from the
+    start, so it is never looser)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -27,7 +29,7 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, FILE_MODE)
+        os.chmod(tmp, file_mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -40,8 +42,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         fh.write(data)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    with atomic_open(path, "w") as fh:
+def atomic_write_text(path: Path, text: str, *, file_mode: int = FILE_MODE) -> None:
+    with atomic_open(path, "w", file_mode=file_mode) as fh:
         fh.write(text)
 
 

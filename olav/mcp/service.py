@@ -177,14 +177,7 @@ class MemoryService:
         self._own_agent(agent)
         with self._lock:
             result = self.recaller.recall(request, dry_run=True)
-        return {
-            "agent": self.agent,
-            "tier": self.recaller.tier,
-            "block": result.block,
-            "injected": result.injected_ids,
-            "candidates": [_candidate(c.to_json()) for c in result.candidates],
-            "latency_ms": round(result.latency_ms, 1),
-        }
+        return {**result.to_json(brief=True), "latency_ms": round(result.latency_ms, 1)}
 
     def search(self, query: str, category: str | None = None, k: int = 5) -> dict[str, Any]:
         """The hybrid search, restricted to this agent's scopes."""
@@ -382,17 +375,6 @@ class MemoryService:
             rows = recent_episodes(self.store, self.scopes, limit=limit)
         parts = [f"## {r.id}\n{r.text.strip()}" for r in rows]
         return "# Recent episodes\n\n" + ("\n\n".join(parts) or "No episodes yet.") + "\n"
-
-
-def _candidate(data: dict[str, Any]) -> dict[str, Any]:
-    margin = data.get("margin")
-    return {
-        "id": data["id"],
-        "category": data["category"],
-        "decision": data["decision"],
-        "reason": data.get("reason") or "",
-        "margin": None if margin is None else round(float(margin), 4),
-    }
 
 
 def check_outcome(calls: Sequence[ToolCall], outcome: str, error: str | None) -> None:

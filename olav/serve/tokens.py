@@ -33,7 +33,6 @@ import logging
 import os
 import re
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.core.errors import NotFoundError, OlavError
-from olav.core.fsutil import fsync_dir
+from olav.core.fsutil import atomic_write_text
 from olav.memory.store.scopes import _name
 
 log = logging.getLogger(__name__)
@@ -374,25 +373,13 @@ class TokenStore:
             ensure_ascii=False,
             indent=2,
         )
-        folder = self.path.parent
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=folder)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                os.fchmod(fh.fileno(), FILE_MODE)  # mkstemp's mode already; never looser
-                fh.write(text + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, text + "\n", file_mode=FILE_MODE)
         except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
             raise TokenFileError(
                 f"cannot write {self.path}: {exc.strerror or exc}",
                 hint="Check the free space and the folder's permissions; the old file is intact",
             ) from None
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        fsync_dir(folder)
 
     def create(self, operator: str, note: str = "") -> tuple[TokenInfo, str]:
         """A new token for ``operator``: its info, and the token itself, which is not kept and

@@ -12,6 +12,7 @@ from typing import Any
 
 from olav.core.errors import OlavError
 from olav.core.fsutil import atomic_write_text
+from olav.memory.store.schema import GUIDE_CATEGORIES
 
 DRAFTS = ".curator_drafts"
 DRAFT_VERSION = 1
@@ -23,7 +24,6 @@ NOT_CONFIRMED = "the user has not confirmed yet: show the preview and wait for t
 CONFIRMERS = ("chat", "cli", "mcp", "console")
 ACTOR = "memory_curator"
 
-GUIDE_CATEGORIES = ("usage_guide", "format_guide")
 ROW_CATEGORIES = ("fact", "preference", "decision", "expert_knowledge")
 CATEGORIES = (*GUIDE_CATEGORIES, *ROW_CATEGORIES, "document", "topology")
 PREVIEW_CHARS = 1500

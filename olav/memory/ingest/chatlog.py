@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from olav.core.errors import OlavError
 from olav.memory.ingest.context import Utterance, conversation_records
 from olav.memory.ingest.documents import slug
+from olav.memory.lifecycle.ops import Actor
 from olav.memory.policy import DEFAULTS
 from olav.memory.store.sql import sql_str
 from olav.memory.store.table import MemoryStore
@@ -143,9 +144,11 @@ def import_chat(
     scope: str = "global",
     session_gap_hours: float = 4.0,
     progress: Callable[[int, int], None] | None = None,
+    actor: Actor | None = None,
 ) -> ChatImport:
     """Write one memory per message, replacing an earlier import of the same file.
-    ``progress(done, total)`` follows the embedding of the messages."""
+    ``progress(done, total)`` follows the embedding of the messages; ``actor``: who imports
+    it, and where its ``import`` event goes (olav.memory.lifecycle.ops.Actor)."""
     messages = read_messages(path)
     try:
         key = str(path.resolve().relative_to(base.resolve()))
@@ -183,4 +186,9 @@ def import_chat(
         if r.id not in ids and r.id.startswith(prefix)
     ]
     removed = store.delete(ids=stale) if stale else 0
-    return ChatImport(key, len(records), len(set(sessions)), result.added, result.updated, removed)
+    imported = ChatImport(
+        key, len(records), len(set(sessions)), result.added, result.updated, removed
+    )
+    if actor is not None:
+        actor.record(f"chat:{key}", "import", {"file": str(path), **imported.to_json()})
+    return imported

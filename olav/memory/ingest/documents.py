@@ -33,6 +33,7 @@ from olav.memory.ingest.chunking import (
     split_long,
     summarise,
 )
+from olav.memory.lifecycle.ops import Actor
 from olav.memory.policy import DEFAULTS
 from olav.memory.store.schema import MemoryRecord
 
@@ -282,9 +283,11 @@ def import_document_file(
     agent: str = "core",
     scope: str | None = None,
     progress: ImportProgress | None = None,
+    actor: Actor | None = None,
 ) -> DocumentImport:
     """Import a ``.md`` or ``.txt`` file: chunks plus a summary guide, replacing an earlier
-    import of the same path. Its keywords are its title and its file name."""
+    import of the same path. Its keywords are its title and its file name. ``actor``: who
+    imports it, and where its ``import`` event goes (olav.memory.lifecycle.ops.Actor)."""
     text = read_text_file(path, DOCUMENT_SUFFIXES)
     key = document_key_for_file(path, base)
     source = key.removeprefix("file:")
@@ -302,7 +305,11 @@ def import_document_file(
         source=source,
     )
     records, summary = document_records(spec)
-    if progress is None:
-        return write_document(store, records, summary)
-    progress.total(len(records) + 1)
-    return write_document(store, records, summary, progress=progress.advance)
+    if progress is not None:
+        progress.total(len(records) + 1)
+    doc = write_document(
+        store, records, summary, progress=None if progress is None else progress.advance
+    )
+    if actor is not None:
+        actor.record(doc.summary_id, "import", {"file": str(path), **doc.to_json()})
+    return doc

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from olav.core.errors import MemoryStoreError, NotFoundError
-from olav.memory.store.schema import QUARANTINE, MemoryRecord
+from olav.memory.store.schema import GUIDE_CATEGORIES, QUARANTINE, MemoryRecord
 from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.table import MemoryStore
 
@@ -67,10 +67,29 @@ def pin(store: MemoryStore, memory_id: str, actor: Actor) -> MemoryRecord:
     return out
 
 
+def edit_refusal(rec: MemoryRecord) -> str | None:
+    """Why ``rec``'s text cannot be edited (a guide comes from its file; a retired row is
+    history), or None: :func:`edit` refuses with it, and a client may ask first."""
+    if rec.category in GUIDE_CATEGORIES:
+        source = rec.metadata.get("source")
+        where = f"its file {source}" if source else "the file or draft it came from"
+        return (
+            f"{rec.id} is a guide: it is edited in {where}, not here. Change the YAML, then "
+            "run `olav kb import-guides`"
+        )
+    if rec.invalidated_at is not None:
+        return f"memory {rec.id} is retired: it can no longer be edited"
+    return None
+
+
 def edit(store: MemoryStore, memory_id: str, text: str, actor: Actor) -> MemoryRecord:
     """The new text, re-embedded; a curator row's body follows it; the old text goes to the
-    audit (``edit``, ``old_text``)."""
+    audit (``edit``, ``old_text``). A guide or a retired row is refused
+    (:func:`edit_refusal`)."""
     rec = readable_row(store, memory_id, actor)
+    refused = edit_refusal(rec)
+    if refused is not None:
+        raise NotApplicable(refused)
     meta = dict(rec.metadata)
     if "body" in meta:
         meta["body"] = text

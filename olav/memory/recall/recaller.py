@@ -73,6 +73,10 @@ class Candidate:
         }
 
 
+BRIEF_CANDIDATE = ("id", "category", "decision", "reason", "margin")
+"""A candidate's fields in a brief recall JSON (:meth:`RecallResult.to_json`)."""
+
+
 @dataclass
 class RecallResult:
     query: str
@@ -97,15 +101,20 @@ class RecallResult:
     def injected_ids(self) -> list[str]:
         return [c.hit.record.id for c in self.injected]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, brief: bool = False) -> dict[str, Any]:
         """The one JSON of a recall explained (`olav memory why --json`, the console's Why,
-        ``/why`` in chat): every candidate with its decision, what is injected, the block, and,
-        only with a reranker or judge, the second look (its setup, latency and verdicts)."""
+        ``/why`` in chat, MCP's recall tool): every candidate with its decision, what is
+        injected, the block, and, only with a reranker or judge, the second look (its setup,
+        latency and verdicts). ``brief``: each candidate by its id, category, decision, reason
+        and margin alone (an MCP client's model reads it: its context is small)."""
+        candidates = [c.to_json() for c in self.candidates]
+        if brief:
+            candidates = [{key: c[key] for key in BRIEF_CANDIDATE} for c in candidates]
         out: dict[str, Any] = {
             "query": self.query,
             "agent": self.agent,
             "tier": self.tier,
-            "candidates": [c.to_json() for c in self.candidates],
+            "candidates": candidates,
             "injected": self.injected_ids,
             "block": self.block,
         }

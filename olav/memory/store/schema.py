@@ -31,6 +31,8 @@ CATEGORIES = (
     "document",
     "episode",
 )
+GUIDE_CATEGORIES = ("usage_guide", "format_guide")
+"""The categories whose rows come from a YAML guide: edited in their file, never in place."""
 ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
 # a retired row held back as possible prompt injection carries ``superseded_by`` =
 # QUARANTINE + its reason (olav.memory.ingest.injection, olav.memory.lifecycle.ops)

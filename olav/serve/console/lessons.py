@@ -16,9 +16,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from olav.memory.store.schema import GUIDE_CATEGORIES
 from olav.serve.console.context import BadRequest, Ctx, Page, Redirect
 from olav.serve.console.html import Markup, h, join, link, memory_href, pager, stamp, table
-from olav.serve.console.memory import GUIDES, newest, row_json
+from olav.serve.console.memory import newest, row_json
 from olav.serve.console.memory_row import readable_row
 
 LESSON_COLUMNS = ("id", "lesson", "scope", "origin", "reads", "created", "expires")
@@ -147,7 +148,7 @@ def _gap_cells(miss: Any) -> list[Any]:
 
 def _keyword_form(ctx: Ctx, miss: Any) -> Markup:
     """Propose a keyword for one of the guides that came nearest (a draft, never an edit)."""
-    guides = [n.memory_id for n in miss.near if n.category in GUIDES]
+    guides = [n.memory_id for n in miss.near if n.category in GUIDE_CATEGORIES]
     if not guides:
         return h('<span class="hint">{}</span>', "no guide came close: nothing to propose")
     options = join(h('<option value="{}">{}</option>', g, g) for g in guides)

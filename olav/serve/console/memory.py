@@ -35,7 +35,6 @@ from olav.serve.console.html import (
 
 MAX_HITS = 500  # the deepest a search pages
 LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated")
-GUIDES = ("usage_guide", "format_guide")  # edited through their YAML file, never here
 # newest change first; rows changed at one instant by id (the listing's pages keep that order)
 NEWEST_PAGE = Order((("changed", "desc"), ("id", "asc")))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from olav.memory.store.schema import GUIDE_CATEGORIES
 from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, Refused
 from olav.serve.console.decisions import (
     DECISIONS,
@@ -28,7 +29,6 @@ from olav.serve.console.html import (
     when,
 )
 from olav.serve.console.memory import (
-    GUIDES,
     detail_text,
     expiry_of,
     quarantined,
@@ -166,8 +166,10 @@ def _buttons(ctx: Ctx, rec: Any) -> Markup:
 def _edit_form(ctx: Ctx, rec: Any) -> Markup:
     """The text as `olav memory edit` opens it (a curator row's body, else its text); a guide
     says where it is edited instead."""
-    if rec.category in GUIDES:
-        return h('<p class="hint">{}</p>', _guide_note(rec))
+    from olav.memory.lifecycle.ops import edit_refusal
+
+    if rec.category in GUIDE_CATEGORIES:
+        return h('<p class="hint">{}</p>', edit_refusal(rec))
     return h(
         '<details class="edit"><summary>Edit the text</summary>'
         '<form method="post" action="{}"><input type="hidden" name="csrf" value="{}">'
@@ -184,15 +186,6 @@ def _edit_form(ctx: Ctx, rec: Any) -> Markup:
 
 def _editable_text(rec: Any) -> str:
     return str(rec.metadata.get("body") or rec.text)
-
-
-def _guide_note(rec: Any) -> str:
-    source = rec.metadata.get("source")
-    where = f"its file {source}" if source else "the file or draft it came from"
-    return (
-        f"{rec.id} is a guide: it is edited in {where}, not here. Change the YAML, then run "
-        "`olav kb import-guides`"
-    )
 
 
 def _changing(ctx: Ctx) -> Any:
@@ -237,13 +230,12 @@ def pin_action(ctx: Ctx) -> Redirect:
 def edit_action(ctx: Ctx) -> Redirect:
     """`olav memory edit --text`: the new text, re-embedded, the old one in the audit (with
     who). A guide is refused: it is edited through its YAML file."""
-    from olav.memory.lifecycle.ops import edit
+    from olav.memory.lifecycle.ops import edit, edit_refusal
 
     rec = _changing(ctx)
-    if rec.category in GUIDES:
-        raise Refused(_guide_note(rec))
-    if rec.invalidated_at is not None:
-        raise Refused(f"memory {rec.id} is retired: it can no longer be edited")
+    refused = edit_refusal(rec)
+    if refused is not None:
+        raise Refused(refused)
     text = str(ctx.params.get("text", "")).replace("\r\n", "\n").strip()
     if not text:
         raise BadRequest("the new text is empty", hint="Delete the memory instead")
@@ -296,7 +288,7 @@ def _guide_body(rec: Any) -> Markup:
     body = rec.metadata.get("body")
     if not body or body == rec.text:
         return Markup("")
-    what = "Guide body" if rec.category in GUIDES else "Body"
+    what = "Guide body" if rec.category in GUIDE_CATEGORIES else "Body"
     return h("<h2>{} (what recall injects)</h2>", what) + pre(body)
 
 
