@@ -98,7 +98,9 @@ def test_a_guide_or_a_retired_row_cannot_be_edited_by_any_client(
     store.upsert([guide, rec("f", "the NOC phone is 1234")])
     log = Log()
     bob = Actor("bob", "library", EVERYONE, log)
-    with pytest.raises(NotApplicable, match="guide_x is a guide: it is edited in its file g.yaml"):
+    with pytest.raises(
+        NotApplicable, match=r"guide_x is a guide: it is edited in its file g\.yaml"
+    ):
         edit(store, "guide_x", "new words", bob)
     forget(store, "f", bob)
     with pytest.raises(NotApplicable, match="memory f is retired: it can no longer be edited"):
