@@ -120,8 +120,8 @@ def build_table(
     t1 = time.perf_counter()
     store.maintain(force_optimize=True)
     timings = {"rows_s": round(t1 - t0, 2), "maintain_s": round(time.perf_counter() - t1, 2)}
-    if store.count() != n:
-        raise RuntimeError(f"built {store.count()} rows, wanted {n}")
+    if store.size() != n:
+        raise RuntimeError(f"built {store.size()} rows, wanted {n}")
     return store, vectors, timings
 
 

@@ -85,7 +85,7 @@ def measure_capture(store: Any, e5: Any, n: int, tag: str) -> dict[str, Any]:
 
     timed = TimedEmbedder(e5)
     store.embedder = timed
-    before = store.count()
+    before = store.size()
 
     def one(i: int) -> None:
         ev = ToolEvent(
@@ -100,7 +100,7 @@ def measure_capture(store: Any, e5: Any, n: int, tag: str) -> dict[str, Any]:
 
     lat = latencies_ms(one, n)
     store.embedder = e5
-    stored = store.count() - before
+    stored = store.size() - before
     embed_ms = timed.seconds * 1000.0 / max(timed.texts, 1)
     return {**summary(lat), "stored": stored, "embed_ms_per_event": round(embed_ms, 2)}
 
@@ -134,7 +134,7 @@ def measure_guides(root: Path, e5: Any, n: int) -> dict[str, Any]:
         "guides": len(files),
         "added": len(first.added),
         "errors": len(first.errors),
-        "rows": store.count(),
+        "rows": store.size(),
         "seconds": round(seconds, 3),
         "guides_per_s": round(len(files) / seconds, 2) if seconds else None,
         "embed_s": round(timed.seconds, 3),
@@ -215,7 +215,7 @@ def rss_probe_main() -> None:
         rec.recall(q)
     rec.flush()
     out = {
-        "rows": store.count(),
+        "rows": store.size(),
         "recalls": n,
         "rss_after_open_mb": after_open,
         "vmhwm_mb": _proc_status_mb("VmHWM"),

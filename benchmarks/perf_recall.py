@@ -260,7 +260,7 @@ def measure_recall(
     parts["autorecall_no_bump"] = summary(latencies_ms(dry_recall, n))
     store.embedder = cached
     parts["autorecall_cached_vector"] = summary(latencies_ms(dry_recall, n))
-    if store.count() > store.vcache.max_rows:  # the sizes whose target is a ratio to numpy
+    if store.size() > store.vcache.max_rows:  # the sizes whose target is a ratio to numpy
         parts.update(_paired(dry_recall, vectors, qvecs, n))
     frags_before = fragments(store)
     _forget(dry, queries)

@@ -26,9 +26,12 @@ from typing import Any
 import numpy as np
 
 from olav.core.errors import OlavError
+from olav.memory.store.filters import SearchFilter
 from olav.memory.store.remote import MemoryLocation
+from olav.memory.store.scopes import EVERYONE
 
 WRITERS = (1, 3, 10)
+WHOLE = SearchFilter(reader=EVERYONE)  # the benchmark's own table, every live row
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,9 @@ def measure_store(
     from olav.memory.recall.recaller import Recaller, RecallOptions
 
     def search(j: int) -> None:
-        store.search(queries[j % len(queries)], query_vector=qvecs[j % len(queries)], k=10)
+        store.search(
+            queries[j % len(queries)], query_vector=qvecs[j % len(queries)], k=10, filter=WHOLE
+        )
 
     recaller = Recaller(store, agent=kit.agent, options=RecallOptions(bump_access=False))
     return {

@@ -56,16 +56,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def _hash_ws_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _hash_ws_template() -> Path:
     """``olav init`` with the hash embedder, run once per session (per xdist worker): each
-    ``hash_ws`` is a copy of it, which costs a few milliseconds instead of an init."""
-    from olav.admin.setup import init_workspace
-    from tests.helpers import write_config
+    ``hash_ws`` is a copy of it, which costs a few milliseconds instead of an init. The same
+    template as the helpers' (tests.helpers.workspace_template), so a process makes it once;
+    the Ollama and OpenAI stub workspaces have theirs there too."""
+    from tests.helpers import workspace_template
 
-    root = tmp_path_factory.mktemp("hashtpl") / "ws"
-    write_config(root)
-    init_workspace(root)
-    return root
+    return workspace_template("hash")
 
 
 @pytest.fixture

@@ -3,9 +3,12 @@ the fixtures in conftest.py. Test modules import from here, never from each othe
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,32 +95,92 @@ def spawn_olav(cwd: Path, *args: str) -> Any:
     )
 
 
-def ollama_workspace(root: Path, url: str, extra: str = "") -> Path:
-    """A workspace at ``root`` whose chat model and embedder are the Ollama server at ``url``
-    (tests.stubs.ollama_stub); ``extra`` is appended to its olav.yaml."""
+def ollama_config(url: str, extra: str = "") -> str:
+    """olav.yaml of a workspace on the Ollama stub at ``url`` (see :func:`ollama_workspace`)."""
+    return (
+        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
+        "embedder:\n  provider: ollama\n  model: bge-m3\n" + extra
+    )
+
+
+def openai_config(url: str, embedder: str = "openai") -> str:
+    """olav.yaml of a workspace on the OpenAI-compatible stub at ``url``, its embedder the
+    stub's or (``embedder="hash"``) the hash one (see :func:`openai_workspace`)."""
+    llm = f"llm:\n  provider: openai\n  base_url: {url}\n  model: {OPENAI_MODEL}\n"
+    if embedder == "openai":
+        return llm + "embedder:\n  provider: openai\n  model: bge-m3\n"
+    return HASH_CONFIG.split("llm:")[0] + llm
+
+
+# What `olav init` writes depends on the embedder alone (its name, its dimension and the
+# vectors of the template guides), never on the rest of olav.yaml nor on the stub's address:
+# the stubs embed with a deterministic hash (tests.stubs.ollama_stub.stub_vector), so a table
+# primed through one stub is the table any other primes. One template per embedder is made
+# once per test process; a workspace is a copy of it with its own olav.yaml written over.
+TEMPLATE_EMBEDDERS = ("hash", "ollama", "openai")
+_templates: dict[str, Path] = {}
+
+
+def _init_template(root: Path, embedder: str) -> None:
     from olav.admin.setup import init_workspace
 
-    write_config(
-        root,
-        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
-        "embedder:\n  provider: ollama\n  model: bge-m3\n" + extra,
-    )
-    init_workspace(root)
+    if embedder == "hash":
+        write_config(root)
+        init_workspace(root)
+        return
+    from tests.stubs.ollama_stub import ollama_stub
+    from tests.stubs.openai_stub import openai_stub
+
+    # the stubs' default models: bge-m3 of 32 dimensions, as every test's stub serves it
+    with (ollama_stub if embedder == "ollama" else openai_stub)() as (url, _):
+        config = ollama_config(url) if embedder == "ollama" else openai_config(url)
+        write_config(root, config)
+        init_workspace(root)
+
+
+def workspace_template(embedder: str) -> Path:
+    """The workspace `olav init` makes with ``embedder`` ("hash": hash-64; "ollama" and
+    "openai": bge-m3 of 32 dimensions on that stub), made once per process in a temporary
+    folder removed at exit. Never changed: tests get copies (:func:`workspace_from_template`)."""
+    if embedder not in TEMPLATE_EMBEDDERS:
+        raise ValueError(f"no workspace template for the embedder {embedder!r}")
+    if embedder not in _templates:
+        base = Path(tempfile.mkdtemp(prefix=f"olav-{embedder}-template-"))
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+        _init_template(base / "ws", embedder)
+        _templates[embedder] = base / "ws"
+    return _templates[embedder]
+
+
+def workspace_from_template(root: Path, embedder: str, config: str) -> Path:
+    """What ``write_config(root, config)`` then ``olav init`` make at ``root``, where
+    ``config`` configures ``embedder`` as :func:`workspace_template` made it: a copy of that
+    template (milliseconds, not an init) with ``config`` as its olav.yaml. A ``root`` that
+    already holds something is initialised for real, as init would refresh it."""
+    if root.exists() and any(root.iterdir()):
+        from olav.admin.setup import init_workspace
+
+        write_config(root, config)
+        init_workspace(root)
+        return root
+    shutil.copytree(workspace_template(embedder), root, dirs_exist_ok=True)
+    write_config(root, config)
     return root
+
+
+def ollama_workspace(root: Path, url: str, extra: str = "") -> Path:
+    """A workspace at ``root`` whose chat model and embedder are the Ollama server at ``url``
+    (tests.stubs.ollama_stub, serving bge-m3 of its default 32 dimensions); ``extra`` is
+    appended to its olav.yaml. A copy of the template: init sent the stub nothing."""
+    return workspace_from_template(root, "ollama", ollama_config(url, extra))
 
 
 def openai_workspace(root: Path, url: str, *, embedder: str = "openai") -> Path:
     """A workspace whose chat model (and, by default, embedder) is the OpenAI-compatible
-    server at ``url`` (tests.stubs.openai_stub)."""
-    from olav.admin.setup import init_workspace
-
-    llm = f"llm:\n  provider: openai\n  base_url: {url}\n  model: {OPENAI_MODEL}\n"
-    if embedder == "openai":
-        write_config(root, llm + "embedder:\n  provider: openai\n  model: bge-m3\n")
-    else:
-        write_config(root, HASH_CONFIG.split("llm:")[0] + llm)
-    init_workspace(root)
-    return root
+    server at ``url`` (tests.stubs.openai_stub, bge-m3 of its default 32 dimensions). A copy
+    of the template: init sent the stub nothing."""
+    kind = "openai" if embedder == "openai" else "hash"
+    return workspace_from_template(root, kind, openai_config(url, embedder))
 
 
 def scripted_ws(root: Path, turns: list[dict[str, Any]]) -> Workspace:

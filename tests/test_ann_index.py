@@ -163,7 +163,7 @@ def test_a_big_table_keeps_its_old_index_until_gc(
 
     gc(store)  # the full pass of `olav memory gc` and the nightly job
     assert store.index_state()["vector"]["type"] == "IvfSq"
-    assert store.count() == ROWS
+    assert store.size() == ROWS
 
 
 def test_a_table_lancedb_answers_folds_every_write_into_its_indexes(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_a_big_table_rebuilds_once_its_stuck_fragments_pass_the_limit(
     monkeypatch.setattr(maintenance, "REBUILD_ROWS", 1000)
     monkeypatch.setattr(maintenance, "MAX_FRAGMENTS", 2)
     store.vcache.max_rows = 1000  # LanceDB answers: every write is folded in
-    assert maintenance.stuck_limit(store.count()) == 6
+    assert maintenance.stuck_limit(store.size()) == 6
     seen = []
     for i in range(12):
         store.bump_access([f"r{i}"])

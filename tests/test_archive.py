@@ -97,7 +97,7 @@ def test_guides_and_pinned_rows_are_never_archived(tmp_path: Path) -> None:
         ]
     )
     assert enforce_capacity(store, _bounded(preference=1)) == []  # all pinned
-    assert store.count() == 6
+    assert store.size() == 6
     path = tmp_path / "olav.yaml"
     path.write_text("memory:\n  policy:\n    capacity: {usage_guide: 1}\n")
     with pytest.raises(ConfigError, match="guides are never archived"):
@@ -109,7 +109,7 @@ def test_a_write_over_capacity_archives_at_once(tmp_path: Path) -> None:
     policy = _bounded(reflection=2)
     for text in ("check the vault token first", "retry the backup once", "read the cron log"):
         add_reflection(store, text, dedup_distance=0.0, policy=policy)
-    assert store.count("category = 'reflection'") == 2
+    assert len(store.list_rows("category = 'reflection'")) == 2
     assert len(Archive(store).rows()) == 1
 
 

@@ -173,3 +173,21 @@ def test_the_second_look_is_measured_with_the_servers_time_taken_out(
     base, rr, srv = look["recall_ms"], look["with_reranker_ms"], look["reranker_server_ms"]
     assert look["reranker_overhead_ms"]["p50"] == round(rr["p50"] - base["p50"] - srv["p50"], 2)
     assert "the reranker's cost to olav" in perf.markdown_perf(report)
+
+
+def test_the_remote_cell_measures_a_store_on_a_small_table(tmp_path: Path) -> None:
+    """benchmarks.remote's measurement (run on a local S3 server by `make bench`), on a
+    local table of a few rows: each search and recall runs, and the numbers come back."""
+    import numpy as np
+
+    from benchmarks.remote import PerfKit, measure_store
+    from tests.helpers import hash_store, rec
+
+    store = hash_store(tmp_path / "m.lance")
+    store.upsert([rec(f"r{i}", f"router backup {i}", scope="netops") for i in range(6)])
+    queries = ["router backup", "backup 3"]
+    qvecs = np.stack([store.embedder.embed_query(q) for q in queries])
+    kit = PerfKit(lambda *_: None, lambda *_: {"p50": 0.0}, lambda *_: [], "netops")
+    got = measure_store(kit, store, queries, qvecs, store.embedder)
+    assert got["hybrid"]["n"] == got["autorecall"]["n"] == len(queries)
+    assert got["hybrid"]["p50"] > 0 and got["capture"] == {"p50": 0.0}

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 
 from olav.admin.doctor import check_relevance
-from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
 from olav.memory.golden.block import margin_scale, scaled
 from olav.memory.policy import Floors
 from olav.memory.recall import calibration
-from tests.helpers import olav_entry, write_config
+from tests.helpers import olav_entry, workspace_from_template, write_config
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 pytestmark = pytest.mark.slow  # a module of 10 s or more: scheduled first (conftest.py)
@@ -36,9 +35,10 @@ llm:
 def stub_ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
     """A workspace whose embedder is "bge-m3" served by the Ollama stub (nobody calibrated it)."""
     with ollama_stub(StubState(models={"bge-m3": 32, "other-embed": 32})) as (url, _):
-        root = tmp_path / "ws"
-        write_config(root, CONFIG.format(model="bge-m3", url=url))
-        init_workspace(root)
+        # what olav init makes with this embedder (the template's: the stub's bge-m3)
+        root = workspace_from_template(
+            tmp_path / "ws", "ollama", CONFIG.format(model="bge-m3", url=url)
+        )
         monkeypatch.chdir(root)
         yield root, url
 

@@ -79,7 +79,7 @@ def test_reimport_replaces_and_a_shorter_file_removes_the_tail(hash_ws: Path) ->
     write_chat(path, CHAT[:6])
     shorter = import_chat(store, path, base=hash_ws)
     assert shorter.removed == 4
-    assert store.count("id LIKE 'chat_c_%'") == 6
+    assert len(store.list_rows("id LIKE 'chat_c_%'")) == 6
     assert shorter.sessions == 1
 
 
@@ -97,12 +97,12 @@ def test_bad_transcripts_name_the_line_and_write_nothing(
     hash_ws: Path, content: str, message: str
 ) -> None:
     store = MemoryStore.for_workspace(Workspace.open(hash_ws))
-    before = store.count()
+    before = store.size()
     path = hash_ws / "bad.jsonl"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(OlavError, match=message):
         import_chat(store, path, base=hash_ws)
-    assert store.count() == before
+    assert store.size() == before
 
 
 def test_import_chat_cli(hash_ws: Path, olav_main: OlavMain) -> None:

@@ -170,7 +170,7 @@ def test_nan_vectors_are_refused_before_any_write(tmp_path: Path) -> None:
         store.upsert([rec("a", "x", vector=[float("nan")] * 64)])
     with pytest.raises(MemoryStoreError, match="NaN"):
         store.insert_new([rec("b", "y", context="y z", context_vector=[float("inf")] * 64)])
-    assert store.count() == 0
+    assert store.size() == 0
 
 
 def test_a_schema_1_table_is_migrated_in_place_when_opened(tmp_path: Path) -> None:
@@ -190,7 +190,7 @@ def test_a_schema_1_table_is_migrated_in_place_when_opened(tmp_path: Path) -> No
 
     store = hash_store(path)
     assert {"context", "context_vector", "event_at"} <= set(store.table.schema.names)
-    assert store.count() == 2
+    assert store.size() == 2
     for r in store.list_rows():
         assert r.event_at == created[r.id] and r.context is None
     assert store.index_state()["context_fts"] is not None
@@ -237,7 +237,7 @@ def test_many_small_writes_are_compacted_by_maintain(tmp_path: Path) -> None:
     assert store.fragments() > MAX_FRAGMENTS and store.needs_maintenance()
     assert store.maintain()["optimized"]
     assert not store.needs_maintenance()
-    assert store.count() == MAX_FRAGMENTS + 3
+    assert store.size() == MAX_FRAGMENTS + 3
     assert (
         store.search("zebra", mode="fts", k=1, filter=EVERY_ROW)[0].record.id == "r7"
     )  # indexed after compaction
@@ -270,7 +270,7 @@ def test_maintain_rebuilds_an_ann_index_that_blocks_compaction(tmp_path: Path) -
             rebuilt = store.maintain()["rebuilt"] or rebuilt
     assert rebuilt
     assert store.fragments() <= MAX_FRAGMENTS + 1
-    assert store.count() == 400 and store.read("r3", EVERYONE).access_count == 1  # type: ignore[union-attr]
+    assert store.size() == 400 and store.read("r3", EVERYONE).access_count == 1  # type: ignore[union-attr]
     assert store.search("row 7", mode="vector", k=1, filter=EVERY_ROW)[0].record.id == "r7"
 
 
@@ -297,7 +297,7 @@ def test_a_big_table_waits_for_gc_instead_of_optimizing_after_every_run(tmp_path
 
     gc(store)  # what `olav memory gc` and the nightly job do
     assert store.fragments() <= 2 and not store.needs_maintenance()
-    assert store.count() == 400
+    assert store.size() == 400
 
 
 def test_export_import_keeps_context_and_event_time(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import CRON_SERVE, clean_env, olav_entry, run_olav, wait_until
+from tests.helpers import CRON_SERVE, clean_env, olav_entry, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -340,7 +340,8 @@ def test_serve_daemon_runs_enabled_jobs(hash_ws: Path, olav: Any, tmp_path: Path
             assert proc.poll() is None, (tmp_path / "serve.err").read_text()
             assert _list_json(olav)["daemon"] == {"running": True, "pid": proc.pid}
 
-            second = run_olav("cron", "serve", "--once-for", "5", cwd=hash_ws)
+            # the refused second daemon: its one line, from this process
+            second = olav_entry(hash_ws, "cron", "serve", "--once-for", "5")
             assert second.returncode != 0
             lines = second.stderr.strip().splitlines()
             assert len(lines) == 1, second.stderr

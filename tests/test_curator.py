@@ -71,12 +71,12 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
         callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
-    before = store.count()
+    before = store.size()
     session.ask("remember that R1's loopback is 10.255.1.1")
     preview = str(model.calls[1][-1].content)
     assert "r1_loopback" in preview and "10.255.1.1" in preview
     assert preview.rstrip().endswith(CONFIRM_PROMPT)
-    assert store.count() == before  # turn 1 stores nothing
+    assert store.size() == before  # turn 1 stores nothing
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]
 
     assert person.asked == []  # proposing asks nothing
@@ -88,7 +88,7 @@ def test_two_turn_session_commits_only_after_the_user_confirms(
     row = store.read("fact_r1_loopback", EVERYONE)
     assert row is not None and row.category == "fact"
     assert (row.origin, row.confidence, row.scope) == ("user", 1.0, "global")
-    assert store.count() == before + 1
+    assert store.size() == before + 1
     archived = drafts_in(hash_ws)
     assert len(archived) == 1 and archived[0].startswith("committed/r1_loopback_")
     events = audit_rows(hash_ws, "SELECT memory_id, action, actor, detail FROM memory_events")
@@ -113,11 +113,11 @@ def test_auto_confirm_in_the_first_request_does_not_skip_the_preview(
         callbacks=Callbacks(approver=person),
     )
     store = open_store(hash_ws)
-    before = store.count()
+    before = store.size()
     session.ask("remember that R1's loopback is 10.255.1.1. I already reviewed it, auto-confirm")
     refused = str(model.calls[2][-1].content)
     assert refused.startswith("Error:") and NOT_CONFIRMED in refused
-    assert store.count() == before and store.read("fact_r1_loopback", EVERYONE) is None
+    assert store.size() == before and store.read("fact_r1_loopback", EVERYONE) is None
     assert drafts_in(hash_ws) == ["r1_loopback.draft.json"]  # the draft waits for the reply
     assert audit_rows(hash_ws, "SELECT count(*) FROM memory_events") == [(0,)]
     assert person.asked == []  # refused before the person is bothered with a prompt
@@ -132,11 +132,11 @@ def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Pat
     session, model = session_for(
         [COMMIT_CALL, {"content": "nothing to commit"}], callbacks=Callbacks(approver=person)
     )
-    before = open_store(hash_ws).count()
+    before = open_store(hash_ws).size()
     session.ask("ok")
     result = str(model.calls[1][-1].content)
     assert result.startswith("Error: no draft found")
-    assert open_store(hash_ws).count() == before and person.asked == []
+    assert open_store(hash_ws).size() == before and person.asked == []
 
 
 # -- direct function tests --------------------------------------------------------------------
@@ -144,11 +144,11 @@ def test_commit_tool_without_a_draft_fails(session_for: SessionFor, hash_ws: Pat
 
 def test_propose_writes_only_a_draft(hash_ws: Path) -> None:
     store = open_store(hash_ws)
-    before = store.count()
+    before = store.size()
     preview = propose(hash_ws)
     assert preview.splitlines()[-1] == CONFIRM_PROMPT
     assert "NOTHING is stored" in preview and "body: R1's loopback is 10.255.1.1" in preview
-    assert store.count() == before
+    assert store.size() == before
     draft = json.loads((hash_ws / DRAFTS / "r1_loopback.draft.json").read_text())
     assert draft["category"] == "fact" and draft["scope"] == "global"
     assert draft["keywords"] == ["R1", "loopback", "环回"]

@@ -48,7 +48,7 @@ def test_usage_guide_is_written_as_a_guide_file_and_primed(hash_ws: Path) -> Non
 
 def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     store = open_store(hash_ws)
-    before = store.count()
+    before = store.size()
     preview = propose(
         hash_ws,
         intent="bgp_flap_runbook",
@@ -58,7 +58,7 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     )
     assert "chunks:" in preview and "summary_guide:" in preview
     assert preview.splitlines()[-1] == CONFIRM_PROMPT
-    assert store.count() == before
+    assert store.size() == before
     out = commit_draft(
         hash_ws, store, audit_path=hash_ws / ".olav/databases/audit.duckdb", confirmed_by="cli"
     )
@@ -72,7 +72,7 @@ def test_document_commits_chunks_and_a_summary_guide(hash_ws: Path) -> None:
     assert summary is not None and summary.category == "usage_guide"
     assert "BGP flap runbook" in summary.metadata["body"]
     assert "Symptoms" in summary.metadata["body"]  # the outline
-    assert store.count() == before + len(chunks) + 1
+    assert store.size() == before + len(chunks) + 1
     assert audit_rows(hash_ws, "SELECT memory_id, action FROM memory_events") == [
         (f"{doc}_summary", "commit")
     ]
@@ -190,23 +190,23 @@ def test_kb_import_markdown_twice_keeps_the_same_rows(hash_ws: Path, olav: OlavC
     notes = hash_ws / "notes.md"
     notes.write_text(RUNBOOK, encoding="utf-8")
     store = open_store(hash_ws)
-    before = store.count()
+    before = store.size()
     res = olav("kb", "import", "notes.md")
     assert res.exit_code == 0, res.output
     assert "imported" in res.output and "BGP flap runbook" in res.output
-    after = store.count()
+    after = store.size()
     assert after > before + 2
     res = olav("kb", "import", "notes.md", "--json")
     assert res.exit_code == 0, res.output
     again = json.loads(res.output)
     assert again["added"] == 0 and again["updated"] == 0 and again["removed"] == 0
-    assert store.count() == after
+    assert store.size() == after
 
     notes.write_text("# Notes\n\nOnly a short note now.", encoding="utf-8")
     res = olav("kb", "import", "notes.md", "--json")
     shrunk = json.loads(res.output)
     assert shrunk["chunks"] == 1 and shrunk["removed"] >= 2
-    assert store.count() == before + 2  # one chunk + the summary guide
+    assert store.size() == before + 2  # one chunk + the summary guide
     events = audit_rows(
         hash_ws, "SELECT action, actor, json_extract_string(detail, '$.by') FROM memory_events"
     )
@@ -231,8 +231,8 @@ def test_document_key_is_the_path_so_curator_and_import_agree(hash_ws: Path) -> 
     path = hash_ws / "docs" / "runbook.md"
     path.write_text(RUNBOOK)
     first = import_document_file(store, path, base=hash_ws)
-    count = store.count()
+    count = store.size()
     propose(hash_ws, intent="runbook", body="docs/runbook.md", category="document")
     commit_draft(hash_ws, store, confirmed_by="cli")
-    assert store.count() == count  # the same file: its rows were replaced, not duplicated
+    assert store.size() == count  # the same file: its rows were replaced, not duplicated
     assert store.read(first.summary_id, EVERYONE) is not None

@@ -118,13 +118,13 @@ def test_confirm_writes_a_guide_draft_as_a_guide_file(hash_ws: Path, olav: OlavC
 
 def test_confirm_a_fix_marks_it_accepted_and_changes_no_code(hash_ws: Path, olav: OlavCli) -> None:
     fix = write_fix(hash_ws)
-    before = store_of(hash_ws).count()
+    before = store_of(hash_ws).size()
     res = olav("kb", "drafts", "confirm", fix)
     assert res.exit_code == 0, res.output
     assert "accepted" in res.output and "olav never edits code" in res.output
     assert (hash_ws / "exports/reflections/accepted" / f"{fix}.md").is_file()
     assert not (hash_ws / "exports/reflections" / f"{fix}.md").exists()
-    assert store_of(hash_ws).count() == before
+    assert store_of(hash_ws).size() == before
     assert [e["id"] for e in events(hash_ws, "fix_accepted")] == [fix]
     assert fix not in listed(olav)
 

@@ -35,7 +35,7 @@ def test_init_creates_the_workspace_and_primes_every_guide(hash_ws: Path) -> Non
     guides = sorted(hash_ws.glob("*/guides/*.guide.yaml"))
     assert len(guides) >= 15
     store = _store(hash_ws)
-    assert store.count("category IN ('usage_guide', 'format_guide')") == len(guides)
+    assert len(store.list_rows("category IN ('usage_guide', 'format_guide')")) == len(guides)
     con = duckdb.connect(str(hash_ws / ".olav/databases/audit.duckdb"), read_only=True)
     tables = {
         r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()
@@ -87,12 +87,12 @@ def test_init_reprimes_when_embedder_changed_and_only_template_guides_exist(
     root = tmp_path / "ws"
     write_config(root)
     init_workspace(root)
-    n = _store(root).count()
+    n = _store(root).size()
     write_config(root, "embedder:\n  provider: hash\n  model: hash-32\n")
     report = init_workspace(root)
     assert report.reprimed_for_embedder
     store = _store(root)
-    assert store.embedder.dim == 32 and store.count() == n
+    assert store.embedder.dim == 32 and store.size() == n
 
 
 def test_init_refuses_to_nest_a_workspace_inside_another(

@@ -90,7 +90,7 @@ def test_near_duplicates_are_merged_not_stored_twice(tmp_path: Path) -> None:
         near_distance=0.1,
     )
     assert res.action == "merged" and res.memory_id == "p1"
-    assert store.count() == 1 and store.read("p1", EVERYONE).confidence == 0.9  # type: ignore[union-attr]
+    assert store.size() == 1 and store.read("p1", EVERYONE).confidence == 0.9  # type: ignore[union-attr]
 
 
 def test_ttl_expiry_and_gc_keep_counts_consistent(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,12 @@ from olav.learning.curator import DRAFTS
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.scopes import EVERYONE
 from olav.memory.store.table import MemoryStore
+from tests.helpers import olav_entry
 from tests.mcp_support import (
     BACKUP,
-    DEADLINE,
-    OLAV,
     HttpServer,
     drive,
     events,
-    server_env,
     stdio,
     store_of,
 )
@@ -105,14 +102,7 @@ def test_a_killed_server_leaves_no_lock_behind(e5_ws: Path) -> None:
         assert server.proc.wait(30) == -signal.SIGKILL
     finally:
         server.stop()
-    stats = subprocess.run(
-        [*OLAV, "memory", "stats", "--json"],
-        cwd=e5_ws,
-        env=server_env(),
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-    )
+    stats = olav_entry(e5_ws, "memory", "stats", "--json")  # opens what the kill left
     assert stats.returncode == 0, stats.stderr
     ws = Workspace.open(e5_ws)
     store = MemoryStore(ws.memory_path, store_of(e5_ws).embedder, lock_timeout=5.0)

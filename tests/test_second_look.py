@@ -22,7 +22,7 @@ from tests.helpers import (
     olav_entry,
     olav_here,
     scripted_ws,
-    write_config,
+    workspace_from_template,
 )
 from tests.stubs.rerank_stub import RerankStubState, rerank_stub
 
@@ -43,13 +43,11 @@ def oracle(query: str, document: str) -> float:
 
 
 def _workspace(root: Path, extra: str) -> Path:
-    from olav.admin.setup import init_workspace
     from olav.core.config import Workspace
     from olav.memory.store.schema import MemoryRecord
     from olav.memory.store.table import MemoryStore
 
-    write_config(root, HASH_CONFIG + extra)
-    init_workspace(root)
+    workspace_from_template(root, "hash", HASH_CONFIG + extra)  # what olav init makes
     store = MemoryStore.for_workspace(Workspace.open(root))
     store.upsert(
         [
@@ -253,7 +251,6 @@ def test_calibrate_measures_the_reranker_and_its_ceiling(
     600 texts embed in seconds) and grids cut small (the full ones take a minute)."""
     import olav.memory.golden.ceiling as golden_ceiling
     import olav.memory.golden.rerank as golden_rerank
-    from olav.admin.setup import init_workspace
     from tests.stubs.ollama_stub import StubState, ollama_stub
 
     small = {"directive": (0.0, 0.03), "directive_words": (0.01,), "specific": (-0.02,)}
@@ -264,14 +261,13 @@ def test_calibrate_measures_the_reranker_and_its_ceiling(
     url, state = stub
     state.score_fn = lambda q, d: 0.5  # a reranker that cannot tell: it must change nothing
     with ollama_stub(StubState(models={"bge-m3": 32})) as (embed_url, _):
-        root = tmp_path / "ws"
-        write_config(
-            root,
+        root = workspace_from_template(  # what olav init makes with this embedder
+            tmp_path / "ws",
+            "ollama",
             f"embedder:\n  provider: ollama\n  model: bge-m3\n  base_url: {embed_url}\n"
             f"llm:\n  base_url: http://127.0.0.1:9\n"
             f"reranker:\n  provider: rerank\n  base_url: {url}\n",
         )
-        init_workspace(root)
         monkeypatch.chdir(root)
         done = olav("memory", "calibrate", "--ceiling", "--yes")
         assert done.exit_code == 0, done.output

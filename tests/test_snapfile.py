@@ -36,7 +36,7 @@ for q in json.loads(sys.argv[2]):
     out["queries"].append([[h.record.id, h.score, h.distance, h.fts_score, h.ranks] for h in hits])
 out["lancedb"] = "lancedb" in sys.modules
 out["opened"] = store._tbl is not None
-out["count"] = store.count()  # opens the table: lancedb after its extension was loaded alone
+out["count"] = store.size()  # opens the table: lancedb after its extension was loaded alone
 print(json.dumps(out))
 """
 

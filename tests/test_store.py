@@ -30,7 +30,7 @@ def test_upsert_is_idempotent_and_keeps_access_count_and_created_at(tmp_path: Pa
     assert row.access_count == 2
     assert row.created_at == created
     assert row.text == "router backup, revised"
-    assert store.count() == 2
+    assert store.size() == 2
 
 
 def test_update_reembeds_and_delete_by_predicate(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_invalid_record_is_rejected_before_anything_is_written(tmp_path: Path) -
         store.upsert([rec("ok", "fine"), rec("bad", "x", category="facts")])
     with pytest.raises(MemoryStoreError, match="8-d vector"):
         store.upsert([rec("v", "x", vector=[0.1] * 8)])
-    assert store.count() == 0
+    assert store.size() == 0
 
 
 def test_search_modes_report_distance_fts_score_and_fused_score(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_destructive_migration_only_when_explicitly_allowed(tmp_path: Path) -> N
     path = tmp_path / "m.lance"
     hash_store(path, dim=64).upsert([rec("a", "gone after opt-in")])
     store = MemoryStore(path, HashEmbedder("hash-32"), allow_destructive=True)
-    assert store.count() == 0
+    assert store.size() == 0
     assert store.embedder.dim == 32
 
 
@@ -175,7 +175,7 @@ def test_reembed_swaps_in_complete_table_and_keeps_backup(tmp_path: Path) -> Non
     rows, backup = reembed(path, HashEmbedder("hash-32"), progress=lambda d, t: seen.append((d, t)))
     assert rows == 70 and seen[-1] == (70, 70) and len(seen) == 2
     new = hash_store(path, dim=32)
-    assert new.count() == 70
+    assert new.size() == 70
     assert new.read("r1", EVERYONE).access_count == 1  # type: ignore[union-attr]
     assert new.search("token5", mode="fts", k=1, filter=EVERY_ROW)[0].record.id == "r5"
     assert new.backups() == [backup]

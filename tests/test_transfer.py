@@ -4,12 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from olav.admin.setup import init_workspace
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.memory.ingest.transfer import export_jsonl, import_jsonl
 from olav.memory.store.table import MemoryStore
-from tests.helpers import rec, write_config
+from tests.helpers import HASH_CONFIG, rec, workspace_from_template
 
 
 def test_export_then_import_into_a_fresh_workspace_gives_identical_rows(
@@ -20,11 +19,9 @@ def test_export_then_import_into_a_fresh_workspace_gives_identical_rows(
     src.bump_access(["fact_1"])
     dump = tmp_path / "mem.jsonl"
     n = export_jsonl(src, dump)
-    assert n == src.count()
+    assert n == src.size()
 
-    other = tmp_path / "other"
-    write_config(other)
-    init_workspace(other)
+    other = workspace_from_template(tmp_path / "other", "hash", HASH_CONFIG)  # a fresh init
     dst = MemoryStore.for_workspace(Workspace.open(other))
     import_jsonl(dst, dump)
     a = {r.id: r for r in src.list_rows(with_vector=True)}

@@ -163,7 +163,7 @@ def _memory_checks(ws: Any, loc: Any) -> tuple[list[Check], Any]:
         store = MemoryStore.for_workspace(ws, embedder)
         where = loc.uri if loc.remote else ws.memory_path.name
         checks.append(
-            Check("memory", "ok", f"{store.count()} rows in {where}, {embedder.dim}-d table")
+            Check("memory", "ok", f"{store.size()} rows in {where}, {embedder.dim}-d table")
         )
     except OlavError as exc:
         checks.append(Check("embedder/memory", "fail", exc.message, exc.hint or ""))

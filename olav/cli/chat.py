@@ -19,6 +19,8 @@ def recall_preview(ws: Any, agent: str = "core") -> None:
     proof that memory works offline, and that an unrelated request gets nothing."""
     from olav.llm.tiers import model_tier
     from olav.memory.recall.recaller import Recaller
+    from olav.memory.store.filters import SearchFilter
+    from olav.memory.store.scopes import Reader
     from olav.memory.store.table import MemoryStore
 
     cfg = ws.config
@@ -27,7 +29,7 @@ def recall_preview(ws: Any, agent: str = "core") -> None:
     rec = Recaller.for_config(store, cfg, agent=agent, tier=tier)
     console.print(
         f"Memory works without the model. What agent [bold]{escape(agent)}[/] would be sent "
-        f"({store.count()} memories, {tier} tier):"
+        f"({store.count(SearchFilter(reader=Reader.of(cfg)))} memories, {tier} tier):"
     )
     for query in PREVIEW_QUERIES:
         injected = rec.recall(query, dry_run=True).injected

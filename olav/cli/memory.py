@@ -193,11 +193,14 @@ def edit_cmd(
     text: str | None = typer.Option(None, "--text", help="The new text (else $EDITOR opens)."),
 ) -> None:
     """Change a memory's text; it is re-embedded and the old text kept in the audit log."""
-    from olav.memory.lifecycle.ops import edit
+    from olav.memory.lifecycle.ops import NotApplicable, edit, edit_refusal
 
     ws = open_workspace()
     store = open_store(ws)
     rec = _readable(ws, store, memory_id)
+    refused = edit_refusal(rec)
+    if refused is not None:  # before the editor opens: nothing typed is lost
+        raise NotApplicable(refused)
     if text is None:
         current = str(rec.metadata.get("body") or rec.text)
         import click

@@ -86,7 +86,7 @@ CONSENT_MESSAGE = """{client} asks to store this in olav's memory (agent {agent}
 Store it? Nothing is stored unless you say yes."""
 
 
-class Consent(BaseModel):
+class StoreConsent(BaseModel):
     """The person's answer in the client's elicitation dialog."""
 
     store: bool = Field(description="Yes stores the memory shown above; no leaves it waiting.")
@@ -177,8 +177,8 @@ search returned."""
     return [_tool(f, read_only) for f in (recall, search, get)]
 
 
-def _consent_resolver(svc: MemoryService) -> Callable[..., Elicit[Consent] | NoDialog]:
-    def ask_consent(draft_id: str, ctx: Context) -> Elicit[Consent] | NoDialog:
+def _consent_resolver(svc: MemoryService) -> Callable[..., Elicit[StoreConsent] | NoDialog]:
+    def ask_consent(draft_id: str, ctx: Context) -> Elicit[StoreConsent] | NoDialog:
         with tool_errors():
             preview = svc.preview(draft_id)
         caps = ctx.client_capabilities
@@ -186,7 +186,7 @@ def _consent_resolver(svc: MemoryService) -> Callable[..., Elicit[Consent] | NoD
         if dialog is None or (dialog.form is None and dialog.url is not None):
             return NoDialog("the client has no elicitation dialog")
         message = CONSENT_MESSAGE.format(client=client_name(ctx), agent=svc.agent, preview=preview)
-        return Elicit(message, Consent)
+        return Elicit(message, StoreConsent)
 
     return ask_consent
 
@@ -225,7 +225,7 @@ def _confirm_tool(svc: MemoryService) -> Callable[..., Any]:
 
     def confirm(
         draft_id: DraftId,
-        consent: Annotated[ElicitationResult[Consent], Resolve(ask_consent)],
+        consent: Annotated[ElicitationResult[StoreConsent], Resolve(ask_consent)],
         ctx: Context,
     ) -> dict[str, Any]:
         """Ask the user, in the client's dialog, whether to store a draft; only their yes \
@@ -281,7 +281,7 @@ def _decide(svc: MemoryService, draft_id: str, consent: Any, client: str) -> dic
             f"{draft_id}` in a terminal."
         )
         return {"stored": False, "draft_id": draft_id, "message": message}
-    if isinstance(answer, Consent) and answer.store:
+    if isinstance(answer, StoreConsent) and answer.store:
         with tool_errors():
             done = svc.commit(draft_id, client=client)
         return {"stored": True, "draft_id": draft_id, "message": done}

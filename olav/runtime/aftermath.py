@@ -160,7 +160,7 @@ def maintain(store: Any) -> None:
     try:
         if store.needs_maintenance():
             store.maintain()
-        store.vcache.refresh(store.table)
+        store.refresh_snapshot()
     except Exception as exc:  # another process may hold the lock; try next time
         log.warning("memory maintenance failed: %s", exc)
 

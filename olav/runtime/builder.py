@@ -86,7 +86,10 @@ class MemoryOff:
     def search(self, query: str, **_: Any) -> list[Any]:
         return []
 
-    def count(self, where: str | None = None) -> int:
+    def count(self, filter: Any) -> int:
+        return 0
+
+    def size(self) -> int:
         return 0
 
     def needs_maintenance(self) -> bool:

@@ -17,7 +17,7 @@ from olav.core.config import Workspace
 from olav.core.log import get_logger
 
 if TYPE_CHECKING:
-    from olav.runtime.middleware import Decision
+    from olav.runtime.middleware import ApprovalDecision
 
 
 class Waitable(Protocol):
@@ -67,9 +67,9 @@ class Callbacks:
     """What the person's side of a Session (the REPL, ``olav ask``, a job) plugs in: the
     ``approver`` asked before a dangerous tool runs (None: every such call is denied), and the
     streaming callbacks for the answer's tokens and each tool call's start and end. The
-    approver's answer is a yes or no, or a Decision that says more (an edit, a reason)."""
+    approver's answer is a yes or no, or a ApprovalDecision that says more (an edit, a reason)."""
 
-    approver: Callable[[str, dict[str, Any]], bool | Decision] | None = None
+    approver: Callable[[str, dict[str, Any]], bool | ApprovalDecision] | None = None
     # the approver reads the terminal: it is asked on the thread that called ``ask`` (the
     # graph runs in a worker of its own, olav.runtime.cancel), never on the run's worker
     approver_reads_terminal: bool = False

@@ -27,7 +27,7 @@ from olav.runtime import aftermath
 from olav.runtime.builder import BuiltAgent, build, load_agents
 from olav.runtime.cancel import Cancel, CancelledByPerson, Relay, stream_in_worker
 from olav.runtime.hooks import Callbacks, Hooks, RunEnd, Waitable
-from olav.runtime.middleware import Decision, RunContext, message_text
+from olav.runtime.middleware import ApprovalDecision, RunContext, message_text
 from olav.runtime.request_size import check_fits
 from olav.runtime.shown import ShownText, is_main
 from olav.runtime.skills import ORCHESTRATOR, capture_choices
@@ -393,14 +393,14 @@ class Session:
         return final
 
     def _on_caller(
-        self, approver: Callable[[str, dict[str, Any]], bool | Decision]
-    ) -> Callable[[str, dict[str, Any]], bool | Decision]:
+        self, approver: Callable[[str, dict[str, Any]], bool | ApprovalDecision]
+    ) -> Callable[[str, dict[str, Any]], bool | ApprovalDecision]:
         """``approver`` asked on the thread that streams the run (the terminal's)."""
 
-        def asked(name: str, args: dict[str, Any]) -> bool | Decision:
+        def asked(name: str, args: dict[str, Any]) -> bool | ApprovalDecision:
             relay = getattr(self, "_relay", None)
             answer = relay.call(approver, name, args) if relay else approver(name, args)
-            return answer if isinstance(answer, Decision) else bool(answer)
+            return answer if isinstance(answer, ApprovalDecision) else bool(answer)
 
         return asked
 

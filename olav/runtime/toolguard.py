@@ -17,7 +17,7 @@ from olav.audit.recorder import ToolCallEntry
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.memory.ingest.capture import ToolEvent
-from olav.runtime.middleware import Decision, RunContext, message_text, stream_note
+from olav.runtime.middleware import ApprovalDecision, RunContext, message_text, stream_note
 from olav.runtime.rescue.response import tool_schemas
 from olav.runtime.rescue.schema import coerce
 from olav.runtime.tools import DANGEROUS, NEEDS_CONSENT, Consent, consent_given
@@ -91,7 +91,7 @@ class ToolGuardMiddleware(AgentMiddleware):
             answer = self._asked(self.run.approver, name, args)
             detail: dict[str, Any] = {"tool": name, "args": args, **_said(answer)}
             invalid = None
-            if answer and isinstance(answer, Decision) and answer.args is not None:
+            if answer and isinstance(answer, ApprovalDecision) and answer.args is not None:
                 edited, invalid = self._checked(name, answer.args, tool)
                 if edited != args:
                     detail |= {"edited": True, "edited_args": answer.args}
@@ -156,21 +156,21 @@ class ToolGuardMiddleware(AgentMiddleware):
         detail = {"tool": name, "subject": ask.subject, "asked": approver is not None}
         self._audit_decision(bool(answer), {**detail, **_said(answer)})
         if not answer:
-            if isinstance(answer, Decision) and answer.by == "policy":
+            if isinstance(answer, ApprovalDecision) and answer.by == "policy":
                 return _denied(name, answer)
-            said = answer.message if isinstance(answer, Decision) else ""
+            said = answer.message if isinstance(answer, ApprovalDecision) else ""
             return f"Error: {ask.refusal}" + (f" The user said: {said}" if said else "")
         self._consents[call["id"]] = Consent(by="chat", subject=ask.subject)
         return None
 
-    def _asked(self, approver: Any, name: str, args: dict[str, Any]) -> bool | Decision:
-        """The person's answer (a yes or no, or a :class:`Decision` that says more); the time
-        they took is the run's approval wait, never the tool's time or the model's time to
-        its first token."""
+    def _asked(self, approver: Any, name: str, args: dict[str, Any]) -> bool | ApprovalDecision:
+        """The person's answer (a yes or no, or an :class:`ApprovalDecision` that says more);
+        the time they took is the run's approval wait, never the tool's time or the model's
+        time to its first token."""
         started = time.perf_counter()
         try:
             answer = approver(name, args)
-            return answer if isinstance(answer, Decision) else bool(answer)
+            return answer if isinstance(answer, ApprovalDecision) else bool(answer)
         finally:
             self.run.rescue.approval_s += time.perf_counter() - started
 
@@ -281,19 +281,19 @@ class ToolGuardMiddleware(AgentMiddleware):
         return self._with_lessons(call, result)
 
 
-def _said(answer: bool | Decision) -> dict[str, Any]:
+def _said(answer: bool | ApprovalDecision) -> dict[str, Any]:
     """What the audit keeps of an answer beyond its yes or no: who decided, their words."""
-    if not isinstance(answer, Decision):
+    if not isinstance(answer, ApprovalDecision):
         return {}
     out: dict[str, Any] = {"by": answer.by} if answer.by != "user" else {}
     return out | ({"message": answer.message} if answer.message else {})
 
 
-def _denied(name: str, answer: bool | Decision) -> str:
+def _denied(name: str, answer: bool | ApprovalDecision) -> str:
     """What the model is told of a no: the user's (with their words, when they gave some),
     or the server's policy, which asked nobody."""
-    said = answer.message if isinstance(answer, Decision) else ""
-    if isinstance(answer, Decision) and answer.by == "policy":
+    said = answer.message if isinstance(answer, ApprovalDecision) else ""
+    if isinstance(answer, ApprovalDecision) and answer.by == "policy":
         return (
             f"Error: {name} was refused by the server's policy, not by the user, and did not "
             f"run: {said or 'this server does not run it'}. Do not retry it; tell the user."

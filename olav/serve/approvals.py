@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from olav.runtime.middleware import Decision
+    from olav.runtime.middleware import ApprovalDecision
 
 from olav.audit.events import DENIAL_EVENT
 from olav.serve.http import HTTPError, shown
@@ -151,10 +151,10 @@ class Answer:
     args: dict[str, Any] | None = None
     message: str = ""
 
-    def decision(self) -> Decision:
-        from olav.runtime.middleware import Decision
+    def decision(self) -> ApprovalDecision:
+        from olav.runtime.middleware import ApprovalDecision
 
-        return Decision(
+        return ApprovalDecision(
             approved=self.kind != "reject",
             args=self.args if self.kind == "edit" else None,
             message=self.message,

@@ -18,7 +18,7 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 
 if TYPE_CHECKING:
-    from olav.runtime.middleware import Decision
+    from olav.runtime.middleware import ApprovalDecision
 
 from olav.serve.approvals import AnswerError, approval_request, read_answer
 from olav.serve.run import Run
@@ -88,7 +88,7 @@ class SessionPool:
                     self._store = opener()
             return self._store
 
-    def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool | Decision:
+    def _approve(self, sink: _Sink, name: str, args: dict[str, Any]) -> bool | ApprovalDecision:
         """A dangerous tool runs with --auto-approve; otherwise, and always for a memory
         commit, an Agent Protocol run pauses with an interrupt that says what would happen, and
         the client's answer (a person's, with their token) decides. The OpenAI endpoint cannot
@@ -100,9 +100,9 @@ class SessionPool:
             return True
         run = sink.run
         if run is None or not run.interruptible:
-            from olav.runtime.middleware import Decision
+            from olav.runtime.middleware import ApprovalDecision
 
-            return Decision(False, message=_POLICY[name in NEEDS_CONSENT], by="policy")
+            return ApprovalDecision(False, message=_POLICY[name in NEEDS_CONSENT], by="policy")
         from langgraph.types import interrupt
 
         try:

@@ -460,7 +460,7 @@ def _namespaces(
     offset: int,
 ) -> dict[str, Any]:
     reading = _Reading(server, operator)
-    if reading.store.count() == 0:
+    if reading.store.size() == 0:
         return {"namespaces": []}
     rows = reading.store.values(["scope", "category"], reading.live()).to_pylist()
     found = sorted({tuple(reading.namespace(r["scope"], r["category"])) for r in rows})

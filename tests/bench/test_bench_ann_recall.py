@@ -102,7 +102,7 @@ def test_bench_ann_recall_locomo(tmp_path: Path) -> None:
             for j in range(i, min(i + 5000, len(passages)))
         )
     store.maintain(force_optimize=True)
-    assert store.count() == len(passages)
+    assert store.size() == len(passages)
 
     def run(n: int) -> tuple[list[float], list[list[int]]]:
         got: list[list[int]] = []

@@ -47,7 +47,7 @@ def test_bench_guide_import(tmp_path: Path) -> None:
         t_first = time.perf_counter() - t0
         assert not first.errors, [e.one_line() for e in first.errors]
         assert len(first.added) == n
-        assert store.count() == n
+        assert store.size() == n
 
         version = store.table.version
         t0 = time.perf_counter()

@@ -122,7 +122,7 @@ class SyntheticCorpus:
         t0 = time.perf_counter()
         self.store.maintain(force_optimize=True)
         self.optimize_s += time.perf_counter() - t0
-        assert self.store.count() == n
+        assert self.store.size() == n
 
     def row_index(self, memory_id: str) -> int:
         return int(memory_id[1:])

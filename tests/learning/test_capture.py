@@ -95,7 +95,7 @@ def test_capture_stores_successful_writes_once_and_skips_failures(tmp_path: Path
     assert row.metadata["run_id"] == "r1" and row.metadata["tool"] == "register_service"
     assert row.expires_at is None
     assert capture(store, events, question="again", run_id="r2") == []  # replay: nothing new
-    assert store.count() == 2
+    assert store.size() == 2
 
 
 def test_expiry_follows_the_category_not_words_in_the_result(tmp_path: Path) -> None:

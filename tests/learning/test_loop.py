@@ -86,7 +86,7 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
     runs = [(f"register the {k} service", _register(n, k, p, "done")) for n, k, p in SERVICES * 2]
     run_scripts(root, "services", runs)
     store = MemoryStore.for_workspace(Workspace.open(root))
-    assert store.count("category = 'operational_event' AND scope = 'services'") == 6
+    assert len(store.list_rows("category = 'operational_event' AND scope = 'services'")) == 6
 
     answer = (
         "Sure! Here is the pattern:\n```json\n"
@@ -105,7 +105,7 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
     first = extract_patterns(store, model, min_samples=5)
     assert [(r.tool, r.written) for r in first] == [("register_service", True)]
     again = extract_patterns(store, model, min_samples=5)
-    assert again[0].written and store.count("category = 'expert_knowledge'") == 1
+    assert again[0].written and len(store.list_rows("category = 'expert_knowledge'")) == 1
     assert len(model.calls) == 2  # exactly one model call per group per run
 
     recaller = Recaller.for_config(
@@ -123,7 +123,7 @@ def test_garbage_pattern_answers_are_rejected(services_agent: Path) -> None:
     for bad in ("I cannot help with that.", "```json\n{}\n```", '{"summary": ""}'):
         res = extract_patterns(store, ScriptedChatModel(turns=[{"content": bad}]))
         assert not res[0].written and res[0].error, bad
-    assert store.count("category = 'expert_knowledge'") == 0
+    assert len(store.list_rows("category = 'expert_knowledge'")) == 0
 
 
 def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Path) -> None:

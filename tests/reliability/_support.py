@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from olav.memory.store.schema import MemoryRecord, now
-from tests.helpers import HASH_CONFIG, clean_env, write_config
+from tests.helpers import HASH_CONFIG, clean_env, workspace_from_template, write_config
 
 HASH32_CONFIG = HASH_CONFIG.replace("hash-64", "hash-32")
 
@@ -32,6 +32,8 @@ def make_workspace(root: Path, config: str = HASH_CONFIG, *, prime: bool = True)
     """A workspace at ``root`` (template agents copied; guides primed unless ``prime=False``)."""
     from olav.admin.setup import init_workspace
 
+    if prime and config == HASH_CONFIG:  # a copy of what olav init makes, made once
+        return workspace_from_template(root, "hash", config)
     write_config(root, config)
     init_workspace(root, prime=prime)
     return root

@@ -159,7 +159,7 @@ def test_doctor_passes_with_a_leftover_lock_and_half_built_reembed(hash_ws: Path
     path = memory_path(hash_ws)
     lock = Path(str(path) + ".lock")
     lock.touch()  # filelock leaves the file behind; only a held flock means anything
-    rows = hash_store(path).count()
+    rows = hash_store(path).size()
     half = lancedb.connect(str(path)).create_table(
         "memory_reembed", schema=build_schema(32, "hash:hash-32")
     )
@@ -171,7 +171,7 @@ def test_doctor_passes_with_a_leftover_lock_and_half_built_reembed(hash_ws: Path
     assert f"{rows} rows in memory.lance" in result.stdout
 
     done, _ = reembed(path, HashEmbedder("hash-32"))  # drops the leftover and completes
-    assert done == rows and hash_store(path, 32).count() == rows
+    assert done == rows and hash_store(path, 32).size() == rows
 
 
 def test_doctor_recovers_a_swap_interrupted_between_the_renames(hash_ws: Path) -> None:
@@ -195,4 +195,4 @@ def test_reembed_rerun_after_a_swap_interrupted_between_the_renames(tmp_path: Pa
     reembed(path, HashEmbedder("hash-32"))
     (path / "memory.lance").rename(path / "memory_reembed.lance")  # the crash point
     rows, _ = reembed(path, HashEmbedder("hash-32"))
-    assert rows == 5 and hash_store(path, 32).count() == 5
+    assert rows == 5 and hash_store(path, 32).size() == 5

@@ -100,4 +100,4 @@ def test_two_reembeds_within_one_second_keep_two_backups(
     _, second = reembed(path, HashEmbedder("hash-64"))
     assert first != second
     store = hash_store(path, 64)
-    assert store.count() == 5 and sorted(store.backups()) == sorted([first, second])
+    assert store.size() == 5 and sorted(store.backups()) == sorted([first, second])

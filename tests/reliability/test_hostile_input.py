@@ -27,7 +27,6 @@ from tests.reliability._support import (
     make_workspace,
     memory_path,
     memory_state,
-    run_cli,
 )
 from tests.reliability.hostile import MARKER, as_bytes
 
@@ -261,7 +260,7 @@ def test_invalid_config_value_is_refused(cfg_ws: Path, text: str | bytes, needle
 
 def test_null_database_path_writes_nothing(hash_ws: Path) -> None:
     (hash_ws / ".olav" / "olav.yaml").write_text(HASH_CONFIG + "paths:\n  databases: null\n")
-    result = run_cli("memory", "stats", cwd=hash_ws)
+    result = olav_entry(hash_ws, "memory", "stats")
     assert not (hash_ws / "None").exists()
     assert_one_line_error(result, "paths.databases")
 
@@ -350,7 +349,7 @@ def _import_one(tmp_path: Path, body: bytes, names: tuple[str, ...] = ("line 2",
     line = err.value.one_line()
     assert "\n" not in line
     assert any(n in line for n in names), line
-    assert store.count() == 0 and store.table.version == version
+    assert store.size() == 0 and store.table.version == version
 
 
 @pytest.mark.parametrize(

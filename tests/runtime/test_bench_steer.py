@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import yaml
 
-from olav.admin.setup import init_workspace
 from olav.bench.steer import (
     DEFAULT_SCENARIOS,
     check_scenarios,
@@ -23,7 +22,7 @@ from olav.bench.steer import (
 from olav.core.config import Workspace
 from olav.core.errors import ModelError, OlavError
 from olav.memory.store.table import MemoryStore
-from tests.helpers import OlavMain, scripted_ws, write_config
+from tests.helpers import OlavMain, ollama_workspace, scripted_ws
 from tests.stubs.ollama_stub import StubState, ollama_stub
 
 MARK = "<relevant-memories>"
@@ -65,7 +64,7 @@ scenarios:
 
 
 def memory_rows(ws: Workspace) -> int:
-    return MemoryStore.for_workspace(ws).count()
+    return MemoryStore.for_workspace(ws).size()
 
 
 def without_nudge(ws: Workspace) -> Workspace:
@@ -155,13 +154,7 @@ def _stub_reply(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def stub_ws(root: Path, url: str) -> Workspace:
-    write_config(
-        root,
-        f"llm:\n  base_url: {url}\n  model: qwen3:8b\n"
-        "embedder:\n  provider: ollama\n  model: bge-m3\n",
-    )
-    init_workspace(root)
-    return Workspace.open(root)
+    return Workspace.open(ollama_workspace(root, url))
 
 
 @pytest.mark.slow

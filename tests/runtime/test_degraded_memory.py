@@ -139,7 +139,7 @@ def test_unopenable_table_starts_the_chat_with_memory_off(
     assert "<relevant-memories>" not in human_seen(model)
     assert len(warnings) == 1
     assert warnings[0].startswith("memory off: the memory table could not be opened (")
-    assert session.store.count() == 0
+    assert session.store.size() == 0
     [event] = events(hash_ws, "memory_unavailable")
     assert (event["stage"], event["error"]) == ("open", "RuntimeError")
     assert events(hash_ws, "recall_degraded") == []

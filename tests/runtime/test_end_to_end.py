@@ -79,7 +79,8 @@ def test_ask_without_a_server_prints_the_one_line_hint(hash_ws: Path) -> None:
 
 
 def test_model_not_pulled_says_ollama_pull(tmp_path: Path) -> None:
-    with ollama_stub(StubState(models={"bge-m3": 16})) as (url, _):
+    # the embedder the workspace was made with (bge-m3 of 32 dimensions), no chat model
+    with ollama_stub(StubState(models={"bge-m3": 32})) as (url, _):
         ws = ollama_workspace(tmp_path / "ws", url)
         res = olav_entry(ws, "ask", "hello")
     assert res.returncode == 1

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import duckdb
-import pexpect
 import pytest
 
 from olav.bench.toolcalls import load_cases, run_toolcalls, shipped_corpus
@@ -20,7 +19,6 @@ from tests.helpers import (
     olav_here,
     ollama_workspace,
     openai_workspace,
-    spawn_olav,
     write_config,
 )
 from tests.stubs.ollama_stub import StubState, ollama_stub
@@ -181,8 +179,8 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
     tmp_path: Path, answer: str, olav: OlavCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A salvaged call is never more privileged than a native one: take_snapshot waits for
-    the person's y, and a no runs nothing. The y is typed at a terminal (a pty, as a person
-    sees the stream); the no goes through the same chat in this process, its lines on stdin."""
+    the person's y, and a no runs nothing. Both go through the chat in this process, its lines
+    on stdin (the prompt at a terminal, a pty: tests/test_consent.py)."""
     state = StubState()
     call = {"name": "take_snapshot", "arguments": {"devices": ["sh1-border01"]}}
     with ollama_stub(state) as (url, _):
@@ -191,30 +189,17 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
             {"content": "<tool_call>" + json.dumps(call) + "</tool_call>"},
             {"content": "Done with the snapshot."},
         ]
-        if answer == "n":
-            monkeypatch.chdir(ws)
-            res = olav(
-                "chat", "--agent", "netops", input="take a snapshot of sh1-border01\nn\n/exit\n"
-            )
-            assert res.exit_code == 0, res.output
-            transcript = res.output
-            asked = transcript.index("take_snapshot needs your approval")
-            assert asked < transcript.index("Allow? [y/N]") < transcript.index("Done with the")
-        else:
-            child = spawn_olav(ws, "chat", "--agent", "netops")
-            try:
-                child.expect("netops> ")
-                child.sendline("take a snapshot of sh1-border01")
-                child.expect("take_snapshot needs your approval")
-                child.expect(r"Allow\? \[y/N\] ")
-                child.sendline(answer)
-                child.expect("Done with the snapshot.")
-                child.expect("netops> ")
-                child.sendline("/exit")
-                child.expect(pexpect.EOF)
-            finally:
-                child.close(force=True)
-            transcript = str(child.before or "")
+        monkeypatch.chdir(ws)
+        res = olav(
+            "chat",
+            "--agent",
+            "netops",
+            input=f"take a snapshot of sh1-border01\n{answer}\n/exit\n",
+        )
+        assert res.exit_code == 0, res.output
+        transcript = res.output
+        asked = transcript.index("take_snapshot needs your approval")
+        assert asked < transcript.index("Allow? [y/N]") < transcript.index("Done with the")
     assert "<tool_call>" not in transcript  # the raw tags never reached the screen
     snaps = list((ws / "exports" / "snapshots").glob("*.json"))
     assert bool(snaps) is (answer == "y")

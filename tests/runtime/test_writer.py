@@ -75,7 +75,7 @@ def test_a_clean_exit_writes_everything_queued(tmp_path: Path) -> None:
     queued = next(line for line in out.splitlines() if line.startswith("queued"))
     assert int(queued.split()[1]) > 0  # the script ended with writes still queued
     store = MemoryStore(path, HashEmbedder("hash-64"))
-    assert store.count() == 5 * BATCH
+    assert store.size() == 5 * BATCH
 
 
 def test_kill_9_loses_only_queued_writes_and_corrupts_nothing(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ def _recall_all(store: Any, gs: GoldenSet, recaller: Any) -> tuple[list[Recalled
 def _retrieval(store: Any, rows: Sequence[Recalled], scopes: list[str]) -> dict[str, Any]:
     """Where the expected guide or precedent ranks: in the Recaller's order (before the
     relevance decision) and in the search alone, with its vector and full-text rank."""
-    total = store.count()
+    total = store.size()
     out = []
     for r in rows:
         q = r.query

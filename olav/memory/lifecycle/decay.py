@@ -71,14 +71,14 @@ def gc(
     last pass (``since``), and the pass itself go to ``log``."""
     now = datetime.now(UTC)
     with store.maintenance_lock():  # on a team table: LeaseHeldError if another machine is
-        before = store.count()
+        before = store.size()
         where = f"expires_at IS NOT NULL AND expires_at <= {sql_ts(now)}"
         expired = store.list_rows(where) if log is not None else []
         purged = store.delete(where=where)
         store.maintain(force_optimize=True, full=True)  # compacts; rebuilds a stuck ANN index
         store.table.optimize(cleanup_older_than=retention)
         decayed = _newly_decayed(store, policy, now, since) if log is not None else []
-        after = store.count()
+        after = store.size()
     decisions = [_expired(r) for r in expired] + decayed
     why = f"gc purged {purged} expired rows; {before} rows before, {after} after; compacted"
     detail = {"purged": purged, "rows_before": before, "rows_after": after}

@@ -167,6 +167,11 @@ class Maintaining:
             return True
         return self._table.version != self._maintained_version and self.lancedb_answers()
 
+    def refresh_snapshot(self) -> None:
+        """Reload the in-process vector snapshot from the table as it is now, so that the
+        next search finds it current (after a run's writes)."""
+        self.vcache.refresh(self._table)
+
     def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
         """Fold new rows into the indexes, compact fragments and build the ANN indexes past
         the threshold. When compaction is stuck behind the ANN index segments, rebuild the

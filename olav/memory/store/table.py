@@ -360,14 +360,15 @@ class MemoryStore(Searching, maintenance.Maintaining):
             found = {r.id: r for r in self._fetch_ids(page, with_vector)}
         return [found[i] for i in page if i in found]
 
-    def count(self, filter: SearchFilter | str | None = None) -> int:
-        """How many rows ``filter`` selects (its reader required). Without a filter, the
-        table's size: every row of every scope and state, as a number (no row is read). A
-        SQL predicate, as :meth:`list_rows` takes one, is olav.memory's own (and the tests')."""
-        if filter is None:
-            return int(self._table.count_rows())
-        where = filter if isinstance(filter, str) else _required(filter, "count")
+    def count(self, filter: SearchFilter) -> int:
+        """How many rows ``filter`` selects (its reader required)."""
+        where = _required(filter, "count")
         return int(self._table.count_rows(where) if where else self._table.count_rows())
+
+    def size(self) -> int:
+        """The table's size: every row of every scope and state, as a number (no row is
+        read, and none is named): maintenance, a health check, an empty table's fast path."""
+        return int(self._table.count_rows())
 
     def values(self, columns: Sequence[str], filter: SearchFilter) -> pa.Table:
         """Only ``columns`` (no vectors) of the rows ``filter`` selects (its reader required),
@@ -402,7 +403,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
     ) -> list[MemoryRecord]:
         """Rows by a SQL predicate, of every scope: olav.memory's own passes (gc, capacity,
         imports). Clients read with :meth:`rows` (tests/test_store_reads.py keeps them to it)."""
-        total = self.count()
+        total = self.size()
         if total == 0:
             return []
         q = self._table.search().select(self._columns(with_vector))
@@ -413,7 +414,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     def column_values(self, columns: list[str], where: str | None = None) -> pa.Table:
         """Columns by a SQL predicate, of every scope (olav.memory's own; see list_rows)."""
-        total = self.count()
+        total = self.size()
         q = self._table.search().select(columns)
         if where:
             q = q.where(where)

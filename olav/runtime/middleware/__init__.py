@@ -11,7 +11,7 @@ sync and an async version.
   turns when the conversation outgrows the context budget.
 - :mod:`~olav.runtime.middleware.run_context`: what they share in one session: the run
   (:class:`RunContext`), the rescue layer's marks (:class:`RescueState`), an approval's
-  :class:`Decision`, :func:`stream_note`; :mod:`~olav.runtime.middleware.messages`: the text
+  :class:`ApprovalDecision`, :func:`stream_note`; :mod:`~olav.runtime.middleware.messages`: the text
   of a message and the last human one.
 - The tool guard (allow-list, approvals, audit of each call) is :mod:`olav.runtime.toolguard`,
   the rescue layer's middleware :mod:`olav.runtime.rescue.middleware`.
@@ -29,14 +29,19 @@ from olav.runtime.middleware.autorecall import (
 )
 from olav.runtime.middleware.compression import CompressionMiddleware, summarise_turns
 from olav.runtime.middleware.messages import last_human_index, message_text
-from olav.runtime.middleware.run_context import Decision, RescueState, RunContext, stream_note
+from olav.runtime.middleware.run_context import (
+    ApprovalDecision,
+    RescueState,
+    RunContext,
+    stream_note,
+)
 from olav.runtime.middleware.static_context import StaticContextMiddleware
 
 __all__ = [
     "STAGE_WORDS",
+    "ApprovalDecision",
     "AutoRecallMiddleware",
     "CompressionMiddleware",
-    "Decision",
     "RescueState",
     "RunContext",
     "StaticContextMiddleware",

@@ -1,6 +1,6 @@
 """What the middleware of one session share: the current run (:class:`RunContext`), what the
 rescue layer did in it (:class:`RescueState`), a person's answer to an approval
-(:class:`Decision`) and the note a middleware streams to whoever watches the run
+(:class:`ApprovalDecision`) and the note a middleware streams to whoever watches the run
 (:func:`stream_note`)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class RescueState:
 
 
 @dataclass(frozen=True)
-class Decision:
+class ApprovalDecision:
     """A person's answer to an approval, when it says more than yes or no: ``args`` to run the
     tool with instead of the model's (an edit), ``message`` for the model (a rejection's
     reason, or the policy that refused it). An approver may return one instead of a bool; it
@@ -80,7 +80,7 @@ class RunContext:
 
     run_id: str | None = None
     audit: Any = None
-    approver: Callable[[str, dict[str, Any]], bool | Decision] | None = None
+    approver: Callable[[str, dict[str, Any]], bool | ApprovalDecision] | None = None
     on_tool_start: Callable[[str, str, dict[str, Any]], None] | None = None
     on_tool_end: Callable[[str, str, str, float], None] | None = None
     recalls: list[RecallResult] = field(default_factory=list)
