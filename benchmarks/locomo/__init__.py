@@ -22,14 +22,14 @@ time-window pre-filter taken from dates in the question, and fusion weights. The
 decide what olav's default search should become; see :data:`RECIPES`.
 """
 
-from benchmarks.locomo.cache import VectorCache, default_cache_dir
+from benchmarks.locomo.cache import LocomoVectors, default_cache_dir
 from benchmarks.locomo.data import (
     CATEGORY_NAMES,
     EXCLUDED_CATEGORY,
     REPRESENTATIONS,
     Conversation,
+    DialogTurn,
     Question,
-    Turn,
     load_locomo,
     parse_ks,
     parse_range,
@@ -54,11 +54,11 @@ __all__ = [
     "STOP_WORDS",
     "STORE_FTS",
     "Conversation",
+    "DialogTurn",
+    "LocomoVectors",
     "Question",
     "RecallRun",
     "Recipe",
-    "Turn",
-    "VectorCache",
     "best_method",
     "default_cache_dir",
     "fuse",

@@ -15,7 +15,7 @@ from olav.memory.store.embedders import Embedder
 Progress = Callable[[str], None]
 
 
-class VectorCache:
+class LocomoVectors:
     """Embeddings keyed by embedder name + kind (query/passage) + SHA-1 of the text.
 
     With ``directory=None`` nothing touches the disk (vectors are still computed once per run).

@@ -24,7 +24,7 @@ EXCLUDED_CATEGORY = 5  # adversarial: the answer is not in the conversation
 
 
 @dataclass(frozen=True)
-class Turn:
+class DialogTurn:
     dia_id: str
     speaker: str
     text: str
@@ -45,7 +45,7 @@ class Question:
 @dataclass
 class Conversation:
     sample_id: str
-    turns: list[Turn]
+    turns: list[DialogTurn]
     questions: list[Question]
     excluded: int = 0  # category-5 questions left out
     no_evidence: int = 0  # questions left out because none of their evidence ids exist
@@ -143,7 +143,7 @@ def _conversation(sample: dict[str, Any], index: int) -> Conversation:
         for key in conv
         if (m := _SESSION.fullmatch(key)) and isinstance(conv[key], list)
     )
-    turns: list[Turn] = []
+    turns: list[DialogTurn] = []
     for num, key in sessions:
         raw_date = str(conv.get(f"{key}_date_time") or "")
         when = parse_session_date(raw_date)
@@ -152,7 +152,7 @@ def _conversation(sample: dict[str, Any], index: int) -> Conversation:
             if not isinstance(t, dict) or not t.get("dia_id"):
                 continue
             turns.append(
-                Turn(
+                DialogTurn(
                     dia_id=str(t["dia_id"]),
                     speaker=str(t.get("speaker") or "?"),
                     text=str(t.get("text") or ""),
@@ -193,7 +193,7 @@ def _conversation(sample: dict[str, Any], index: int) -> Conversation:
 # -- representations of a turn -----------------------------------------------------------------
 
 
-def render_turn(t: Turn, *, date: bool = False) -> str:
+def render_turn(t: DialogTurn, *, date: bool = False) -> str:
     """``Speaker: text``, optionally after the session date: ``[8 May 2023] Speaker: text``."""
     text = f"{t.speaker}: {t.text}"
     return f"[{t.date_label}] {text}" if date else text

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.locomo.cache import VectorCache
+from benchmarks.locomo.cache import LocomoVectors
 from benchmarks.locomo.data import Conversation
 from benchmarks.locomo.recipes import FTS_CONFIGS, STORE_FTS
 from olav.core.errors import OlavError
@@ -50,7 +50,7 @@ class Measurer:
     """Runs every search of a conversation into ``out``: ``kmax`` hits per baseline question,
     ``depth`` candidates per ranking a recipe fuses."""
 
-    cache: VectorCache
+    cache: LocomoVectors
     corpus: Corpus
     kmax: int
     depth: int

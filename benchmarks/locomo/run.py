@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.locomo.cache import Progress, VectorCache
+from benchmarks.locomo.cache import LocomoVectors, Progress
 from benchmarks.locomo.data import REPRESENTATIONS, Conversation, Question, load_locomo, time_filter
 from benchmarks.locomo.measure import BASELINES, Corpus, Measured, Measurer
 from benchmarks.locomo.recipes import RECIPES, Recipe
@@ -63,7 +63,7 @@ def run_recall(
     questions = [q for c in conversations for q in c.questions]
     chosen = list(opts.recipes if opts.recipes is not None else RECIPES) if opts.experiments else []
 
-    cache = VectorCache(embedder, opts.cache_dir, say)
+    cache = LocomoVectors(embedder, opts.cache_dir, say)
     t0 = time.monotonic()
     corpus, qvecs_all = _corpus(conversations, _needed(chosen), cache, say)
     embed_s = time.monotonic() - t0
@@ -116,7 +116,7 @@ def _needed(chosen: Sequence[Recipe]) -> dict[str, set[str]]:
 def _corpus(
     conversations: Sequence[Conversation],
     needed: dict[str, set[str]],
-    cache: VectorCache,
+    cache: LocomoVectors,
     say: Progress,
 ) -> tuple[Corpus, np.ndarray]:
     """The texts of every needed representation, embedded once, and the questions' vectors."""
