@@ -1,15 +1,15 @@
 """The runs of ``olav serve`` as the thread store's database keeps them (``olav_runs``): each
 Agent Protocol run's status and the server process that ran it, so that a run id outlives its
-server (a restart, or another server on the same database). The table is declared with the
-threads' schema (:mod:`olav.runtime.threads.schema`), whose version covers it, and a deleted
-thread takes its runs along; what a run is, and how it is read and written, is the server's."""
+server (a restart, or another server on the same database). The server declares the table and
+migrates it (:meth:`ThreadStore.keep_beside`); a deleted thread takes its runs along, whoever
+deletes it, because the table is keyed by ``thread_id``."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,28 @@ from olav.runtime.threads import ThreadStore
 from olav.runtime.threads.model import dump_object, load_object, marks
 
 UNFINISHED = ("pending", "running")
+
+RUNS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS olav_runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    kwargs TEXT NOT NULL DEFAULT '{}',
+    multitask_strategy TEXT NOT NULL DEFAULT 'reject',
+    created_at {real} NOT NULL,
+    updated_at {real} NOT NULL,
+    server_pid INTEGER,
+    server_host TEXT NOT NULL DEFAULT '',
+    error TEXT NOT NULL DEFAULT '',
+    events INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS olav_runs_thread ON olav_runs (thread_id, created_at);
+"""
+# a table made before the stream's event numbers were kept (RunRecord.events)
+EVENTS_COLUMN = "ALTER TABLE olav_runs ADD COLUMN events INTEGER NOT NULL DEFAULT 0"
 _COLUMNS = (
     "run_id, thread_id, assistant_id, owner, status, metadata, kwargs, multitask_strategy, "
     "created_at, updated_at, server_pid, server_host, error, events"
@@ -51,6 +73,12 @@ class RunRecords:
 
     def __init__(self, threads: ThreadStore) -> None:
         self.threads = threads
+        threads.keep_beside(RUNS_SCHEMA, self._migrate)
+
+    @staticmethod
+    def _migrate(con: Any, columns: Callable[[str], set[str]]) -> None:
+        if "events" not in columns("olav_runs"):
+            con.execute(EVENTS_COLUMN)
 
     def record(self, run: RunRecord) -> None:
         """Keep ``run`` (a run accepted), or bring its status up to date."""

@@ -287,7 +287,9 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
     con.close()
     store = ThreadStore(db)
     try:
-        assert store.migrated == ["2: the runs of olav serve", "3: the stream events of a run"]
+        assert store.migrated == []  # the runs are the server's: it sets up their table
+        assert "olav_runs" not in store.db.tables()
+        RunRecords(store)
         info = store.get("v1-thread")
         assert (info.agent, info.owner, info.name, info.turns, info.preview) == (
             "core",
@@ -332,6 +334,34 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
         assert again.get("v1-thread").turns == 1
     finally:
         again.close()
+
+
+def test_a_runs_table_from_before_stream_events_gains_the_column(tmp_path: Path) -> None:
+    """A file olav serve wrote at schema version 2: its runs stay, with the events column."""
+    db = tmp_path / "threads.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(SCHEMA_1.replace("VALUES ('schema', '1')", "VALUES ('schema', '2')"))
+    con.executescript(
+        "CREATE TABLE olav_runs (run_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, "
+        "assistant_id TEXT NOT NULL DEFAULT '', owner TEXT NOT NULL DEFAULT '', "
+        "status TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}', "
+        "kwargs TEXT NOT NULL DEFAULT '{}', multitask_strategy TEXT NOT NULL DEFAULT 'reject', "
+        "created_at REAL NOT NULL, updated_at REAL NOT NULL, server_pid INTEGER, "
+        "server_host TEXT NOT NULL DEFAULT '', error TEXT NOT NULL DEFAULT '');"
+        "INSERT INTO olav_runs (run_id, thread_id, status, created_at, updated_at) "
+        "VALUES ('r0', 'v1-thread', 'success', 1.0, 2.0);"
+    )
+    con.close()
+    store = ThreadStore(db)
+    try:
+        runs = RunRecords(store)
+        assert "events" in store.db.columns("olav_runs")
+        [kept] = runs.of_thread("v1-thread")
+        assert (kept.run_id, kept.status, kept.events) == ("r0", "success", 0)
+        store.delete("v1-thread")  # whoever deletes the thread: its runs go with it
+        assert runs.get("r0") is None
+    finally:
+        store.close()
 
 
 def test_runs_are_kept_listed_newest_first_updated_and_deleted_with_their_thread(

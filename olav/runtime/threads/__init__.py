@@ -2,7 +2,7 @@
 ``.olav/databases/threads.sqlite``, or, for a team whose servers share their threads, in a
 PostgreSQL database (``threads.uri: postgresql://…``).
 
-Two things share that file (or database):
+Three things share that file (or database):
 
 - **LangGraph's checkpoints** (``langgraph-checkpoint-sqlite``): the agent graph's state after
   every step, which is what the model sees when a thread continues. A ``kill -9`` mid-run leaves
@@ -10,9 +10,10 @@ Two things share that file (or database):
 - **olav's index of threads** (``olav_threads``, ``olav_turns``): who a thread belongs to, its
   name, its turns as text for listing, showing and searching without unpickling checkpoints,
   and the claim that makes a thread run one run at a time.
-- **the runs of ``olav serve``** (``olav_runs``): each Agent Protocol run's status and the
-  server process that ran it, so that a run id outlives its server (a restart, or another
-  server on the same database); :mod:`olav.serve.records` keeps them.
+- **what others keep per thread**: the runs of ``olav serve`` (``olav_runs``), which the
+  server declares and migrates itself (:mod:`olav.serve.records`, through
+  :meth:`ThreadStore.keep_beside`); the engine knows only that an ``olav_*`` table with a
+  ``thread_id`` column goes with its thread.
 
 One active run per thread (the Agent Protocol's rule): :meth:`ThreadStore.claim` takes the thread
 in an immediate transaction, so a second process that tries to run it at the same moment gets
@@ -26,15 +27,15 @@ machine it ran, so a crashed host's claim is taken over at once instead of holdi
 
 The schema carries a version (``olav_meta``): a file from an older olav, or one that holds only
 checkpoints, is migrated in place, and its threads are indexed from the checkpoints; nothing is
-dropped (version 1 is the index of threads, version 2 adds ``olav_runs``, version 3 the
-number of stream events each run may have sent). Processes that set up a new PostgreSQL
+dropped (version 1 is the index of threads; versions 2 and 3 were olav serve's runs, which
+the server now sets up itself). Processes that set up a new PostgreSQL
 database at once take turns (an advisory lock).
 
 A thread id is its owner's from the moment it is made: :meth:`ThreadStore.insert` makes the row
 and tells who owns it in one transaction, so of two processes that make one id at once exactly
 one gets it, and the other is told (:class:`ThreadExistsError` when it is another operator's).
-Deleting a thread deletes its checkpoints, its turns and its runs, so an id taken again later
-shows nothing of its earlier owner.
+Deleting a thread deletes its checkpoints, its turns and whatever is kept beside it (its runs),
+whichever client deletes it, so an id taken again later shows nothing of its earlier owner.
 
 The package: :mod:`.model` (threads, turns, hits, errors), :mod:`.schema` (the tables and their
 version), :mod:`.backend` (what the store asks of a database) with :mod:`.sqlite` and

@@ -39,6 +39,10 @@ class Backend(Protocol):
 
     def columns(self, table: str) -> set[str]: ...
 
+    def tables(self) -> set[str]:
+        """The tables of the threads' database (its current schema)."""
+        ...
+
     def checkpointer(self) -> Any:
         """LangGraph's saver on the same database, on its own connection."""
         ...

@@ -88,6 +88,12 @@ class PostgresBackend:
         ).fetchall()
         return {str(r[0]) for r in rows}
 
+    def tables(self) -> set[str]:
+        rows = self.conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
     def checkpointer(self) -> Any:
         """LangGraph's PostgresSaver on its own connection, its tables set up once."""
         try:

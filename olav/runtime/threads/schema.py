@@ -1,10 +1,15 @@
 """The tables olav keeps beside LangGraph's checkpoints, and their version (``olav_meta``).
 
-``olav_runs`` belongs to ``olav serve`` (:mod:`olav.serve.records` reads and writes it); it is
-declared here because the file's version covers it and a deleted thread takes its runs along.
+Versions 2 and 3 were ``olav serve``'s run table, which the server now declares and migrates
+itself (:mod:`olav.serve.records`, through :meth:`ThreadStore.keep_beside`); the number stays,
+so that an older olav reads a newer file as it always did.
 """
 
 from __future__ import annotations
+
+import re
+import time
+from typing import Any
 
 SCHEMA_VERSION = 3
 
@@ -37,25 +42,34 @@ CREATE TABLE IF NOT EXISTS olav_turns (
 );
 """
 
-# version 2: the runs of olav serve
-RUNS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS olav_runs (
-    run_id TEXT PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    assistant_id TEXT NOT NULL DEFAULT '',
-    owner TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    kwargs TEXT NOT NULL DEFAULT '{}',
-    multitask_strategy TEXT NOT NULL DEFAULT 'reject',
-    created_at {real} NOT NULL,
-    updated_at {real} NOT NULL,
-    server_pid INTEGER,
-    server_host TEXT NOT NULL DEFAULT '',
-    error TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS olav_runs_thread ON olav_runs (thread_id, created_at);
-"""
 
-# version 3: the stream event numbers a run's server reserved (RunRecord.events)
-EVENTS_COLUMN = "ALTER TABLE olav_runs ADD COLUMN events INTEGER NOT NULL DEFAULT 0"
+_OLAV_TABLE = re.compile(r"olav_[a-z_]+")  # olav's tables (a name safe to write into SQL)
+
+
+def create_tables(db: Any, con: Any, schema: str) -> None:
+    """Run ``schema``'s statements, ``{real}`` the backend's timestamp type."""
+    for stmt in schema.replace("{real}", db.real).split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+
+
+def kept_per_thread(db: Any) -> list[str]:
+    """The tables of olav's kept per thread (``olav_*`` with a ``thread_id``): its turns, and
+    what other packages keep beside the threads (olav serve's runs)."""
+    return sorted(
+        t for t in db.tables() if _OLAV_TABLE.fullmatch(t) and "thread_id" in db.columns(t)
+    )
+
+
+def index_checkpoints(db: Any, con: Any) -> None:
+    """Register the threads a file holds only as checkpoints (a file from before the index):
+    their turns are read back from the checkpoints on the first sync."""
+    if not db.has_checkpoints():
+        return
+    now = time.time()
+    for (thread_id,) in con.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall():
+        con.execute(
+            "INSERT INTO olav_threads (id, agent, created_at, updated_at) "
+            "VALUES (?, '', ?, ?) ON CONFLICT DO NOTHING",
+            [thread_id, now, now],
+        )

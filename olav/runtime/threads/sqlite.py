@@ -72,6 +72,10 @@ class SqliteBackend:
     def columns(self, table: str) -> set[str]:
         return {str(r[1]) for r in self.conn.execute(f"PRAGMA table_info({table})")}
 
+    def tables(self) -> set[str]:
+        rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {str(r[0]) for r in rows}
+
     def checkpointer(self) -> Any:
         """LangGraph's SqliteSaver on this file (its own connection: it commits per call)."""
         from langgraph.checkpoint.sqlite import SqliteSaver

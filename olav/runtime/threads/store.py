@@ -8,7 +8,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,13 @@ from olav.runtime.threads.model import (
     turn_of,
 )
 from olav.runtime.threads.postgres import check_uri
-from olav.runtime.threads.schema import EVENTS_COLUMN, OLAV_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
+from olav.runtime.threads.schema import (
+    OLAV_SCHEMA,
+    SCHEMA_VERSION,
+    create_tables,
+    index_checkpoints,
+    kept_per_thread,
+)
 from olav.runtime.threads.sqlite import SqliteBackend
 
 
@@ -84,6 +90,19 @@ class ThreadStore:
         others keep beside the threads (:mod:`olav.serve.records`)."""
         return self._tx()
 
+    def keep_beside(
+        self, schema: str, migrate: Callable[[Any, Callable[[str], set[str]]], None] | None = None
+    ) -> None:
+        """Set up a table another package keeps beside the threads (``CREATE ... IF NOT
+        EXISTS``, ``{real}`` for a timestamp's type), then ``migrate(con, columns)`` in the
+        same transaction (``columns(table)``: the names a table has), under the lock that keeps
+        two processes from setting up at once. A table named ``olav_*`` with a ``thread_id``
+        column goes with its thread (:meth:`delete`)."""
+        with self._lock, self.db.setup_lock(), self._tx() as con:
+            create_tables(self.db, con, schema)
+            if migrate is not None:
+                migrate(con, self.db.columns)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one SELECT (``?`` placeholders) on the threads' database."""
         return self._rows(sql, params)
@@ -103,20 +122,13 @@ class ThreadStore:
 
     def _migrate_schema(self) -> None:
         with self._tx() as con:
-            self._create(con, OLAV_SCHEMA)
+            create_tables(self.db, con, OLAV_SCHEMA)
             row = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
             version = int(row[0]) if row else 0
             if version < 1:
                 self.migrated.append("1: the index of threads")
-                self._index_checkpoints(con)
-            if version < 2:
-                self.migrated.append("2: the runs of olav serve")
-            self._create(con, RUNS_SCHEMA)  # IF NOT EXISTS: a no-op from version 2 on
-            if version < 3:
-                self.migrated.append("3: the stream events of a run")
-                # a file whose index was lost (version 0) may keep a newer olav_runs
-                if "events" not in self.db.columns("olav_runs"):
-                    con.execute(EVENTS_COLUMN)
+                index_checkpoints(self.db, con)
+            # versions 2 and 3: olav serve's runs, which it sets up itself (keep_beside)
             if version < SCHEMA_VERSION:  # a newer olav's file keeps its version
                 con.execute(
                     "INSERT INTO olav_meta (key, value) VALUES ('schema', ?) "
@@ -125,24 +137,6 @@ class ThreadStore:
                 )
         # LangGraph's own tables (and its own migrations) are set up on the checkpointer's
         # first use: listing and showing threads need no langgraph import
-
-    def _create(self, con: Any, schema: str) -> None:
-        for stmt in schema.replace("{real}", self.db.real).split(";"):
-            if stmt.strip():
-                con.execute(stmt)
-
-    def _index_checkpoints(self, con: Any) -> None:
-        """Register the threads a file holds only as checkpoints (a file from before the
-        index): their turns are read back from the checkpoints on the first sync."""
-        if not self.db.has_checkpoints():
-            return
-        now = time.time()
-        for (thread_id,) in con.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall():
-            con.execute(
-                "INSERT INTO olav_threads (id, agent, created_at, updated_at) "
-                "VALUES (?, '', ?, ?) ON CONFLICT DO NOTHING",
-                [thread_id, now, now],
-            )
 
     @property
     def checkpointer(self) -> Any:
@@ -290,8 +284,10 @@ class ThreadStore:
         self._check_free(info.id)
         self.checkpointer.delete_thread(info.id)
         with self._tx() as con:
-            con.execute("DELETE FROM olav_runs WHERE thread_id = ?", [info.id])
-            con.execute("DELETE FROM olav_turns WHERE thread_id = ?", [info.id])
+            for table in kept_per_thread(
+                self.db
+            ):  # its turns, and what others keep of it (its runs)
+                con.execute(f"DELETE FROM {table} WHERE thread_id = ?", [info.id])
             con.execute("DELETE FROM olav_threads WHERE id = ?", [info.id])
         return info
 
