@@ -119,3 +119,25 @@ def test_a_guide_or_a_retired_row_cannot_be_edited_by_any_client(
     assert out.stderr.strip().splitlines() == [
         "error: memory v is retired: it can no longer be edited"
     ]
+
+
+def test_the_terminal_refuses_a_guide_before_its_editor_opens(
+    hash_ws: Path, olav_main: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --text the editor would open on the guide and lose what the person typed."""
+    import click
+
+    from olav.core.config import Workspace
+    from olav.memory.store.table import MemoryStore
+
+    store = MemoryStore.for_workspace(Workspace.open(hash_ws))
+    store.upsert([rec("guide_y", "list devices", category="usage_guide")])
+
+    def no_editor(*_: Any, **__: Any) -> None:
+        raise AssertionError("the editor opened")
+
+    monkeypatch.setattr(click, "edit", no_editor)
+    out = olav_main("memory", "edit", "guide_y")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("error: guide_y is a guide: it is edited in the file or draft")

@@ -266,6 +266,7 @@ OLAV = Path(__file__).resolve().parent.parent / "olav"
 SQL_NAMES = {"sql_str", "sql_in", "sql_ts", "live_filter", "filter_where", "readable_where"}
 RAW_READS = {"list_rows", "column_values"}
 STORE_INNARDS = {"table", "vcache", "_table"}  # the LanceDB table and its snapshot
+LANCE_READS = {"count_rows", "open_table", "to_arrow", "to_lance"}
 OPERATIONS = {"pin", "edit", "delete", "purge", "quarantine", "release", "import"}
 
 
@@ -317,4 +318,10 @@ def test_no_sql_string_and_no_memory_operation_crosses_the_memory_border() -> No
                 and "store" in ast.unparse(node.value)
             ):
                 found.append(f"{where}:{node.lineno} reaches the store's {node.attr}")
+            if inside and isinstance(node, ast.Attribute) and node.attr in LANCE_READS:
+                found.append(f"{where}:{node.lineno} reads LanceDB itself ({node.attr})")
+            if inside and isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if any(n == "lancedb" or n.startswith("lancedb.") for n in names):
+                    found.append(f"{where}:{node.lineno} imports lancedb")
     assert not found, "\n".join(found)

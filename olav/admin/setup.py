@@ -255,14 +255,11 @@ def open_store_for_priming(ws: Workspace) -> tuple[Any, bool]:
     try:
         return MemoryStore.for_workspace(ws, embedder), False
     except EmbeddingDimMismatchError:
-        import lancedb
-
+        from olav.memory.store.connection import only_directives
         from olav.memory.store.remote import memory_location
 
         loc = memory_location(ws)
-        db = lancedb.connect(loc.uri, storage_options=loc.storage_options or None)
-        table = db.open_table("memory")
-        if table.count_rows("origin != 'directive'") > 0:
+        if not only_directives(loc):
             raise
     store = MemoryStore(
         loc,

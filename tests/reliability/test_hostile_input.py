@@ -1,8 +1,8 @@
 """Hostile and malformed input besides guides (those: test_hostile_guides.py): curator drafts,
 cron expressions, olav.yaml and JSONL imports. Every refusal is one line naming the
 file/field/value, a non-zero exit, no traceback, and nothing written. The cases go through
-olav's entry point in this process (tests.helpers.olav_entry); one refusal runs `olav` as a
-process, the contract as a shell sees it."""
+olav's entry point in this process (tests.helpers.olav_entry); the refusal as a shell sees it,
+from a process of its own, is tests/test_cli.py's."""
 
 from __future__ import annotations
 

@@ -51,6 +51,13 @@ def connect(loc: MemoryLocation) -> Any:
     )
 
 
+def only_directives(loc: MemoryLocation) -> bool:
+    """Whether every row of the memory table at ``loc`` came from a guide file (origin
+    ``directive``): such a table can be rebuilt from the files, for another embedder say."""
+    table = connect(loc).open_table(TABLE)
+    return int(table.count_rows("origin != 'directive'")) == 0
+
+
 def table_names(db: Any) -> list[str]:
     return list(db.list_tables().tables)
 

@@ -35,7 +35,7 @@ _WORD = re.compile(r"\w", re.UNICODE)
 
 _POOL: Any = None
 
-# a lean ranking (_Call.lean) asks for this many times the rows it keeps
+# a lean ranking (_SearchCall.lean) asks for this many times the rows it keeps
 LEAN_FACTOR = 2
 
 
@@ -122,7 +122,7 @@ class Searching:
         # a local table's rankings carry ids only; the kept rows are read once, by row id
         lean = snap is None and self._remote is None
         rows = TableRows(self._table, self._columns(False)) if lean else None
-        call = _Call(
+        call = _SearchCall(
             self, query, pred, n, wants_vector, snap, period, query_vector, cq, rows, with_context
         )
         text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
@@ -196,7 +196,7 @@ def _jobs(
 
 
 @dataclass(slots=True)
-class _Call:
+class _SearchCall:
     """One search in progress: what its rankings share. ``qv`` is the query vector, embedded
     once a vector ranking needs it."""
 

@@ -10,8 +10,8 @@ Three things share that file (or database):
 - **olav's index of threads** (``olav_threads``, ``olav_turns``): who a thread belongs to, its
   name, its turns as text for listing, showing and searching without unpickling checkpoints,
   and the claim that makes a thread run one run at a time.
-- **what others keep per thread**: the runs of ``olav serve`` (``olav_runs``), which the
-  server declares and migrates itself (:mod:`olav.serve.records`, through
+- **what others keep per thread**: the runs of ``olav serve``, which the server declares and
+  migrates itself (:mod:`olav.serve.records`, through
   :meth:`ThreadStore.keep_beside`); the engine knows only that an ``olav_*`` table with a
   ``thread_id`` column goes with its thread.
 
