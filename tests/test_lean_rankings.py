@@ -69,13 +69,13 @@ def _above_last(ranked: list[tuple[str, float]]) -> set[str]:
 def _queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The LanceDB queries lean rankings make, by column."""
     made: list[str] = []
-    real = search._Call._query
+    real = search._SearchCall._query
 
-    def spy(self: search._Call, column: str) -> object:
+    def spy(self: search._SearchCall, column: str) -> object:
         made.append(column)
         return real(self, column)
 
-    monkeypatch.setattr(search._Call, "_query", spy)
+    monkeypatch.setattr(search._SearchCall, "_query", spy)
     return made
 
 
