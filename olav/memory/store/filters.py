@@ -66,6 +66,18 @@ class SearchFilter:
         )
 
 
+def visible_scopes(filter: SearchFilter) -> tuple[Sequence[str] | None, Reader | None]:
+    """The scopes a read names and the reader's rule left to apply to the rows: on named
+    scopes the rule drops the names its reader may not read (the same rows, and a shorter
+    predicate and mask than the rule on every row); ``EVERYONE`` leaves no rule."""
+    reader, scopes = filter.reader, filter.scopes
+    if reader is None or reader.everyone:
+        return scopes, None
+    if scopes is None:
+        return None, reader
+    return [s for s in scopes if reader.allows(s)], None
+
+
 def require_reader(filter: SearchFilter, method: str) -> None:
     """Refuse a read whose filter does not say whose rows it may return."""
     if filter.reader is None:

@@ -18,7 +18,7 @@ import numpy as np
 from olav.core.errors import MemoryStoreError
 from olav.memory.store.connection import VECTOR_COLUMNS
 from olav.memory.store.embedders import Embedder
-from olav.memory.store.filters import SearchFilter, require_reader
+from olav.memory.store.filters import SearchFilter, require_reader, visible_scopes
 from olav.memory.store.ftscache import analyzer
 from olav.memory.store.hits import Hit, fuse
 from olav.memory.store.maintenance import probe
@@ -105,7 +105,7 @@ class Searching:
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
         require_reader(filter, "search")
-        reader, period = filter.reader, filter.period
+        period = filter.period
         pred = filter_where(filter)
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
         wants_vector = mode in ("vector", "hybrid")
@@ -116,9 +116,8 @@ class Searching:
         with_context = hybrid and (snap.has_context if snap else self._has_context())
         if hybrid and period is None and filter.time_aware:
             period = query_period(query)
-        cq = CachedQuery(
-            filter.scopes, filter.categories, filter.include_invalid, now(), reader=reader
-        )
+        scopes, reader = visible_scopes(filter)
+        cq = CachedQuery(scopes, filter.categories, filter.include_invalid, now(), reader=reader)
         # a local table's rankings carry ids only; the kept rows are read once, by row id
         lean = snap is None and self._remote is None
         rows = TableRows(self._table, self._columns(False)) if lean else None

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from olav.memory.store.filters import visible_scopes
 from olav.memory.store.schema import QUARANTINE, now
 
 if TYPE_CHECKING:
@@ -59,12 +60,9 @@ def filter_where(filter: SearchFilter, *, at: datetime | None = None) -> str | N
     that turns one into SQL. The reader's rule, the scopes, categories and liveness as
     :func:`live_filter` writes them, then each further field."""
     extra: list[str] = []
-    reader, scopes = filter.reader, filter.scopes
-    if reader is not None and not reader.everyone:
-        if scopes is None:
-            extra.append(reader.where())
-        else:  # the reader's rule applied to the names: a shorter predicate, the same rows
-            scopes = [s for s in scopes if reader.allows(s)]
+    scopes, reader = visible_scopes(filter)
+    if reader is not None:
+        extra.append(reader.where())
     if filter.origins is not None:
         extra.append(sql_in("origin", filter.origins))
     if filter.ids is not None:

@@ -167,13 +167,8 @@ class Snapshot:
 
     def _mask(self, query: CachedQuery, valid: np.ndarray, column: str) -> np.ndarray:
         mask = valid.copy()
-        scopes, reader = query.scopes, query.reader
-        if reader is not None and reader.everyone:
-            reader = None
-        elif reader is not None and scopes is not None:  # the reader's rule, on the names
-            scopes, reader = [s for s in scopes if reader.allows(s)], None
         for part in (
-            self._member("scope", scopes),
+            self._member("scope", query.scopes),
             self._member("category", query.categories),
         ):
             if part is not None:
@@ -181,8 +176,8 @@ class Snapshot:
         if not query.include_invalid:
             mask &= self.live_invalid
             mask &= self.expires > _as_micros(query.at)
-        if reader is not None:
-            mask &= self._readable(reader)
+        if query.reader is not None and not query.reader.everyone:
+            mask &= self._readable(query.reader)
         if column in ("context_vector", "context"):
             mask &= self.context
         if query.period is not None:
