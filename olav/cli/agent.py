@@ -1,12 +1,43 @@
-"""``olav agent``: list and install agent folders."""
+"""``olav agent``: list and install agent folders.
+
+A skill handed to ``olav agent install`` is untrusted input (docs/reliability.md, "Skills are
+untrusted input"):
+
+- its name may not be a workspace folder (``.olav``, the exports, databases and logs folders,
+  any name starting with ``.``) nor any folder olav did not install as an agent;
+- ``--force`` replaces only an agent olav installed: a folder holding the marker file
+  ``.olav-agent`` (JSON: the agent's name, where it came from, when), which every install
+  writes, or an agent ``olav init`` copied from the template (named in
+  ``.olav/template-manifest.json`` or shipped in the template);
+- a symbolic link is followed only to a regular file inside the skill folder, and copied as
+  that file's content; a link out of the folder, to a folder, or one that points nowhere, and
+  any pipe, socket or device file, is refused, naming it;
+- an archive is unpacked with bounds: at most ``MAX_SKILL_FILES`` files and folders,
+  ``MAX_SKILL_BYTES`` of content, and ``MAX_RATIO`` times the archive's size once past
+  ``RATIO_FLOOR``; each member's size is checked from its header before it is written, and the
+  bytes are counted as they are written, so no header can take it past the bounds; links out
+  of the archive and device files are refused;
+- the agent is built and validated in a hidden folder in the workspace root (the same file
+  system), then renamed into place; with ``--force`` the old folder is renamed aside first and
+  put back if anything fails. A failed install leaves no folder behind and the old agent as it
+  was.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import json
+import os
+import re
 import shutil
+import stat
 import tarfile
 import tempfile
+import zlib
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import typer
 from rich.table import Table
@@ -15,6 +46,16 @@ from olav.cli.common import console, counted, open_workspace, print_json
 from olav.core.errors import OlavError
 
 app = typer.Typer(no_args_is_help=True)
+
+MARKER = ".olav-agent"
+"""The file ``olav agent install`` writes into each agent folder it installs: ``--force``
+replaces only a folder that holds it (or a template agent of ``olav init``)."""
+MAX_SKILL_FILES = 2_000
+MAX_SKILL_BYTES = 50 * 1024 * 1024
+MAX_RATIO = 100
+RATIO_FLOOR = 1024 * 1024  # a small archive of text may well unpack to 100 times its size
+_CHUNK = 1 << 16
+_STAGING_PREFIX = ".olav-install-"
 
 
 @app.command("list")
@@ -61,44 +102,395 @@ def _check_tools(folder: Path, tools: list[str]) -> None:
         )
 
 
-def _unpack(source: Path, tmp: Path) -> Path:
-    if source.is_dir():
-        return source
-    if source.name.endswith((".tar.gz", ".tgz")) and source.is_file():
-        with tarfile.open(source) as tar:
-            tar.extractall(tmp, filter="data")
-        found = [p.parent for p in tmp.rglob("SKILL.md")]
-        if len(found) != 1:
-            raise OlavError(f"{source} must hold exactly one folder with a SKILL.md")
-        return found[0]
-    raise OlavError(f"{source} is not a skill folder or .tar.gz", hint="Pass a folder or archive")
+class UnsafeSkillError(OlavError):
+    """A skill that would reach outside its folder, outgrow the bounds or overwrite what is
+    not an agent olav installed."""
+
+
+def _unsafe(what: Path | str, problem: str, hint: str) -> UnsafeSkillError:
+    return UnsafeSkillError(f"{what}: {problem}", hint=hint)
+
+
+_BOUNDS_HINT = (
+    f"olav installs a skill of at most {MAX_SKILL_FILES:,} files and folders and "
+    f"{MAX_SKILL_BYTES // (1024 * 1024)} MB; check the archive came from whom you think"
+)
+
+
+class _Budget:
+    """What one copy or one unpacking may write: entries and bytes, counted as they are
+    written (never after)."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.entries = 0
+        self.bytes = 0
+
+    def entry(self) -> None:
+        self.entries += 1
+        if self.entries > MAX_SKILL_FILES:
+            raise _unsafe(
+                self.source, f"holds more than {MAX_SKILL_FILES:,} files and folders", _BOUNDS_HINT
+            )
+
+    def reserve(self, size: int, name: str) -> None:
+        """Refuse a member whose header says it would pass the bound, before writing it."""
+        if self.bytes + size > MAX_SKILL_BYTES:
+            raise _unsafe(
+                self.source,
+                f"{name} ({size:,} bytes) takes it past {MAX_SKILL_BYTES // (1024 * 1024)} MB",
+                _BOUNDS_HINT,
+            )
+
+    def take(self, n: int) -> None:
+        self.bytes += n
+        if self.bytes > MAX_SKILL_BYTES:
+            raise _unsafe(
+                self.source,
+                f"unpacks to more than {MAX_SKILL_BYTES // (1024 * 1024)} MB",
+                _BOUNDS_HINT,
+            )
+
+
+def _copy_stream(src: IO[bytes], dest: Path, budget: _Budget) -> None:
+    """Copy into a new file ``dest``; each chunk is counted before it is written."""
+    with open(dest, "xb") as out:
+        while chunk := src.read(_CHUNK):
+            budget.take(len(chunk))
+            out.write(chunk)
+
+
+def _open_nofollow(path: Path) -> IO[bytes]:
+    return os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb")
+
+
+_LINK_HINT = "Replace the link with the file itself"
+
+
+def _link_target(link: Path, root: Path) -> Path:
+    """The regular file inside ``root`` that ``link`` leads to; anything else is refused."""
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise _unsafe(link, "a symbolic link that points nowhere (or loops)", _LINK_HINT) from None
+    if not target.is_relative_to(root):
+        raise _unsafe(
+            link,
+            f"a symbolic link to {target}, outside the skill folder {root}",
+            "olav follows no link out of a skill. " + _LINK_HINT,
+        )
+    if target.is_dir():
+        raise _unsafe(link, f"a symbolic link to the folder {target}", "Copy the folder instead")
+    if not stat.S_ISREG(os.stat(target).st_mode):
+        raise _unsafe(link, f"a symbolic link to {target}, which is not a regular file", _LINK_HINT)
+    return target
+
+
+def _copy_skill(src: Path, dest: Path, budget: _Budget) -> None:
+    """Copy the skill folder ``src`` into the new folder ``dest``: regular files, folders,
+    and links to regular files inside ``src`` (as the file's content). A link that leads out,
+    to a folder or nowhere, and any other kind of file, is refused, naming it."""
+    root = src.resolve()
+
+    def fail(err: OSError) -> None:
+        raise err
+
+    dest.mkdir()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=fail):
+        here = Path(dirpath)
+        out = dest / here.relative_to(root)
+        for name in dirnames:  # a link to a folder is listed here and never walked into
+            budget.entry()
+            if (here / name).is_symlink():
+                _link_target(here / name, root)  # raises: outside, or a folder
+            (out / name).mkdir()
+        for name in filenames:
+            if here == root and name == MARKER:
+                continue  # the marker is olav's to write
+            budget.entry()
+            path = here / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                path = _link_target(path, root)
+            elif not stat.S_ISREG(mode):
+                raise _unsafe(
+                    path,
+                    "not a regular file (a pipe, socket or device)",
+                    "Remove it from the skill",
+                )
+            with _open_nofollow(path) as fh:
+                _copy_stream(fh, out / name, budget)
+            os.chmod(out / name, os.stat(path).st_mode & 0o755)
+
+
+class _Metered:
+    """The unpacked stream of an archive, read by tarfile: every byte counted, so neither the
+    content nor the headers can pass the bounds, whatever a header says."""
+
+    def __init__(self, fh: gzip.GzipFile, archive: Path) -> None:
+        self.fh, self.archive = fh, archive
+        self.packed = max(archive.stat().st_size, 1)
+        self.read_bytes = 0
+        # the content bound, plus the headers and padding of the most members allowed
+        self.cap = MAX_SKILL_BYTES + (MAX_SKILL_FILES + 2) * 2048 + RATIO_FLOOR
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n if n >= 0 else _CHUNK)
+        self.read_bytes += len(data)
+        if self.read_bytes > self.cap:
+            raise _unsafe(
+                self.archive,
+                f"unpacks to more than {MAX_SKILL_BYTES // (1024 * 1024)} MB",
+                _BOUNDS_HINT,
+            )
+        if self.read_bytes > RATIO_FLOOR and self.read_bytes > MAX_RATIO * self.packed:
+            raise _unsafe(
+                self.archive,
+                f"unpacks to more than {MAX_RATIO} times its size of {self.packed:,} bytes",
+                "That is a compression bomb, not a skill. " + _BOUNDS_HINT,
+            )
+        return data
+
+
+def _member_error(archive: Path, member: tarfile.TarInfo, exc: Exception) -> UnsafeSkillError:
+    name = member.name
+    if isinstance(exc, tarfile.SpecialFileError):
+        problem = f"member {name} is a device file or pipe"
+    elif isinstance(exc, tarfile.AbsoluteLinkError | tarfile.LinkOutsideDestinationError):
+        problem = f"member {name} is a link to {member.linkname}, outside the archive"
+    else:
+        problem = f"member {name} would be written outside the archive's folder"
+    return _unsafe(archive, problem, "olav unpacks only files and folders inside the skill")
+
+
+def _unpack_member(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, into: Path, archive: Path, budget: _Budget
+) -> None:
+    budget.entry()
+    try:
+        safe = tarfile.data_filter(member, str(into))
+    except tarfile.FilterError as exc:
+        raise _member_error(archive, member, exc) from None
+    path = into / safe.name
+    if os.path.lexists(path) and not path.is_dir():
+        path.unlink()  # a later member of the same name wins, as tar has it
+    if safe.isdir():
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if safe.isreg():
+        budget.reserve(safe.size, safe.name)
+        src = tar.extractfile(member)
+        assert src is not None  # a regular member always has content
+        _copy_stream(src, path, budget)
+    elif safe.issym():
+        os.symlink(safe.linkname, path)  # inside (the filter said); _copy_skill copies its file
+        return
+    elif safe.islnk():
+        target = into / safe.linkname
+        if not stat.S_ISREG(os.lstat(target).st_mode):
+            raise _unsafe(archive, f"member {safe.name} is a hard link to no file", _LINK_HINT)
+        budget.reserve(target.stat().st_size, safe.name)
+        with _open_nofollow(target) as fh:
+            _copy_stream(fh, path, budget)
+    else:
+        raise _unsafe(
+            archive, f"member {safe.name} is not a file, folder or link", "Remove it from the skill"
+        )
+    if safe.mode is not None:
+        os.chmod(path, safe.mode & 0o755)
+
+
+def _unpack(archive: Path, into: Path) -> Path:
+    """Unpack the .tar.gz ``archive`` into ``into`` within the bounds; the folder holding its
+    one SKILL.md."""
+    budget = _Budget(archive)
+    try:
+        with (
+            open(archive, "rb") as raw,
+            gzip.GzipFile(fileobj=raw) as gz,
+            tarfile.open(fileobj=_Metered(gz, archive), mode="r|") as tar,  # type: ignore[call-overload]
+        ):
+            for member in tar:
+                _unpack_member(tar, member, into, archive, budget)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise OlavError(
+            f"{archive}: not a readable .tar.gz ({exc})", hint="Pass a skill folder or a .tar.gz"
+        ) from None
+    found = [Path(d) for d, _, files in os.walk(into) if "SKILL.md" in files]
+    if len(found) != 1 or found[0] == into:
+        raise OlavError(
+            f"{archive} must hold exactly one folder with a SKILL.md",
+            hint="Pack the skill's folder: tar czf NAME.tar.gz NAME/",
+        )
+    return found[0]
+
+
+def _shown(exc: OlavError, built: Path, shown: Path) -> OlavError:
+    """An error about the copy being built, naming where the skill came from instead."""
+    exc.message = exc.message.replace(str(built), str(shown))
+    exc.args = (exc.one_line(),)
+    return exc
+
+
+def _validate(ws: Any, folder: Path) -> Any:
+    """The agent of the built folder, checked as before plus: its name is no workspace
+    folder's, and every file SKILL.md refers to lies inside the folder."""
+    from olav.memory.ingest.guides import find_guides, load_guide
+    from olav.runtime.skills import load_agent
+
+    agent = load_agent(folder)
+    _check_name(ws, agent.name)
+    _check_tools(folder, agent.spec.tools)
+    for guide in find_guides(folder):
+        load_guide(guide)
+    for rel in [*agent.spec.static_context, *(o.file for o in agent.spec.on_intent)]:
+        if not (folder / rel).resolve().is_relative_to(folder.resolve()):
+            raise _unsafe(
+                folder / "SKILL.md",
+                f"referenced file {rel} is outside the skill folder",
+                "Refer to files inside the skill, e.g. references/notes.md",
+            )
+    return agent
+
+
+def _reserved(ws: Any) -> dict[str, Path]:
+    """The workspace folders no agent may be named after: .olav and the first folder of each
+    configured path inside the workspace (exports/ by default)."""
+    from olav.core.config import OLAV_DIR
+
+    names = {OLAV_DIR.casefold(): ws.olav_dir}
+    for path in (ws.exports, ws.databases, ws.logs):
+        rel = Path(os.path.relpath(os.path.abspath(path), ws.root))
+        if rel.parts and rel.parts[0] not in ("..", "."):
+            names[rel.parts[0].casefold()] = ws.root / rel.parts[0]
+    names.setdefault("exports", ws.root / "exports")
+    return names
+
+
+_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]*")  # a guide's agent: field (guides.py)
+
+
+def _check_name(ws: Any, name: str) -> None:
+    hint = "Rename the skill: its folder and the name in SKILL.md"
+    reserved = _reserved(ws).get(name.casefold())
+    if reserved is not None:
+        raise _unsafe(f"agent name {name!r}", f"is the workspace folder {reserved}", hint)
+    if name.startswith("."):
+        raise _unsafe(f"agent name {name!r}", "starts with '.', which workspace folders do", hint)
+    if not _AGENT_NAME.fullmatch(name):
+        raise _unsafe(
+            f"agent name {name!r}",
+            "is not lowercase letters, digits, '_' or '-' (as a guide's agent: field)",
+            hint,
+        )
+
+
+def _template_agents(ws: Any) -> set[str]:
+    """The agents ``olav init`` copied from the template: the folders its manifest names,
+    and the template's own agent folders."""
+    from olav.admin.setup import MANIFEST, template_dir
+
+    names: set[str] = set()
+    try:
+        manifest = json.loads((ws.olav_dir / MANIFEST).read_text(encoding="utf-8"))
+        names |= {rel.split("/")[0] for rel in manifest if rel.endswith("/SKILL.md")}
+    except (OSError, ValueError, AttributeError):
+        pass
+    with contextlib.suppress(OlavError):
+        names |= {p.parent.name for p in template_dir().glob("*/SKILL.md")}
+    return names
+
+
+def installed_by_olav(ws: Any, folder: Path) -> bool:
+    """Whether ``folder`` is an agent olav installed: its marker, or a template agent."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    marker = folder / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return True
+    return folder.name in _template_agents(ws) and (folder / "SKILL.md").is_file()
+
+
+def _write_marker(folder: Path, name: str, source: Path) -> None:
+    record = {
+        "name": name,
+        "source": str(source),
+        "installed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (folder / MARKER).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def _discard(folder: Path) -> None:
+    """Remove the staging folder of an install (what it built, or the old agent replaced)."""
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build(source: Path, staging: Path) -> tuple[Path, Path]:
+    """Copy (or unpack) ``source`` into ``staging``: the built agent folder and the path to
+    name in errors about it."""
+    origin = Path(os.path.abspath(source))
+    built_root = staging / "build"
+    built_root.mkdir()
+    try:
+        if source.is_dir():
+            folder, shown = origin, origin
+        elif source.name.endswith((".tar.gz", ".tgz")) and source.is_file():
+            into = staging / "unpacked"
+            into.mkdir()
+            folder = _unpack(origin, into)
+            shown = origin / folder.relative_to(into)
+        else:
+            raise OlavError(
+                f"{source} is not a skill folder or .tar.gz", hint="Pass a folder or archive"
+            )
+        built = built_root / folder.name
+        try:
+            _copy_skill(folder, built, _Budget(origin))
+        except OlavError as exc:  # name the skill as given, not the unpacked copy
+            raise _shown(_shown(exc, folder.resolve(), shown), folder, shown) from None
+    except OSError as exc:
+        raise OlavError(f"cannot copy the skill {source}: {exc}", hint="Check the disk") from exc
+    return built, shown
 
 
 @app.command("install")
 def install(
     source: Path = typer.Argument(..., help="A skill folder or a .tar.gz of one."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing agent folder."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace an existing agent folder olav installed."
+    ),
 ) -> None:
-    """Validate a skill folder, copy it into the workspace and prime its guides."""
+    """Validate a skill folder, copy it into the workspace and prime its guides.
+
+    A skill is untrusted input: links out of it, device files, archives past 2,000 files or
+    50 MB, and names of workspace folders are refused; nothing is left behind by a failure."""
     from olav.admin.setup import open_store_for_priming
-    from olav.memory.ingest.guides import find_guides, import_guides, load_guide
-    from olav.runtime.skills import load_agent
 
     ws = open_workspace()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = _unpack(source, Path(tmp))
-        agent = load_agent(folder)
-        _check_tools(folder, agent.spec.tools)
-        for guide in find_guides(folder):
-            load_guide(guide)  # fail before copying anything
+    staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=ws.root))
+    try:
+        built, shown = _build(source, staging)
+        try:
+            agent = _validate(ws, built)
+        except OlavError as exc:
+            raise _shown(exc, built, shown) from None
         dest = ws.root / agent.name
-        if dest.exists() and not force:
+        exists = os.path.lexists(dest)
+        if exists and not installed_by_olav(ws, dest):
+            raise _unsafe(
+                dest,
+                "is not an agent olav installed (it has no " + MARKER + " file)",
+                "olav replaces only the agents it installed; rename the skill, or move the "
+                "folder away first",
+            )
+        if exists and not force:
             raise OlavError(f"agent {agent.name} already exists", hint="Use --force to replace it")
+        _write_marker(built, agent.name, Path(os.path.abspath(source)))
         store, reprimed = open_store_for_priming(ws)
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(folder, dest)
-    summary = import_guides(store, find_guides(dest), base=ws.root, prune_under=dest)
+        summary = _swap_in(ws, store, built, dest, staging / "old" if exists else None)
+    finally:
+        _discard(staging)
     tools = counted(len(agent.spec.tools), "tool")
     console.print(f"[green]✓[/] installed agent [bold]{agent.name}[/] ({tools})")
     if reprimed:
@@ -107,6 +499,36 @@ def install(
         prime_guides(ws, store)
         console.print("  the embedder changed; template guides were re-primed")
     console.print(f"  guides primed: {len(summary.added)} added, {len(summary.updated)} updated")
+
+
+def _swap_in(ws: Any, store: Any, built: Path, dest: Path, aside: Path | None) -> Any:
+    """Rename ``built`` to ``dest`` (the old ``dest`` renamed to ``aside`` first) and prime its
+    guides; on any failure the new folder goes and the old one, and its guides, come back."""
+    from olav.core.fsutil import fsync_dir
+    from olav.memory.ingest.guides import find_guides, import_guides
+
+    moved_old = moved_new = False
+    try:
+        if aside is not None:
+            dest.rename(aside)
+            moved_old = True
+        built.rename(dest)
+        moved_new = True
+        summary = import_guides(store, find_guides(dest), base=ws.root, prune_under=dest)
+    except BaseException:
+        if moved_new:
+            dest.rename(built)
+        if moved_old and aside is not None:
+            aside.rename(dest)
+        if moved_new:  # memory as the folder now is: the old agent's guides, or none
+            try:
+                restored = find_guides(dest) if moved_old else []
+                import_guides(store, restored, base=ws.root, prune_under=dest)
+            except Exception:  # the first failure is the one to report
+                pass
+        raise
+    fsync_dir(ws.root)
+    return summary
 
 
 @app.command("remove")
