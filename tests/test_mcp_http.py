@@ -14,7 +14,8 @@ import pytest
 from mcp import Client, MCPError, types
 
 from olav.audit.queries import runs_to_learn
-from olav.memory.store.scopes import EVERYONE
+from olav.core.config import Workspace
+from olav.memory.store.scopes import EVERYONE, private_scope
 from tests.helpers import wait_until
 from tests.mcp_support import (
     BACKUP,
@@ -223,7 +224,9 @@ def test_http_record_outcome_captures_successful_writes(http_server: HttpServer)
     captured = result.structured_content["captured"]
     assert len(captured) == 1  # the read and the failed push are not precedents
     row = store_of(http_server.root).read(captured[0], EVERYONE)
-    assert row is not None and row.category == "operational_event" and row.scope == "core"
+    assert row is not None and row.category == "operational_event"
+    # the report is the workspace operator's until someone allowed promotes it
+    assert row.scope == private_scope(Workspace.open(http_server.root).config)
     assert "save_config" in row.text and "s3cr3t-t0ken" not in row.text
 
 

@@ -23,7 +23,7 @@ def runs_to_learn(path: Path, *, since: datetime, limit: int) -> list[dict[str, 
         learned = _learned_run_ids(con)
         rows = con.execute(
             "SELECT id, agent, query, CASE WHEN outcome = 'completed' THEN 'nudged' "
-            f"ELSE outcome END, error FROM runs WHERE (outcome IN ({marks}) OR id IN "
+            f"ELSE outcome END, error, operator FROM runs WHERE (outcome IN ({marks}) OR id IN "
             "(SELECT run_id FROM events WHERE kind = ?)) AND started_at >= ? "
             "ORDER BY started_at DESC LIMIT ?",
             [*LEARNABLE_OUTCOMES, NUDGE_EVENT, since, limit * 3],
@@ -41,7 +41,13 @@ def _learned_run_ids(con: Any) -> set[str]:
 
 
 def _evidence(
-    con: Any, rid: str, agent: str, query: str, outcome: str, error: str | None
+    con: Any,
+    rid: str,
+    agent: str,
+    query: str,
+    outcome: str,
+    error: str | None,
+    operator: str | None,
 ) -> dict[str, Any]:
     calls = con.execute(
         "SELECT tool, args, result FROM tool_calls WHERE run_id = ? AND status = 'error' "
@@ -50,6 +56,7 @@ def _evidence(
     ).fetchall()
     run: dict[str, Any] = {
         "run_id": rid,
+        "operator": operator,  # whose lesson it becomes (None: a run from before operators)
         "agent": agent,
         "request": query,
         "outcome": outcome,

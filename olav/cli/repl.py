@@ -227,8 +227,10 @@ class Chat:
         runs = session_runs(self.session.audit.path, self.session.session_id)
         rows = [(started, agent, status, query) for _id, agent, status, query, started in runs]
         from olav.memory.recall.episodes import recent_episodes
+        from olav.memory.store.scopes import personal_scopes
 
-        for ep in reversed(recent_episodes(self.session.store, [self.session.agent_name], 3)):
+        scopes = [self.session.agent_name, *personal_scopes(self.session.ws.config)]
+        for ep in reversed(recent_episodes(self.session.store, scopes, 3)):
             self.console.print(ep.text, markup=False, style="dim")
         if not rows:
             self.console.print("no runs yet in this session")

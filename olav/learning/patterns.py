@@ -19,13 +19,13 @@ from olav.core.errors import OlavError
 from olav.llm.answers import ParseError, ask_model, extract_json
 from olav.memory.store.filters import Order, SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.scopes import EVERYONE
+from olav.memory.store.scopes import EVERYONE, scoped_id
 from olav.memory.store.table import MemoryStore
 from olav.memory.store.timeq import Period
 
 OLDEST = Order((("created", "asc"), ("id", "asc")))  # the events in the order they happened
 
-PROMPT = """Below are {n} successful calls of the tool `{tool}` made by the `{scope}` agent.
+PROMPT = """Below are {n} successful calls of the tool `{tool}` made by the `{agent}` agent.
 Abstract them into ONE reusable pattern so that the next call is right the first time.
 Answer with a JSON object and nothing else:
 {{"summary": "one sentence: when and how to call {tool}",
@@ -42,6 +42,7 @@ Calls:
 @dataclass
 class PatternResult:
     scope: str
+    agent: str
     tool: str
     samples: int
     memory_id: str = ""
@@ -52,9 +53,10 @@ class PatternResult:
 
 def group_events(
     store: MemoryStore, *, scope: str | None, window_days: int
-) -> dict[tuple[str, str], list[MemoryRecord]]:
+) -> dict[tuple[str, str, str], list[MemoryRecord]]:
     since = datetime.now(UTC) - timedelta(days=window_days)
-    # every operator's events: the patterns are the workspace's, grouped by scope
+    # every operator's events, grouped by scope: an operator's own events (their user: scope)
+    # make a pattern of theirs alone, in that scope
     events = SearchFilter(
         reader=EVERYONE,
         categories=["operational_event"],
@@ -62,13 +64,14 @@ def group_events(
         created=Period(start=since),
         include_invalid=True,  # expired events still count; retired ones do not (below)
     )
-    groups: dict[tuple[str, str], list[MemoryRecord]] = {}
+    groups: dict[tuple[str, str, str], list[MemoryRecord]] = {}
     for rec in store.rows(events, order=OLDEST):
         if rec.invalidated_at is not None:
             continue
         tool = str(rec.metadata.get("tool") or "")
+        agent = str(rec.metadata.get("agent") or rec.scope)
         if tool:
-            groups.setdefault((rec.scope, tool), []).append(rec)
+            groups.setdefault((rec.scope, agent, tool), []).append(rec)
     return groups
 
 
@@ -112,11 +115,13 @@ def extract_patterns(
     dry_run: bool = False,
 ) -> list[PatternResult]:
     results = []
-    for (sc, tool), events in sorted(
+    for (sc, agent, tool), events in sorted(
         group_events(store, scope=scope, window_days=window_days).items()
     ):
+        # stable per scope, agent and tool, so a re-run updates it
+        memory_id = scoped_id(f"pattern_{agent}_{tool}", sc)
         res = PatternResult(
-            scope=sc, tool=tool, samples=len(events), memory_id=f"pattern_{sc}_{tool}"
+            scope=sc, agent=agent, tool=tool, samples=len(events), memory_id=memory_id
         )
         results.append(res)
         if len(events) < min_samples or dry_run:
@@ -124,7 +129,7 @@ def extract_patterns(
         examples = "\n".join(f"- {e.text}" for e in events[:20])
         try:
             answer = ask_model(
-                model, PROMPT.format(n=len(events), tool=tool, scope=sc, examples=examples)
+                model, PROMPT.format(n=len(events), tool=tool, agent=agent, examples=examples)
             )
             res.pattern = validate_pattern(extract_json(answer))
         except OlavError as exc:

@@ -4,7 +4,8 @@ Reads the runs worth a lesson from audit.duckdb (outcome failed, cancelled, tool
 narrated: the agent described the steps instead of calling a tool; or nudged: it did so until
 the rescue layer reminded it), with their failed tool
 calls, and for a narrated run what it said and the tools it had. Asks the model for one-line
-lessons and stores them as reflections (scope global, 30-day TTL, real embedding). A lesson
+lessons and stores them as reflections (30-day TTL, real embedding), one model call per
+operator: the lessons from an operator's runs land in their ``user:`` scope. A lesson
 close to an existing one is skipped. Runs learned once are not learned again.
 """
 
@@ -23,7 +24,7 @@ from olav.core.log import get_logger
 from olav.llm.answers import ask_model, extract_json
 from olav.memory.policy import policy_for
 from olav.memory.recall.lessons import add_reflection
-from olav.memory.store.scopes import private_scope
+from olav.memory.store.scopes import USER_PREFIX, private_scope, user_name
 
 log = get_logger("trace_learner")
 _LOCK = threading.Lock()
@@ -66,22 +67,38 @@ def learn_from_traces(
     """One model call over the recent runs worth a lesson; stores the lessons it writes."""
     with _LOCK:  # one learner at a time per process
         runs = failed_runs(ws.audit_path, hours=hours, limit=limit)
-        if not runs:
-            return []
-        failures = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in runs)
-        answer = extract_json(ask_model(model, PROMPT.format(failures=failures)))
-        lines = answer if isinstance(answer, list) else answer.get("lessons", [])
-        lessons = store_lessons(ws, store, lines, runs=[str(r["run_id"]) for r in runs])
-        audit = AuditRecorder(ws.audit_path)
-        for r in runs:
-            audit.event(
-                r["run_id"], TRACE_LEARNED_EVENT, {"run_id": r["run_id"], "lessons": len(lessons)}
-            )
+        lessons: list[Lesson] = []
+        # one call per operator: a lesson quotes its runs, so it is that operator's alone and
+        # the model never sees two operators' requests side by side
+        for operator, theirs in _by_operator(ws, runs).items():
+            failures = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in theirs)
+            answer = extract_json(ask_model(model, PROMPT.format(failures=failures)))
+            lines = answer if isinstance(answer, list) else answer.get("lessons", [])
+            ids = [str(r["run_id"]) for r in theirs]
+            learned = store_lessons(ws, store, lines, runs=ids, operator=operator)
+            audit = AuditRecorder(ws.audit_path)
+            for rid in ids:
+                audit.event(rid, TRACE_LEARNED_EVENT, {"run_id": rid, "lessons": len(learned)})
+            lessons += learned
         return lessons
 
 
+def _by_operator(ws: Any, runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The runs grouped by their operator (a run recorded before runs named one is the
+    workspace's own operator's), without the operator in what the model reads."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        operator = run.pop("operator", None) or user_name(ws.config)
+        groups.setdefault(operator, []).append(run)
+    return groups
+
+
 def store_lessons(
-    ws: Any, store: Any, lines: list[Any], runs: list[str] | None = None
+    ws: Any,
+    store: Any,
+    lines: list[Any],
+    runs: list[str] | None = None,
+    operator: str | None = None,
 ) -> list[Lesson]:
     """Each well-formed line becomes a reflection unless a near-duplicate exists; ``runs``
     are the failed runs it was learned from (in its metadata; its decision's run when one)."""
@@ -94,7 +111,7 @@ def store_lessons(
                 store,
                 line,
                 source="trace_learner",
-                scope=private_scope(ws.config) or "global",
+                scope=USER_PREFIX + operator if operator else private_scope(ws.config),
                 policy=policy,
                 log=audit,
                 run_id=runs[0] if runs and len(runs) == 1 else None,

@@ -36,7 +36,7 @@ from olav.memory.recall.episodes import recent_episodes
 from olav.memory.recall.recaller import Recaller, memory_body
 from olav.memory.store.filters import BY_ID, SearchFilter
 from olav.memory.store.schema import MemoryRecord
-from olav.memory.store.scopes import Reader
+from olav.memory.store.scopes import Reader, private_scope
 from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore
 
 # what a client may ask to remember; documents and diagrams go through `olav kb import`, since
@@ -314,6 +314,8 @@ class MemoryService:
                 events,
                 question=request if finished else "",
                 run_id=run_id,
+                # an external agent's report is its operator's, like a run's own capture
+                scope=private_scope(self.ws.config),
                 policy=self.recaller.policy,
                 log=self.audit,
             )

@@ -176,7 +176,12 @@ def episode(session: Any, store: Any) -> str | None:
         log_rows = SessionLog(session.session_id, runs, calls)
         policy = policy_for(session.ws.config)
         return write_episode(
-            store, log_rows, session.agent_name, policy=policy, decisions=session.decisions
+            store,
+            log_rows,
+            session.agent_name,
+            scope=private_scope(session.ws.config),  # it quotes its operator's requests
+            policy=policy,
+            decisions=session.decisions,
         )
     except Exception as exc:  # an episode is a nicety; never break the chat for it
         log.warning("episode for session %s not written: %s", session.session_id, exc)

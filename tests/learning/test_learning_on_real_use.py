@@ -16,6 +16,7 @@ from olav.compose import agent_session
 from olav.core.config import Workspace
 from olav.learning.trace_learner import failed_runs, learn_from_traces
 from olav.llm.models import ScriptedChatModel
+from olav.memory.store.scopes import private_scope
 from olav.memory.store.table import MemoryStore
 from olav.runtime.runner import Session
 from olav.runtime.skills import SkillError, load_agent
@@ -137,7 +138,8 @@ def test_the_template_backup_is_captured_as_a_lasting_precedent(hash_ws: Path) -
     session.wait_background()  # the capture is written by the background writer
     store = MemoryStore.for_workspace(ws)
     (event,) = store.list_rows("category = 'operational_event'")  # list_devices is a read
-    assert event.metadata["tool"] == "backup_device_config" and event.scope == "netops"
+    assert event.metadata["tool"] == "backup_device_config"
+    assert event.scope == private_scope(ws.config)  # the operator's, until promoted
     assert "exports/backups/" in event.text  # the result names the artifact ...
     month = datetime.now(UTC) + timedelta(days=30)
     assert event.expires_at is None or event.expires_at >= month  # ... and it still stays

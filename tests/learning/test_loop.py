@@ -15,7 +15,7 @@ from olav.learning.patterns import extract_patterns
 from olav.learning.trace_learner import learn_from_traces
 from olav.llm.models import ScriptedChatModel
 from olav.memory.recall.recaller import Recaller
-from olav.memory.store.scopes import EVERYONE
+from olav.memory.store.scopes import EVERYONE, private_scope, scoped_id
 from olav.memory.store.table import MemoryStore
 from olav.runtime.tools import ToolContext, registry
 from tests.helpers import audit_rows, scripted_ws
@@ -85,8 +85,12 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
     # the second round replays the same operations
     runs = [(f"register the {k} service", _register(n, k, p, "done")) for n, k, p in SERVICES * 2]
     run_scripts(root, "services", runs)
-    store = MemoryStore.for_workspace(Workspace.open(root))
-    assert len(store.list_rows("category = 'operational_event' AND scope = 'services'")) == 6
+    ws = Workspace.open(root)
+    store = MemoryStore.for_workspace(ws)
+    mine = private_scope(ws.config)  # what a run derives is its operator's
+    assert mine.startswith("user:")
+    assert len(store.list_rows(f"category = 'operational_event' AND scope = '{mine}'")) == 6
+    assert not store.list_rows("category = 'operational_event' AND scope = 'services'")
 
     answer = (
         "Sure! Here is the pattern:\n```json\n"
@@ -112,7 +116,8 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
         store, Workspace.open(root).config, agent="services", tier="medium"
     )
     result = recaller.recall("register a new prometheus service")
-    assert result.injected_ids[0] == "pattern_services_register_service"
+    assert result.injected_ids[0] == scoped_id("pattern_services_register_service", mine)
+    assert store.read(result.injected_ids[0], EVERYONE).scope == mine  # type: ignore[union-attr]
     assert "<purpose>_<noun>" in result.block
 
 
@@ -158,7 +163,8 @@ def test_failed_runs_become_reflections_that_recall_only_when_related(e5_ws: Pat
     learned = learn_from_traces(ws, store, model)
     assert [x.added for x in learned] == [True, False]  # the near-duplicate is skipped
     row = store.read(learned[0].memory_id, EVERYONE)
-    assert row is not None and row.category == "reflection" and row.scope == "global"
+    assert row is not None and row.category == "reflection"
+    assert row.scope == private_scope(ws.config)  # a lesson from my runs is mine
     assert row.expires_at is not None
     failed = audit_rows(e5_ws, "SELECT id FROM runs WHERE outcome = 'failed'")
     # the lesson names the runs it was learned from (the console's run page lists it)

@@ -4,7 +4,15 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from olav.memory.recall.recaller import Recaller, RecallOptions
+from olav.memory.store.scopes import personal_scopes, private_scope
 from tests.helpers import SessionFor
+
+
+def _recaller(session: object) -> Recaller:
+    """The operator's recall: the agent's scopes and their own."""
+    config = session.ws.config  # type: ignore[attr-defined]
+    options = RecallOptions(bump_access=False, extra_scopes=personal_scopes(config))
+    return Recaller(session.store, agent="netops", options=options)  # type: ignore[attr-defined]
 
 
 def test_episode_written_at_session_end_and_recalled_by_last_time(session_for: SessionFor) -> None:
@@ -24,7 +32,8 @@ def test_episode_written_at_session_end_and_recalled_by_last_time(session_for: S
     assert len(episodes) == 1
     text = episodes[0].text
     assert "list the devices in bj1" in text and "list_devices(site=bj1)" in text
-    recaller = Recaller(store, agent="netops", options=RecallOptions(bump_access=False))
+    assert episodes[0].scope == private_scope(session.ws.config)  # it quotes my requests
+    recaller = _recaller(session)
     for query in ("上次我们做到哪了？", "continue from last time"):
         result = recaller.recall(query, dry_run=True)
         assert result.injected_ids[0] == episodes[0].id, query
@@ -67,7 +76,7 @@ def test_episodes_need_an_explicit_cue_and_stay_within_a_quarter_of_the_budget(
     session.close()
     (episode,) = session.store.list_rows("category = 'episode'")
     assert "; and 6 more" in episode.text  # the asked list is bounded, the rest counted
-    recaller = Recaller(session.store, agent="netops", options=RecallOptions(bump_access=False))
+    recaller = _recaller(session)
     # words common in ordinary requests are not cues for an earlier session
     for query in (
         "继续检查之前那台交换机的上联口",

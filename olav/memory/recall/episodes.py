@@ -19,6 +19,7 @@ from olav.memory.decisions import Decision, DecisionLog, record
 from olav.memory.lifecycle.archive import enforce_capacity
 from olav.memory.policy import DEFAULTS, MemoryPolicy
 from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.scopes import scoped_id
 from olav.memory.store.sql import sql_str
 from olav.memory.store.table import MemoryStore
 
@@ -86,11 +87,14 @@ def write_episode(
     log: SessionLog,
     agent: str,
     *,
+    scope: str | None = None,
     policy: MemoryPolicy = DEFAULTS,
     decisions: DecisionLog | None = None,
 ) -> str | None:
     """Store the session's summary as its ``episode`` row (one per session, rewritten as
-    the session goes on); the write decision goes to ``decisions``."""
+    the session goes on) in ``scope``: its operator's ``user:`` scope, since it quotes their
+    requests (the agent's scope when none is named: the library's own tests and benchmarks);
+    the write decision goes to ``decisions``."""
     summary = summarise_session(log)
     session_id = log.session_id
     if summary is None:
@@ -98,10 +102,10 @@ def write_episode(
     now = datetime.now(UTC)
     text = render_episode(summary, now)
     rec = MemoryRecord(
-        id=f"episode_{session_id}",
+        id=scoped_id(f"episode_{session_id}", scope or agent),
         text=text,
         category="episode",
-        scope=agent,
+        scope=scope or agent,
         origin="agent",
         confidence=policy.confidence_of("episode"),
         tags=["episode"],

@@ -1,14 +1,15 @@
 """Whose memory is whose: ``user:<name>`` (one operator's, private) and ``team:<name>``.
 
-On a team table (``memory.uri``), what the learning loop writes (captured precedents and
-lessons) lands in the operator's ``user:`` scope first; promoting a row to the team scope is a
-draft a person confirms (``olav memory promote``). Recall reads the agent's scope, ``global``,
+What the learning loop derives from an operator's runs (captured precedents and query patterns,
+lessons from their failures, episodes) lands in that operator's ``user:`` scope, on a local
+table as on a team table; promoting a row to a shared scope is a draft a person allowed to
+write there confirms (``olav memory promote``). Recall reads the agent's scope, ``global``,
 the operator's own ``user:`` scope and the team's scope, as a LanceDB pre-filter, so another
 operator's private rows never reach it. Every other read path (show by id, listings, searches,
 promote, the MCP tools) applies the same rule, :class:`Reader`, which every listing's filter
 carries (olav.memory.store.filters.SearchFilter), so an id alone never reveals another operator's
-row. A local workspace has one operator, and its writes keep the scopes they
-always had.
+row. An ``olav serve`` workspace has many operators on one
+local table, so "local" never means "one operator".
 
 This is a visibility rule, not access control: anyone who may read the bucket prefix can open
 the table with LanceDB directly. Keep what must stay secret in another bucket or prefix.
@@ -70,12 +71,12 @@ def personal_scopes(config: Any) -> tuple[str, ...]:
     return (user_scope(config), *([team] if team else []))
 
 
-def private_scope(config: Any | None) -> str | None:
-    """Where captured precedents and lessons are written on a team table: the operator's
-    ``user:`` scope. None on a local table (they keep their usual scopes)."""
-    if config is None or not shared_table(config):
-        return None
-    return user_scope(config)
+def private_scope(config: Any | None) -> str:
+    """Where what an operator's runs derive is written (captured precedents and query patterns,
+    lessons from their failures, episodes): that operator's ``user:`` scope, on a local table as
+    on a team table. Nothing a run derives reaches another operator's prompt until someone
+    allowed to promotes it (``olav memory promote``)."""
+    return user_scope(config if config is not None else {})
 
 
 def scoped_id(memory_id: str, scope: str) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from pydantic import Field
 
 from olav.core.errors import OlavError
+from olav.memory.store.scopes import user_name
 from olav.runtime.tools.base import ToolArgs, ToolContext, tool_error
 
 _READ_ONLY_SQL = re.compile(
@@ -18,24 +20,77 @@ _READ_ONLY_SQL = re.compile(
 )
 
 
-def domain_connection(ctx: ToolContext) -> Any:
+# The audit as one operator sees it: each table's rows of that operator's runs. A run's
+# children go with it by run_id; memory_events (row histories, any operator's edits) and any
+# table not named here are not shown at all.
+_MINE = "run_id IN (SELECT id FROM {src}.runs WHERE operator = $operator)"
+AUDIT_ROWS: dict[str, str] = {
+    "runs": "operator = $operator",
+    "tool_calls": _MINE,
+    "messages": _MINE,
+    "steps": _MINE,
+    "events": _MINE,
+    "recalls": _MINE,
+    "memory_decisions": _MINE,
+    "memory_events": "false",
+}
+_SOURCE = "olav_audit_source"
+
+
+def domain_connection(ctx: ToolContext, sql: str | None = None) -> Any:
+    """A read-only connection to the domain database and to this run's operator's part of the
+    audit. The audit file is attached only long enough to copy the operator's rows (of the
+    tables ``sql`` names; the others are there with their columns and no rows) into an
+    in-memory ``audit`` catalog, then detached: with external access off, no statement can
+    reach another operator's runs, messages or recalls, whatever it names."""
     import duckdb
 
     con = duckdb.connect(":memory:")
     schemas = []
-    for alias, path in (("domain", ctx.domain_db), ("audit", ctx.audit_db)):
-        if not path.exists():
-            continue
-        _attach(con, alias, path)
-        schemas.append(f"{alias}.main")
+    if ctx.domain_db.exists():
+        _attach(con, "domain", ctx.domain_db)
+        schemas.append("domain.main")
+    if ctx.audit_db.exists():
+        _attach(con, _SOURCE, ctx.audit_db)
+        try:
+            _operators_audit(con, user_name(ctx.config or {}), sql or "")
+        finally:
+            con.execute(f"DETACH {_SOURCE}")
+        schemas.append("audit.main")
     if schemas:
         con.execute(f"SET search_path = '{','.join(schemas)}'")
+    con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
 
 
+def _operators_audit(con: Any, operator: str, sql: str) -> None:
+    import duckdb
+
+    con.execute("ATTACH ':memory:' AS audit")
+    present = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [_SOURCE]
+        ).fetchall()
+    }
+    named = {w.lower() for w in re.findall(r"[A-Za-z_]+", sql)}
+    for table, rows in AUDIT_ROWS.items():
+        if table not in present:
+            continue
+        where = rows.format(src=_SOURCE) if table in named else "false"
+        copy = f"CREATE TABLE audit.main.{table} AS SELECT * FROM {_SOURCE}.main.{table}"
+        try:
+            con.execute(f"{copy} WHERE {where}", {"operator": operator} if "$" in where else {})
+        except duckdb.Error:  # a file from before runs named their operator: no rows
+            con.execute(f"{copy} WHERE false")
+
+
 ATTACH_TRIES = 20
+QUERY_SECONDS = 30.0  # a statement running longer is interrupted
+COUNTED_ROWS = 100_000  # past this, a result's size is reported as "more than"
+MEMORY_LIMIT = "1GB"
 
 
 def _attach(con: Any, alias: str, path: Path) -> None:
@@ -72,17 +127,19 @@ def rows_text(cols: list[str], rows: list[tuple[Any, ...]], total: int) -> str:
         return "(0 rows) columns: " + ", ".join(cols)
     lines = [" | ".join(cols)]
     lines += [" | ".join("" if v is None else str(v) for v in r) for r in rows]
+    count = f"more than {COUNTED_ROWS:,}" if total > COUNTED_ROWS else str(total)
     more = (
-        f"\n({total} rows, first {len(rows)} shown)" if total > len(rows) else f"\n({total} rows)"
+        f"\n({count} rows, first {len(rows)} shown)" if total > len(rows) else f"\n({count} rows)"
     )
     return "\n".join(lines) + more
 
 
 def _fetch(cur: Any) -> tuple[list[tuple[Any, ...]], int]:
-    """The first SHOWN_ROWS rows and the exact row count, reading the rest in chunks."""
+    """The first SHOWN_ROWS rows and the row count, reading the rest in chunks; past
+    COUNTED_ROWS the count stops there (``rows_text`` says "more than")."""
     rows = cur.fetchmany(SHOWN_ROWS)
     total = len(rows)
-    while chunk := cur.fetchmany(10_000):
+    while total <= COUNTED_ROWS and (chunk := cur.fetchmany(10_000)):
         total += len(chunk)
     return rows, total
 
@@ -96,13 +153,21 @@ def db_query(ctx: ToolContext, sql: str) -> str:
     import duckdb
 
     try:
-        con = domain_connection(ctx)
+        con = domain_connection(ctx, statement)
     except OlavError as exc:
         return tool_error(str(exc))
+    timer = threading.Timer(QUERY_SECONDS, con.interrupt)
+    timer.daemon = True
+    timer.start()
     try:
         cur = con.execute(statement)
         cols = [d[0] for d in cur.description or []]
         rows, total = _fetch(cur)
+    except duckdb.InterruptException:
+        return tool_error(
+            f"the query ran longer than {QUERY_SECONDS:g} s and was stopped. Narrow it with a "
+            "WHERE clause or a LIMIT"
+        )
     except duckdb.Error as exc:
         msg = str(exc).splitlines()[0]
         hint = (
@@ -112,6 +177,7 @@ def db_query(ctx: ToolContext, sql: str) -> str:
         )
         return tool_error(msg + hint)
     finally:
+        timer.cancel()
         con.close()
     return rows_text(cols, rows, total)
 

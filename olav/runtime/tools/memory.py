@@ -70,7 +70,7 @@ def record_reflection(ctx: ToolContext, lesson: str) -> str:
     from olav.memory.recall.lessons import add_reflection
     from olav.memory.store.scopes import private_scope
 
-    scope = private_scope(ctx.config) or "global"
+    scope = private_scope(ctx.config)
     added, rid = add_reflection(
         ctx.store,
         lesson,
