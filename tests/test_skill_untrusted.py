@@ -10,6 +10,9 @@ import io
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,7 +120,7 @@ def _zeros_bomb(path: Path, name: str, megabytes: int) -> Path:
 @pytest.fixture
 def staged(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The bytes each install had written into its staging folder when it was discarded."""
-    import olav.cli.agent as agent_mod
+    import olav.admin.skill_install as agent_mod
 
     sizes: list[int] = []
     real = agent_mod._discard
@@ -326,7 +329,7 @@ def test_the_total_size_bound_counts_every_member(
     staged: list[int],
 ) -> None:
     """Members each under the bound, together over it (the bound lowered to 1 MB here)."""
-    import olav.cli.agent as agent_mod
+    import olav.admin.skill_install as agent_mod
 
     monkeypatch.setattr(agent_mod, "MAX_SKILL_BYTES", 1024 * 1024)
     chunk = os.urandom(400 * 1024)  # incompressible: the ratio does not stop it first
@@ -345,7 +348,7 @@ def test_the_total_size_bound_counts_every_member(
 def test_a_failure_mid_copy_leaves_nothing(
     hash_ws: Path, olav_main: OlavMain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import olav.cli.agent as agent_mod
+    import olav.admin.skill_install as agent_mod
 
     source = _skill(hash_ws.parent / "src", "half")
     for i in range(5):
@@ -391,3 +394,41 @@ def test_a_failure_while_priming_keeps_the_old_agent_and_its_guides(
     monkeypatch.setattr(guides_mod, "import_guides", real)
     found = olav("memory", "list", "--json", "--category", "usage_guide").output
     assert sorted(set(w for w in found.split('"') if w.startswith("guide_netops_"))) == old_guides
+
+
+def _staging(ws: Path, pid: int, host: str, tag: str) -> Path:
+    """A staging folder as an install with ``pid`` on ``host`` leaves it when it is killed."""
+    folder = ws / f".olav-install-{pid}-u0-{tag}"
+    (folder / "build").mkdir(parents=True)
+    owner = {"pid": pid, "host": host, "mark": f"{pid}-u0"}
+    (folder / "owner.json").write_text(json.dumps(owner))
+    return folder
+
+
+def test_the_next_install_clears_what_a_killed_one_left_and_puts_its_old_agent_back(
+    hash_ws: Path, olav_main: OlavMain
+) -> None:
+    """A kill -9 between an install's two renames leaves the old agent in its staging folder:
+    the next install puts it back and removes the folder; one whose process lives, or on
+    another host, stays."""
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    here = socket.gethostname()
+    before = _tree(hash_ws / "netops")
+    dead = _staging(hash_ws, gone.pid, here, "dead")
+    (dead / "old").mkdir()
+    (hash_ws / "netops").rename(dead / "old" / "netops")
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as alive:
+        try:
+            live = _staging(hash_ws, alive.pid, here, "live")
+            other = _staging(hash_ws, gone.pid, "another-host", "other")
+            res = olav_main("agent", "install", str(_skill(hash_ws.parent / "src", "herons")))
+            assert res.returncode == 0, res.stderr
+        finally:
+            alive.kill()
+    assert "put back" in res.stdout and "netops" in res.stdout
+    assert "removed 1 staging folder" in res.stdout
+    assert not dead.exists()
+    assert _tree(hash_ws / "netops") == before
+    assert live.is_dir() and other.is_dir()
+    assert (hash_ws / "herons" / "SKILL.md").is_file()
