@@ -67,6 +67,10 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
             raise ValueError(value)
         elif want is str and isinstance(value, bool):  # YAML reads a bare off/on as a bool
             out = "on" if value else "off"
+        elif want is str and isinstance(value, list):  # a YAML list of names: one a comma
+            if not all(isinstance(v, str) and "," not in v for v in value):
+                raise ValueError(value)
+            out = ",".join(value)
         else:
             out = want(value)
     except (TypeError, ValueError):

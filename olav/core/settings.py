@@ -256,6 +256,50 @@ SETTINGS: tuple[Setting, ...] = (
         "Where threads live: empty for the workspace's threads.sqlite, or postgresql://USER@HOST"
         ":PORT/DBNAME for a database a team's processes share (pip install 'olav[postgres]').",
     ),
+    Setting(
+        "serve.runs_per_operator",
+        int,
+        4,
+        "Runs one operator may have running at once on olav serve (of its 32 run slots).",
+    ),
+    Setting(
+        "serve.run_queue",
+        int,
+        8,
+        "Runs one operator may have waiting for a slot; past that a new run is answered 429.",
+    ),
+    Setting(
+        "serve.sessions_per_operator",
+        int,
+        20,
+        "Console sessions one operator may hold; a new login ends their own oldest.",
+    ),
+    Setting(
+        "serve.logins_per_minute",
+        int,
+        30,
+        "Console logins one client address may try per minute; past that 429.",
+    ),
+    Setting(
+        "serve.max_connections",
+        int,
+        1000,
+        "Open connections olav serve keeps; past it the oldest one without a whole request "
+        "head is closed (bounded by the process's file limit).",
+    ),
+    Setting(
+        "serve.head_timeout_s",
+        float,
+        10.0,
+        "Seconds a connection may take to send a whole request head before it is closed.",
+    ),
+    Setting(
+        "serve.allowed_hosts",
+        str,
+        "",
+        "Host headers olav serve answers beyond 127.0.0.1, localhost and its bound address: "
+        "names or name:port, comma-separated (the name a proxy or DNS gives it).",
+    ),
     Setting("paths.databases", str, ".olav/databases", "Folder of memory.lance and audit.duckdb."),
     Setting("paths.logs", str, ".olav/logs", "Log folder."),
     Setting("paths.exports", str, "exports", "Where artifacts and exports are written."),
@@ -277,6 +321,12 @@ _MINIMUMS = {
     "memory.refresh_seconds": 0,
     "runtime.loop_limit": 2,
     "runtime.max_model_calls": 2,
+    "serve.runs_per_operator": 1,
+    "serve.run_queue": 0,
+    "serve.sessions_per_operator": 1,
+    "serve.logins_per_minute": 1,
+    "serve.max_connections": 16,
+    "serve.head_timeout_s": 0.1,
 }
 SETTINGS = tuple(
     Setting(s.key, s.type, s.default, s.doc, s.choices, _MINIMUMS.get(s.key)) for s in SETTINGS

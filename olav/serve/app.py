@@ -32,14 +32,24 @@ from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.core.net import listen
+from olav.memory.store.roles import Operator
 from olav.serve import openai_api, protocol
 from olav.serve.console import Console
+from olav.serve.guard import (
+    SparseFilter,
+    connection_cap,
+    guarded_protocol,
+    host_refusal,
+    quiet_accept_errors,
+    until_revoked,
+)
 from olav.serve.http import (
     MAX_ID,
     HTTPError,
     error_response,
     shown,
 )
+from olav.serve.limits import Sparse
 from olav.serve.runs import BusyError
 from olav.serve.server import MAX_BODY, Handler, Server
 
@@ -48,6 +58,9 @@ DEFAULT_PORT = 2280
 OPEN_PATHS = {"/ok"}
 NO_ROUTE = "(no route)"  # the audit's route for a path no route matches, before a short prefix
 GRACE_S = 5  # how long a stopping server waits for its open connections
+BACKLOG = 1024  # connections the kernel holds before olav serve accepts them
+SPARSE_S = 10.0  # the least time between two log lines of a kind a stranger can repeat
+REVOKED_S = 1.0  # how often an open stream asks whether its token (or session) is still live
 # the request headers a page on a --cors origin may send: the token's two headers, what the
 # LangGraph SDKs add (agent-chat-ui's "Agent Builder" sends X-Auth-Scheme), reconnects
 CORS_HEADERS = (
@@ -106,7 +119,7 @@ def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
             if not isinstance(result, Response):
                 result = JSONResponse(result)
         except HTTPError as exc:
-            return error_response(exc.status, exc.detail)
+            return error_response(exc.status, exc.detail, exc.headers)
         except OlavError as exc:
             return error_response(_status_of(exc), exc.one_line())
         except Exception as exc:  # olav's own bug: a 500 here, never re-raised past the app,
@@ -122,10 +135,13 @@ def _crashed(request: Request, exc: Exception) -> Response:
 
 
 def _status_of(exc: OlavError) -> int:
+    from olav.memory.store.roles import WriteRefused
     from olav.runtime.threads import ThreadBusyError, ThreadExistsError, ThreadNotFoundError
 
     if isinstance(exc, ThreadNotFoundError):
         return 404
+    if isinstance(exc, WriteRefused):  # the token's role does not allow this write
+        return 403
     if isinstance(exc, ThreadBusyError | BusyError | ThreadExistsError):
         return 409
     return 422
@@ -134,9 +150,10 @@ def _status_of(exc: OlavError) -> int:
 class _Auth:
     """Token check and the audit row, around every request (pure ASGI: streams pass through)."""
 
-    def __init__(self, app: Any, server: Server) -> None:
+    def __init__(self, app: Any, server: Server, *, bound: str = "127.0.0.1") -> None:
         self.app = app
         self.server = server
+        self.bound = bound  # the address it listens on: a Host header may name it
         self.console = Console(server)  # the web console: a session of its own, never a token's
         self.cors = tuple(getattr(getattr(app, "state", None), "cors", ()))
         self.tables = [getattr(app, "routes", []), self.console.app.routes]
@@ -159,20 +176,36 @@ class _Auth:
             await send(message)
 
         try:
-            if self.console.handles(scope) or self.console.claims(scope, self.tables[0]):
-                await self.console(scope, receive, sending)
+            refusal = host_refusal(scope, self.bound, self.server.limits.allowed_hosts)
+            if refusal:  # DNS rebinding: a page of another name must not reach this server
+                await error_response(421, refusal)(scope, receive, sending)
                 return
+            if self.console.handles(scope) or self.console.claims(scope, self.tables[0]):
+                live = self.console.live_check(scope)
+                await until_revoked(self.console, scope, receive, sending, live, every_s=REVOKED_S)
+                return
+            token: Any = None
             if path not in OPEN_PATHS and not self.preflight(request):
                 try:
-                    operator = self.server.operator_of(request)
+                    token = self.server.token_of(request)
+                    operator = Operator(token.operator, token.role)
                 except HTTPError as exc:
-                    await error_response(exc.status, exc.detail)(scope, receive, sending)
+                    await error_response(exc.status, exc.detail, exc.headers)(
+                        scope, receive, sending
+                    )
                     return
                 except OlavError as exc:  # tokens.json unreadable: nobody can be checked
                     await error_response(503, exc.one_line())(scope, receive, sending)
                     return
             scope.setdefault("state", {})["operator"] = operator
-            await self.app(scope, receive, sending)
+            if token is None:
+                await self.app(scope, receive, sending)
+            else:  # a stream ends soon after its token is revoked
+
+                def live() -> bool:
+                    return self.server.token_live(token.id)
+
+                await until_revoked(self.app, scope, receive, sending, live, every_s=REVOKED_S)
         except Exception as exc:
             # Starlette answers an unhandled error with its 500 and raises it again, and
             # uvicorn closes a connection whose request raised: the client's next request on
@@ -276,13 +309,22 @@ class Listening:
         import uvicorn
 
         self.server = server = Server(ws, auto_approve=auto_approve, max_body=max_body)
-        app = _Auth(create_app(server, cors=cors), server)
-        self.sock = listen(host, port)
+        app = _Auth(create_app(server, cors=cors), server, bound=host)
+        self.sock = listen(host, port, backlog=BACKLOG)
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self.sock.getsockname()[1]}"
         logging: dict[str, Any] = {} if log_config == "default" else {"log_config": log_config}
+        # what a stranger can open, or make the log say, is bounded (olav/serve/guard.py):
+        # a head deadline and a connection cap below uvicorn's concurrency limit, and the
+        # warnings and accept errors they could repeat at will said once every SPARSE_S
+        limits = server.limits
+        cap = connection_cap(limits.max_connections)
+        self.sparse = sparse = Sparse(log, SPARSE_S)
+        self.quiet = SparseFilter(sparse)
         config = uvicorn.Config(
             app,
+            http=guarded_protocol(cap, limits.head_timeout_s, sparse),
+            limit_concurrency=cap + 1,  # the cap makes room first; past it, only requests: 503
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -291,6 +333,10 @@ class Listening:
         )
 
         class Stopping(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                quiet_accept_errors(asyncio.get_running_loop(), sparse)
+                await super().startup(sockets=sockets)
+
             async def shutdown(self, sockets: Any = None) -> None:
                 # the runs end first, their streams with them: uvicorn then waits for
                 # connections that are closing, not for model calls
@@ -304,9 +350,14 @@ class Listening:
 
     def run(self) -> None:
         """Serve until a signal (or :meth:`stop`) ends it."""
+        import logging
+
+        noisy = logging.getLogger("uvicorn.error")
+        noisy.addFilter(self.quiet)
         try:
             self.userver.run(sockets=[self.sock])
         finally:
+            noisy.removeFilter(self.quiet)
             self.server.close()
             self.sock.close()
 

@@ -43,14 +43,19 @@ MAX_STORE_OFFSET = 10_000  # a store search asks the table for offset + limit hi
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, *, retry_after: int = 0) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.retry_after = retry_after  # a 429's (or a 503's) Retry-After, in seconds
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)} if self.retry_after else {}
 
 
-def error_response(status: int, detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status)
+def error_response(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
 def shown(text: str, width: int = 80) -> str:

@@ -24,22 +24,19 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.core.procs import pid_alive
 from olav.runtime.threads import ThreadNotFoundError, ThreadStore
-from olav.serve.records import UNFINISHED, RunRecord, RunRecords
-
-if TYPE_CHECKING:
-    pass
 from olav.serve.approvals import end_wait
+from olav.serve.limits import WORKERS, OperatorSlots
 from olav.serve.pool import SessionPool
+from olav.serve.records import UNFINISHED, RunRecord, RunRecords
 from olav.serve.run import RESERVE, ClientCancelled, Run, dump_values, epoch, now_iso
 
 log = get_logger("serve.runs")
-WORKERS = 32
 KEEP_FINISHED = 512  # finished runs kept for join, reconnect and GET
 POLL_S = 0.5  # how often a join of a run that another server runs reads its status again
 STOPPED = {  # why a kept run whose server is gone ended, by the status it was left in
@@ -53,7 +50,9 @@ class BusyError(OlavError):
 
 
 class RunManager:
-    def __init__(self, pool: SessionPool, threads: ThreadStore) -> None:
+    def __init__(
+        self, pool: SessionPool, threads: ThreadStore, slots: OperatorSlots | None = None
+    ) -> None:
         self.pool = pool
         self.threads = threads
         self.records = RunRecords(threads)  # the runs kept beside the threads
@@ -61,9 +60,10 @@ class RunManager:
         self._active: dict[str, str] = {}  # thread id -> its running run
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        # at most WORKERS runs at once (the others wait, pending). Each run has a daemon thread:
-        # a model call that hangs never keeps a stopped server's process alive
-        self._slots = threading.BoundedSemaphore(WORKERS)
+        # at most WORKERS runs at once, and a few of one operator's (the others wait, pending,
+        # a bounded number per operator: OperatorSlots). Each run has a daemon thread: a model
+        # call that hangs never keeps a stopped server's process alive
+        self.slots = slots or OperatorSlots(WORKERS, 0)
 
     def runs_of(self, thread_id: str, owner: str) -> list[Run]:
         """This server's runs of the thread that are ``owner``'s."""
@@ -193,7 +193,8 @@ class RunManager:
 
     def start(self, run: Run, on_done: Callable[[Run], None] | None = None) -> Run:
         """Queue ``run``; :class:`BusyError` when its thread runs another and the client did
-        not ask to enqueue."""
+        not ask to enqueue; :class:`~olav.serve.limits.TooMany` when its operator has as many
+        runs running and waiting as the limits allow."""
         with self._lock:
             # busy from the moment a run is accepted, not from when its worker starts: two
             # requests at once never both get in
@@ -211,6 +212,7 @@ class RunManager:
                     hint="One run per thread: wait for it (join), cancel it, or send "
                     "multitask_strategy 'enqueue'",
                 )
+            self.slots.admit(run.operator)
             self._runs[run.run_id] = run
             self._forget_old()
             lock = self._locks.setdefault(run.thread_id, threading.Lock())
@@ -222,7 +224,11 @@ class RunManager:
             name=f"olav-run-{run.run_id[:8]}",
             daemon=True,
         )
-        worker.start()
+        try:
+            worker.start()
+        except BaseException:
+            self.slots.release(run.operator)
+            raise
         return run
 
     def _forget_old(self) -> None:
@@ -233,7 +239,16 @@ class RunManager:
     def _execute(
         self, run: Run, lock: threading.Lock, on_done: Callable[[Run], None] | None
     ) -> None:
-        with lock, self._slots:  # enqueued runs wait here for the one before them
+        try:
+            self._execute_in_slot(run, lock, on_done)
+        finally:
+            self.slots.release(run.operator)
+
+    def _execute_in_slot(
+        self, run: Run, lock: threading.Lock, on_done: Callable[[Run], None] | None
+    ) -> None:
+        # enqueued runs wait here for the one before them, then for a slot of their operator's
+        with lock, self.slots.slot(run.operator):
             with self._lock:
                 self._active[run.thread_id] = run.run_id
             try:

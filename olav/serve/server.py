@@ -16,6 +16,7 @@ from starlette.requests import Request
 from olav.core.config import Workspace
 from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
+from olav.memory.store.roles import Operator
 from olav.serve.approvals import AnswerError, check_answer, command_of, read_answer
 from olav.serve.http import (
     HTTPError,
@@ -28,6 +29,7 @@ from olav.serve.http import (
     stream_modes,
     unreadable_text,
 )
+from olav.serve.limits import Limits, OperatorSlots, TooMany
 from olav.serve.pool import SessionPool
 from olav.serve.request_audit import RequestAudit
 from olav.serve.run import Run, dump_values, now_iso
@@ -58,13 +60,15 @@ class Server:
 
         self.ws = ws
         self.max_body = max_body
+        self.limits = Limits.of(ws.config)  # serve.*: what one client may hold (limits.py)
         migrate(ws.audit_path)
         settle_orphans(ws.audit_path)  # runs a killed process left 'running' say so now
         self.tokens = tokens or TokenStore.for_workspace(ws)
         self.threads = ThreadStore.for_workspace(ws)
         self.agents = load_agents(ws)
         self.pool = SessionPool(ws, auto_approve=auto_approve, model=model)
-        self.runs = RunManager(self.pool, self.threads)
+        slots = OperatorSlots(self.limits.runs_per_operator, self.limits.run_queue)
+        self.runs = RunManager(self.pool, self.threads, slots)
         self.audit = RequestAudit(ws.audit_path)
         self.started = now_iso()
         self._closed = False
@@ -79,7 +83,12 @@ class Server:
 
     # -- who is asking --------------------------------------------------------------------------
 
-    def operator_of(self, request: Request) -> str:
+    def operator_of(self, request: Request) -> Operator:
+        info = self.token_of(request)
+        return Operator(info.operator, info.role)
+
+    def token_of(self, request: Request) -> Any:
+        """The live token the request presents (its :class:`~olav.serve.tokens.TokenInfo`)."""
         header = request.headers.get("authorization", "")
         presented = header[7:].strip() if header.lower().startswith("bearer ") else ""
         presented = presented or request.headers.get("x-api-key", "").strip()
@@ -88,7 +97,16 @@ class Server:
         info = self.tokens.verify(presented)
         if info is None:
             raise HTTPError(401, "invalid or revoked token")
-        return str(info.operator)
+        return info
+
+    def token_live(self, token_id: str) -> bool:
+        """Whether the token is still live (not revoked, not gone from tokens.json)."""
+        from olav.core.errors import OlavError
+
+        try:
+            return bool(self.tokens.find(token_id).live)
+        except OlavError:  # gone, or tokens.json unreadable: nobody is checked
+            return False
 
     # -- the pieces the routes share -------------------------------------------------------------
 
@@ -406,6 +424,8 @@ class Server:
             return self.runs.start(run, on_done)
         except BusyError as exc:
             raise HTTPError(409, exc.one_line()) from None
+        except TooMany as exc:
+            raise HTTPError(429, exc.one_line(), retry_after=exc.retry_after) from None
 
     def _forget_thread(self, run: Run) -> None:
         """A stateless run's thread is deleted once the run ends (on_completion 'delete'),

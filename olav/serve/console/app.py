@@ -24,11 +24,13 @@ from starlette.routing import Match, Route
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.log import get_logger
+from olav.memory.store.roles import WriteRefused
 from olav.serve.console import chat, drafts, health, lessons, memory, memory_row, runs, why
-from olav.serve.console.context import BadRequest, Ctx, Page, Redirect, Refused
+from olav.serve.console.context import AfterRun, BadRequest, Ctx, Page, Redirect, Refused
 from olav.serve.console.html import Markup, cards, h, join, page, url
 from olav.serve.console.sessions import COOKIE, Sessions, cookie, csrf_ok, same_origin
 from olav.serve.http import HTTPError, jsonsafe
+from olav.serve.limits import Rate, TooMany
 from olav.serve.server import Server
 
 log = get_logger("serve.console")
@@ -73,7 +75,9 @@ class Console:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.sessions = Sessions(server.tokens)
+        limits = server.limits
+        self.sessions = Sessions(server.tokens, per_operator=limits.sessions_per_operator)
+        self.logins = Rate(limits.logins_per_minute, what="logins", key_name="address")
         self.app = Starlette(routes=self._routes())
         self.app.add_exception_handler(404, self._not_found)
         self.app.add_exception_handler(405, self._not_found)
@@ -107,6 +111,12 @@ class Console:
         if _has_token(request) or self._session(request) is None:
             return False
         return _best_match(api_routes, scope) is Match.NONE
+
+    def live_check(self, scope: Any) -> Callable[[], bool]:
+        """Whether the request's session is still live (its token not revoked), asked while
+        a stream of it (the chat's) is open; no session: nothing to end."""
+        session_id = Request(scope).cookies.get(COOKIE)
+        return lambda: not session_id or self.sessions.get(session_id) is not None
 
     def _routes(self) -> list[Route]:
         return [
@@ -234,16 +244,20 @@ class Console:
             result = await anyio.to_thread.run_sync(view, ctx)
         except NotFoundError as exc:
             return self._error(ctx, 404, "Not found", exc.one_line())
-        except Refused as exc:
+        except (Refused, WriteRefused) as exc:  # WriteRefused: the token's role (roles.py)
             return self._error(ctx, 403, "Refused", exc.one_line())
         except BadRequest as exc:
             return self._error(ctx, 400, "Bad request", exc.one_line())
         except OlavError as exc:
             return self._error(ctx, 422, "That did not work", exc.one_line())
-        except HTTPError as exc:  # the run machinery's refusals (a busy thread: 409)
-            return self._error(ctx, exc.status, "That did not work", exc.detail)
+        except HTTPError as exc:  # the run machinery's refusals (a busy thread: 409, 429)
+            return self._error(ctx, exc.status, "That did not work", exc.detail, exc.headers)
         if isinstance(result, Response):  # a view's own answer (the chat's stream)
             return result
+        if isinstance(result, AfterRun):  # a form without JavaScript: back once its run ended
+            with anyio.move_on_after(result.wait_s):
+                await result.run.ended()
+            result = Redirect(result.location)
         if isinstance(result, Redirect):
             if result.flash and ctx.session is not None:
                 ctx.session.flash.append(result.flash)
@@ -264,11 +278,15 @@ class Console:
         )
         return HTMLResponse(text, status_code=result.status)
 
-    def _error(self, ctx: Ctx, status: int, title: str, detail: str) -> Response:
+    def _error(
+        self, ctx: Ctx, status: int, title: str, detail: str, headers: Any = None
+    ) -> Response:
         if ctx.wants_json:
-            return JSONResponse({"detail": detail}, status_code=status)
+            return JSONResponse({"detail": detail}, status_code=status, headers=headers)
         body = h('<p class="error" role="alert">{}</p><p><a href="/">Back</a></p>', detail)
-        return self._html(ctx, Page(title, body, None, status=status))
+        response = self._html(ctx, Page(title, body, None, status=status))
+        response.headers.update(headers or {})
+        return response
 
     def _refused(self, detail: str) -> HTMLResponse:
         body = h(
@@ -310,6 +328,12 @@ class Console:
             return self._refused("the login did not come from this console's login page")
         form = await self._form(request)
         target = _safe_next(form.get("next"))
+        try:  # per client address: a token cannot be guessed, nor the table churned, at speed
+            self.logins.take(request.client.host if request.client else "")
+        except TooMany as exc:
+            refused = _login_page(target, exc.one_line(), status=429)
+            refused.headers["Retry-After"] = str(exc.retry_after)
+            return refused
         try:
             opened = await anyio.to_thread.run_sync(self.sessions.login, form.get("token", ""))
         except OlavError as exc:  # tokens.json unreadable: nobody can be checked

@@ -17,9 +17,9 @@ per thread, the same interrupts), and answer with the run as server-sent events
   run with the ``<relevant-memories>`` block its model calls received (from the audit, as
   ``/runs/ID`` shows it).
 
-Without JavaScript the forms still work: the POST waits for the run and goes back to the
-page, which shows the thread turn by turn from the audit (each turn with its memory blocks)
-and an approval that waits as two buttons.
+Without JavaScript the forms still work: the POST waits for the run (on the event loop, no
+worker thread held) and goes back to the page, which shows the thread turn by turn from the
+audit (each turn with its memory blocks) and an approval that waits as two buttons.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Any
 
 from olav.audit.events import APPROVAL_EVENT, DENIAL_EVENT
-from olav.serve.console.context import BadRequest, Ctx, Missing, Page, Redirect, visibility
+from olav.serve.console.context import AfterRun, BadRequest, Ctx, Missing, Page, visibility
 from olav.serve.console.html import (
     Markup,
     h,
@@ -377,8 +377,7 @@ def _respond(ctx: Ctx, run: Any) -> Any:
     if ctx.params.get("stream") == "1":
         headers = {"X-Accel-Buffering": "no"}
         return StreamingResponse(_events(ctx, run), media_type="text/event-stream", headers=headers)
-    run.done.wait(WAIT_S)
-    return Redirect(url("/chat", {"thread": run.thread_id}))
+    return AfterRun(run, url("/chat", {"thread": run.thread_id}), WAIT_S)
 
 
 def _sse(event: str, data: Any) -> bytes:

@@ -47,6 +47,16 @@ class Redirect:
 
 
 @dataclass
+class AfterRun:
+    """A form's answer once its run has ended: the console waits for it on the event loop
+    (no worker thread held, however long the run), at most ``wait_s``, then redirects."""
+
+    run: Any
+    location: str
+    wait_s: float
+
+
+@dataclass
 class Ctx:
     server: Server
     operator: str
@@ -65,6 +75,13 @@ class Ctx:
     @property
     def config(self) -> Any:
         return self.ws.config
+
+    @property
+    def author(self) -> Any:
+        """Who writes from this page: the operator, with their token's role."""
+        from olav.memory.store.roles import Author
+
+        return Author.of(self.config)
 
     @property
     def audit_path(self) -> Path:

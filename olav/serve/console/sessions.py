@@ -5,7 +5,8 @@ The browser then holds a random session id in an HttpOnly, SameSite=Strict cooki
 itself is never in the cookie and never in a page. The server keeps, per session, the
 operator, the token it was opened with (a revoked token ends its sessions at the next request),
 a CSRF token, and its expiry (12 hours after the login). Sessions live in the server's memory:
-a restart logs everyone out.
+a restart logs everyone out. An operator holds at most ``per_operator`` sessions: a new login
+ends their own oldest, never another operator's (``serve.sessions_per_operator``).
 
 A state-changing request (every console POST) must carry the session's CSRF token in its form
 (compared in constant time) and come from the console's own origin (``Origin``, else
@@ -19,15 +20,18 @@ import hmac
 import secrets
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from olav.core.errors import OlavError
+from olav.memory.store.roles import Operator
 
 COOKIE = "olav_console"
 SESSION_S = 12 * 3600
-MAX_SESSIONS = 10_000  # the oldest go first beyond this
+MAX_SESSIONS = 10_000  # beyond this, the oldest of whoever holds the most go first
+PER_OPERATOR = 20
 
 
 @dataclass
@@ -51,9 +55,12 @@ def _key(session_id: str) -> str:
 class Sessions:
     """The console's sessions (thread-safe)."""
 
-    def __init__(self, tokens: Any, *, ttl: float = SESSION_S) -> None:
+    def __init__(
+        self, tokens: Any, *, ttl: float = SESSION_S, per_operator: int = PER_OPERATOR
+    ) -> None:
         self.tokens = tokens
         self.ttl = ttl
+        self.per_operator = per_operator
         self._by_key: dict[str, ConsoleSession] = {}
         self._lock = threading.Lock()
 
@@ -65,13 +72,13 @@ class Sessions:
             return None
         session_id = secrets.token_urlsafe(32)
         session = ConsoleSession(
-            operator=str(info.operator),
+            operator=Operator(info.operator, info.role),  # the name, with its role
             token_id=str(info.id),
             csrf=secrets.token_urlsafe(32),
             expires=time.time() + self.ttl,
         )
         with self._lock:
-            self._prune()
+            self._prune(str(session.operator))
             self._by_key[_key(session_id)] = session
         return session_id, session
 
@@ -103,12 +110,25 @@ class Sessions:
         except OlavError:  # gone from tokens.json, or the file is unreadable: nobody is checked
             return False
 
-    def _prune(self) -> None:
+    def of(self, operator: str) -> int:
+        """How many sessions ``operator`` holds."""
+        with self._lock:
+            return sum(1 for s in self._by_key.values() if s.operator == operator)
+
+    def _prune(self, operator: str) -> None:
+        """Room for one more session of ``operator``'s: the expired go, then their own oldest
+        past ``per_operator``; past MAX_SESSIONS in all, the oldest of whoever holds the
+        most (the dict keeps the order of the logins)."""
         now = time.time()
         for key in [k for k, s in self._by_key.items() if s.expires <= now]:
             del self._by_key[key]
+        mine = [k for k, s in self._by_key.items() if s.operator == operator]
+        for key in mine[: max(0, len(mine) - self.per_operator + 1)]:
+            del self._by_key[key]
         while len(self._by_key) >= MAX_SESSIONS:
-            del self._by_key[next(iter(self._by_key))]
+            held = Counter(str(s.operator) for s in self._by_key.values())
+            most = held.most_common(1)[0][0]
+            del self._by_key[next(k for k, s in self._by_key.items() if s.operator == most)]
 
 
 def csrf_ok(session: ConsoleSession, presented: str | None) -> bool:
