@@ -5,7 +5,7 @@ Refused: a name of a workspace folder (``.olav``, the exports, databases and log
 name starting with ``.``); replacing a folder olav did not install (``MARKER``, or a template
 agent of ``olav init``); a link out of the skill, to a folder or nowhere, and any pipe or
 device; an archive past ``MAX_SKILL_FILES`` entries, ``MAX_SKILL_BYTES`` or ``MAX_RATIO`` times
-its size (past ``RATIO_FLOOR``), counted as it is written. The agent is built in a staging
+its size (past ``RATIO_FROM_BYTES``), counted as it is written. The agent is built in a staging
 folder in the workspace root (``.olav-install-PID-START-*``) and renamed in, the old one aside
 and put back on failure; the next install removes a staging folder whose process is gone.
 """
@@ -35,7 +35,7 @@ MARKER = ".olav-agent"  # in each agent folder installed: --force replaces only 
 MAX_SKILL_FILES = 2_000
 MAX_SKILL_BYTES = 50 * 1024 * 1024
 MAX_RATIO = 100
-RATIO_FLOOR = 1024 * 1024  # a small archive of text may well unpack to 100 times its size
+RATIO_FROM_BYTES = 1024 * 1024  # a small archive of text may well unpack to 100 times its size
 STAGING_PREFIX = ".olav-install-"
 _OWNER = "owner.json"  # in a staging folder: the pid, host and mark of the install
 _CHUNK = 1 << 16
@@ -254,14 +254,14 @@ class _Metered:
         self.packed = max(archive.stat().st_size, 1)
         self.read_bytes = 0
         # the content bound, plus the headers and padding of the most members allowed
-        self.cap = MAX_SKILL_BYTES + (MAX_SKILL_FILES + 2) * 2048 + RATIO_FLOOR
+        self.cap = MAX_SKILL_BYTES + (MAX_SKILL_FILES + 2) * 2048 + RATIO_FROM_BYTES
 
     def read(self, n: int = -1) -> bytes:
         data = self.fh.read(n if n >= 0 else _CHUNK)
         self.read_bytes += len(data)
         if self.read_bytes > self.cap:
             raise _too_large(self.archive)
-        if self.read_bytes > RATIO_FLOOR and self.read_bytes > MAX_RATIO * self.packed:
+        if self.read_bytes > RATIO_FROM_BYTES and self.read_bytes > MAX_RATIO * self.packed:
             problem = f"unpacks to more than {MAX_RATIO} times its size of {self.packed:,} bytes"
             hint = "That is a compression bomb, not a skill. " + _BOUNDS_HINT
             raise _unsafe(self.archive, problem, hint)

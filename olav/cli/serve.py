@@ -77,18 +77,27 @@ def serve(
 def token_create(
     name: str = typer.Argument(..., help="The operator the token belongs to (e.g. alice)."),
     note: str = typer.Option("", "--note", help="What the token is for (e.g. 'open-webui')."),
+    admin: bool = typer.Option(
+        False,
+        "--admin",
+        help="An admin token: it may also write shared memory (guides, global, agent and "
+        "team scopes) and confirm drafts there.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the token and its info as JSON."),
 ) -> None:
     """Create a token for an operator and print it once: only its hash is kept. Requests
-    with it act as that operator (their private memories, drafts and audit rows)."""
-    info, token = open_tokens(open_workspace()).create(name, note=note)
+    with it act as that operator (their private memories, drafts and audit rows). An
+    operator's token writes only their own private memory; --admin makes one that may write
+    what every operator is shown."""
+    role = "admin" if admin else "operator"
+    info, token = open_tokens(open_workspace()).create(name, note=note, role=role)
     if as_json:
         print_json({**info.to_json(), "token": token})
         err_console.print("this token will not be shown again: store it now", soft_wrap=True)
         return
     console.print(
-        f"[green]✓[/] token {info.id} for operator [bold]{escape(info.operator)}[/]"
-        + (f" ({escape(info.note)})" if info.note else ""),
+        f"[green]✓[/] {'admin ' if info.role == 'admin' else ''}token {info.id} for operator "
+        f"[bold]{escape(info.operator)}[/]" + (f" ({escape(info.note)})" if info.note else ""),
         soft_wrap=True,
     )
     typer.echo(token)  # plain and unwrapped, to copy whole
@@ -120,12 +129,13 @@ def token_list(
         console.print("no tokens yet: `olav serve token create NAME` makes one", markup=False)
         return
     table = Table(box=None, header_style="bold")
-    for col in ("id", "operator", "created", "last used", "status", "note"):
+    for col in ("id", "operator", "role", "created", "last used", "status", "note"):
         table.add_column(col, no_wrap=col != "note", overflow="fold")
     for info in tokens:
         table.add_row(
             info.id,
             escape(info.operator),
+            info.role,
             info.created_at,
             info.last_used_at or "never",
             _status(info),

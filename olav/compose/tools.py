@@ -20,6 +20,7 @@ from olav.learning.curator import (
 )
 from olav.learning.reflector import write_code_fix
 from olav.learning.signatures import scan_error_signatures
+from olav.memory.store.roles import Author
 from olav.runtime.tools import (
     ConsentRequest,
     ToolArgs,
@@ -55,6 +56,12 @@ class DraftArgs(ToolArgs):
     )
 
 
+def _author(ctx: ToolContext) -> Author | None:
+    """Who the run writes for: its operator and their role (None: the library's own context,
+    which has no configuration, is the owner's)."""
+    return None if ctx.config is None else Author.of(ctx.config)
+
+
 def propose_memory_draft(
     ctx: ToolContext,
     intent: str,
@@ -75,7 +82,7 @@ def propose_memory_draft(
             scope=scope,
             chunks=chunks,
         )
-        return propose_draft(ctx.root, request, run_id=ctx.run_id)
+        return propose_draft(ctx.root, request, run_id=ctx.run_id, author=_author(ctx))
     except OlavError as exc:
         return tool_error(str(exc))
 
@@ -99,6 +106,7 @@ def commit_to_memory(ctx: ToolContext, from_draft: bool = True, intent: str | No
             audit_path=ctx.audit_db,
             run_id=ctx.run_id,
             confirmed_by=consent.by,
+            author=_author(ctx),
         )
     except OlavError as exc:
         return tool_error(str(exc))
@@ -148,7 +156,7 @@ def propose_guide_draft(
         request = DraftRequest(
             intent=intent, keywords=keywords, body=body, category="usage_guide", agent=agent
         )
-        preview = propose_draft(ctx.root, request, run_id=ctx.run_id)
+        preview = propose_draft(ctx.root, request, run_id=ctx.run_id, author=_author(ctx))
     except OlavError as exc:
         return tool_error(str(exc))
     name = sanitise_intent(intent)

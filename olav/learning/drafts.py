@@ -31,6 +31,7 @@ from olav.learning.curator import (
     pick_draft,
     reject_draft,
 )
+from olav.memory.store.roles import Author, WriteRefused
 
 REFLECTIONS = "reflections"
 FIX_APPLIED_NOTE = "Nothing was applied: olav never edits code. Make the change yourself."
@@ -119,12 +120,24 @@ def show(ws: Any, item_id: str) -> tuple[PendingItem, str]:
 
 
 def confirm(
-    ws: Any, item_id: str, *, store: Any = None, by: str = "cli", operator: str | None = None
+    ws: Any,
+    item_id: str,
+    *,
+    store: Any = None,
+    by: str = "cli",
+    operator: str | None = None,
+    author: Author | None = None,
 ) -> str:
     """Commit a memory/guide draft, or mark a fix proposal accepted. Returns what was done.
     ``by`` is where the person said yes (a curator confirmer: cli, console); ``operator`` who,
-    when known; both are audited."""
+    when known; both are audited. ``author``: who confirms, with their role (None: the
+    workspace's owner); a fix proposal is the owner's or an admin's to accept."""
     item = find(ws, item_id)
+    if item.kind == "fix" and author is not None and not author.shares:
+        raise WriteRefused(
+            f"fix proposal {item.id} is the workspace's: {author.name} cannot accept it",
+            hint="An admin or the workspace's owner decides on fix proposals",
+        )
     if item.kind == "fix":
         target = _move_fix(ws, item, "accepted", by, operator)
         return f"Marked fix proposal {item.id} accepted ({target.name} in {target.parent}). " + (
@@ -141,6 +154,7 @@ def confirm(
         audit_path=ws.audit_path,
         confirmed_by=by,
         operator=operator,
+        author=author,
     )
 
 

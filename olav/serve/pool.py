@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
+from olav.memory.store.roles import OPERATOR, ROLE_KEY
 
 if TYPE_CHECKING:
     from olav.runtime.middleware import ApprovalDecision
@@ -34,8 +35,11 @@ _POLICY = {
 
 
 def operator_workspace(ws: Workspace, operator: str) -> Workspace:
-    """``ws`` as ``operator`` sees it: their ``memory.user``, everything else the same."""
-    values = {**ws.config.values, "memory.user": operator}
+    """``ws`` as ``operator`` sees it: their ``memory.user`` and their token's role (what
+    they may write, olav.memory.store.roles; a plain name is an operator's), everything else
+    the same."""
+    role = getattr(operator, "role", OPERATOR)
+    values = {**ws.config.values, "memory.user": str(operator), ROLE_KEY: role}
     # the rest of the configuration as it is: the memory policy and where each value came from
     return Workspace(root=ws.root, config=dataclasses.replace(ws.config, values=values))
 
@@ -69,7 +73,7 @@ class SessionPool:
         self.ws = ws
         self.auto_approve = auto_approve
         self.model = model
-        self._idle: dict[tuple[str, str], list[_Pooled]] = {}
+        self._idle: dict[tuple[str, str, str], list[_Pooled]] = {}
         self._lock = threading.Lock()
         self._store: Any = None
         self._memory_lock = threading.Lock()
@@ -135,7 +139,8 @@ class SessionPool:
 
     @contextlib.contextmanager
     def session(self, operator: str, agent: str) -> Iterator[_Pooled]:
-        key = (operator, agent)
+        # the role is part of the key: one name's admin and operator tokens never share a session
+        key = (operator, getattr(operator, "role", OPERATOR), agent)
         with self._lock:
             idle = self._idle.setdefault(key, [])
             pooled = idle.pop() if idle else None

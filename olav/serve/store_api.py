@@ -343,6 +343,7 @@ def _draft(
     server: Server, operator: str, namespace: list[str], key: str, text: str, tags: list[str]
 ) -> str:
     from olav.learning.curator import DraftRequest, propose_draft
+    from olav.memory.store.roles import Author
 
     who = _Operator(server, operator)
     scope, category = who.target(namespace)
@@ -358,6 +359,7 @@ def _draft(
             scope=scope,
             operator=who.user,
         ),
+        author=Author.of(who.config),
     )
     return draft
 

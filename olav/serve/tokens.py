@@ -43,6 +43,7 @@ from typing import Any
 
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.fsutil import atomic_write_text
+from olav.memory.store.roles import OPERATOR, TOKEN_ROLES
 from olav.memory.store.scopes import _name
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class TokenInfo:
     created_at: str
     last_used_at: str | None = None
     revoked_at: str | None = None
+    role: str = OPERATOR  # operator, or admin: may write shared memory (olav.memory.store.roles)
 
     @property
     def live(self) -> bool:
@@ -97,6 +99,7 @@ class TokenInfo:
             "created_at": self.created_at,
             "last_used_at": self.last_used_at,
             "revoked_at": self.revoked_at,
+            "role": self.role,
         }
 
 
@@ -275,6 +278,9 @@ class TokenStore:
         if len(digest) != hashlib.sha256().digest_size or not salt:
             raise self._bad(f"token {token_id}: 'hash' must be a SHA-256 digest")
         last_used = text("last_used_at", optional=True)
+        role = text("role", optional=True) or OPERATOR  # a file from before roles: operators
+        if role not in TOKEN_ROLES:
+            raise self._bad(f"token {token_id}: role {role!r} is not one of {TOKEN_ROLES}")
         info = TokenInfo(
             id=token_id,
             operator=text("operator") or "",
@@ -282,6 +288,7 @@ class TokenStore:
             created_at=text("created_at") or "",
             last_used_at=last_used,
             revoked_at=text("revoked_at", optional=True),
+            role=role,
         )
         return _Record(info, salt, digest, _parse_ts(last_used))
 
@@ -381,9 +388,14 @@ class TokenStore:
                 hint="Check the free space and the folder's permissions; the old file is intact",
             ) from None
 
-    def create(self, operator: str, note: str = "") -> tuple[TokenInfo, str]:
-        """A new token for ``operator``: its info, and the token itself, which is not kept and
-        cannot be shown again."""
+    def create(
+        self, operator: str, note: str = "", *, role: str = OPERATOR
+    ) -> tuple[TokenInfo, str]:
+        """A new token for ``operator`` (``role``: operator, or admin, who may also write
+        shared memory): its info, and the token itself, which is not kept and cannot be shown
+        again."""
+        if role not in TOKEN_ROLES:
+            raise OlavError(f"role {role!r} is not one of {', '.join(TOKEN_ROLES)}")
         name = operator_name(operator)
         secret = secrets.token_urlsafe(SECRET_BYTES)
         salt = secrets.token_bytes(SALT_BYTES)
@@ -392,7 +404,11 @@ class TokenStore:
             while token_id in records:
                 token_id = secrets.token_hex(ID_HEX // 2)
             info = TokenInfo(
-                id=token_id, operator=name, note=_clean_note(note), created_at=_iso(_now_ts())
+                id=token_id,
+                operator=name,
+                note=_clean_note(note),
+                created_at=_iso(_now_ts()),
+                role=role,
             )
             records[token_id] = _Record(info, salt, _digest(salt, secret), None)
         return info, f"olav_{token_id}_{secret}"

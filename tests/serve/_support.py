@@ -181,7 +181,8 @@ def stop_server(proc: subprocess.Popen[str]) -> str:
 
 
 def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dict[str, str]]:
-    """A workspace on the stub at ``url``, with tokens for its operator, bob and carol."""
+    """A workspace on the stub at ``url``, with tokens for its operator (an admin), bob and carol
+    (operators)."""
     from olav.core.config import Workspace
     from olav.memory.store.scopes import user_name
     from olav.serve.tokens import TokenStore
@@ -192,7 +193,9 @@ def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dic
     store = TokenStore.for_workspace(Workspace.open(ws), touch_interval=None)
     tokens, ids = {}, {}
     for operator in (alice, "bob", "carol"):
-        info, token = store.create(operator, note="e2e")
+        info, token = store.create(
+            operator, note="e2e", role="admin" if operator == alice else "operator"
+        )
         tokens[info.operator], ids[info.operator] = token, info.id
     return ws, alice, tokens, ids
 

@@ -25,6 +25,7 @@ from olav.learning.curator.common import (
     write_json,
 )
 from olav.learning.curator.propose import draft_preview, prepare
+from olav.memory.store.roles import Author, WriteRefused
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.scopes import EVERYONE
 
@@ -266,11 +267,22 @@ def commit_draft(
     run_id: str | None = None,
     confirmed_by: str | None = None,
     operator: str | None = None,
+    author: Author | None = None,
 ) -> str:
     """Turn 2: commit the latest (or named) draft a person confirmed (``operator``: who, when
-    it is known: the web console's logged-in operator). See the module doc."""
+    it is known: the web console's logged-in operator). ``author``: who confirms, with their
+    role (olav.memory.store.roles): an operator commits only into their own scope, never a
+    guide; None is the workspace's owner (the terminal, MCP). See the module doc."""
     _require_confirmation(confirmed_by)
     draft = pick_draft(root, intent)
+    if author is not None:
+        why = author.refusal(str(draft.data.get("scope") or ""), str(draft.data["category"]))
+        if why:
+            raise WriteRefused(
+                f"draft {draft.intent} cannot be committed by {author.name}: {why}",
+                hint="An admin or the workspace's owner can confirm it "
+                f"(`olav kb drafts confirm {draft.intent}`)",
+            )
     if confirmed_by == "chat":  # the CLI is the person themselves: no turn to wait for
         _check_confirmed(draft, run_id, audit_path)
     mem_id, ids, done = _store_draft(root, store, draft.data)

@@ -3,6 +3,7 @@ Nothing reaches memory here."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from olav.learning.curator.common import (
     sanitise_intent,
     write_json,
 )
+from olav.memory.store.roles import Author
 
 _SCOPE = re.compile(r"^(global|team:[\w.-]+|[a-z0-9][a-z0-9_-]*)$")
 _PATHLIKE = re.compile(r"^[^\n]{1,400}\.(md|markdown|txt|mmd|mermaid|dot|gv|svg)$", re.I)
@@ -247,14 +249,26 @@ class DraftRequest:
     operator: str | None = None
 
 
-def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -> str:
+def propose_draft(
+    root: Path, req: DraftRequest, *, run_id: str | None = None, author: Author | None = None
+) -> str:
     """Turn 1: write the draft ``req`` asks for (``run_id``: the run that proposed it) and
-    return the preview to quote. Stores nothing in memory."""
+    return the preview to quote. Stores nothing in memory. ``author``: who proposes it, with
+    their role (olav.memory.store.roles): an operator's draft goes to, and may name, only
+    their own ``user:`` scope, and is never a guide; None is the workspace's owner."""
     name = sanitise_intent(req.intent)
     agent_name = sanitise_agent(req.agent)
+    if author is not None:
+        req = dataclasses.replace(
+            req,
+            scope=author.default_scope(req.scope, agent_name),
+            operator=req.operator or (None if author.shares else author.name),
+        )
     resolved_scope = _check_request(
         req.category, req.body, req.chunks, req.scope, agent_name, req.operator
     )
+    if author is not None:
+        author.check(resolved_scope, req.category, f"a draft in {resolved_scope}")
     _check_agent(root, agent_name)
     if req.operator:  # a remote client's text: never a path to a file of the server's
         text, source = req.body.strip(), None
@@ -275,6 +289,8 @@ def propose_draft(root: Path, req: DraftRequest, *, run_id: str | None = None) -
     }
     if req.operator:
         draft["operator"] = req.operator
+    if author is not None:
+        draft["role"] = author.role
     info = prepare(root, draft)  # validates before anything is written
     if "format" in info:
         draft["format"] = info["format"]

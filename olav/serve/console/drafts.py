@@ -121,7 +121,9 @@ def confirm_action(ctx: Ctx) -> Redirect:
     from olav.learning.drafts import confirm
 
     item = _find(ctx)
-    done = confirm(ctx.ws, item.id, store=ctx.store(), by="console", operator=ctx.operator)
+    done = confirm(
+        ctx.ws, item.id, store=ctx.store(), by="console", operator=ctx.operator, author=ctx.author
+    )
     return Redirect("/drafts", flash=done)
 
 

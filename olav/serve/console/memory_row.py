@@ -133,12 +133,10 @@ def readable_row(ctx: Ctx, memory_id: str) -> Any:
 
 
 def changeable(ctx: Ctx, rec: Any) -> bool:
-    """Who may pin or retire a row: the workspace's own operator any row she may read (as
-    with `olav memory pin` and `delete` in her terminal), any other operator only the rows of
-    their own private scope (as the store API's delete)."""
-    from olav.memory.store.scopes import user_scope
-
-    return ctx.operator == ctx.owner or rec.scope == user_scope(ctx.config)
+    """Who may pin or retire a row: the rule of every write (olav.memory.store.roles): an
+    admin any row they may read, an operator only the rows of their own private scope (as the
+    store API's delete)."""
+    return ctx.author.refusal(rec.scope) is None
 
 
 def _buttons(ctx: Ctx, rec: Any) -> Markup:
