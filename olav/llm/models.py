@@ -10,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ class ScriptedChatModel(BaseChatModel):
     appends the last human message (without that block) to the content, so a benchmark can
     tell which request an answer belongs to. ``usage: {"input_tokens", "output_tokens"}`` is
     the token count a server would report for the call (its ``usage_metadata``).
+    ``delay_s`` is how long the call takes (a slow model, for the load benchmarks).
 
     Every call records the messages it received in ``calls``, so tests can assert exactly
     what the model saw. **For tests and demos only.**
@@ -76,6 +78,8 @@ class ScriptedChatModel(BaseChatModel):
             human = next((m for m in reversed(messages) if m.type == "human"), None)
             if human is None or str(turn["when"]) not in str(human.content):
                 turn = turn.get("otherwise") or {}
+        if turn.get("delay_s"):
+            time.sleep(float(turn["delay_s"]))
         if turn.get("error"):  # scripted failure, e.g. to exercise failed-run handling
             raise RuntimeError(str(turn["error"]))
         content = str(turn.get("content", ""))

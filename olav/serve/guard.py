@@ -4,8 +4,8 @@ can take the server from the others:
 - :func:`guarded_protocol`: uvicorn's h11 protocol with a deadline on every request head (a
   connection that has not sent a whole head ``head_timeout_s`` after it opened, or after its
   last response, is closed) and a cap on open connections (past it, the oldest connection
-  still without a whole head is closed to make room: a slow-loris socket, never a request in
-  progress);
+  still without a whole head is closed to make room: a slow-loris socket first, then an idle
+  keep-alive one, never a request in progress);
 - :func:`quiet_accept_errors`: the event loop's report of a failed ``accept()`` (EMFILE, too
   many open files) as one log line every few seconds with a count, never a traceback each;
 - :class:`SparseFilter`: the same for uvicorn's own warnings that any stranger can cause
@@ -53,7 +53,10 @@ def guarded_protocol(max_connections: int, head_timeout_s: float, sparse: Any) -
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    waiting: OrderedDict[Any, None] = OrderedDict()  # oldest first
+    # the connections waiting for a head, oldest first: those never answered, and those
+    # kept alive after a response (closed to make room only when no fresh one is left)
+    waiting: OrderedDict[Any, None] = OrderedDict()
+    kept: OrderedDict[Any, None] = OrderedDict()
 
     class Guarded(H11Protocol):
         _deadline: asyncio.TimerHandle | None = None
@@ -65,7 +68,7 @@ def guarded_protocol(max_connections: int, head_timeout_s: float, sparse: Any) -
             self._await_head()
 
         def _make_room(self) -> None:
-            victim = next(iter(waiting), None)
+            victim = next(iter(waiting), None) or next(iter(kept), None)
             if victim is None:  # every connection is a request: uvicorn's limit answers 503
                 return
             victim._drop()
@@ -75,19 +78,20 @@ def guarded_protocol(max_connections: int, head_timeout_s: float, sparse: Any) -
                 "not sent a whole request head",
             )
 
-        def _await_head(self) -> None:
-            waiting[self] = None
+        def _await_head(self, served: bool = False) -> None:
+            (kept if served else waiting)[self] = None
             self._deadline = self.loop.call_later(head_timeout_s, self._head_late)
 
         def _head_arrived(self) -> None:
             waiting.pop(self, None)
+            kept.pop(self, None)
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
 
         def _head_late(self) -> None:
             self._deadline = None
-            if self in waiting:
+            if self in waiting or self in kept:
                 self._drop()
                 sparse.note(
                     "late",
@@ -103,14 +107,14 @@ def guarded_protocol(max_connections: int, head_timeout_s: float, sparse: Any) -
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self in waiting and self.conn.their_state is not h11.IDLE:
+            if (self in waiting or self in kept) and self.conn.their_state is not h11.IDLE:
                 self._head_arrived()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
                 self._head_arrived()
-                self._await_head()  # keep-alive: the next head has the same deadline
+                self._await_head(served=True)  # keep-alive: the next head's deadline
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_arrived()
