@@ -82,7 +82,9 @@ def list_cmd(
         table.add_column(col, no_wrap=col != "title", overflow="fold")
     for t in threads:
         mark = " (running)" if t.running else ""
-        table.add_row(t.id, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark)
+        # thread ids are per operator: one made after another operator's has a key of its own
+        shown = t.id if t.known_as == t.id else f"{t.id} ({t.owner}'s {t.known_as})"
+        table.add_row(shown, t.agent, _when(t.updated_at), str(t.turns), escape(_title(t)) + mark)
     console.print(table)
 
 

@@ -136,13 +136,13 @@ def _crashed(request: Request, exc: Exception) -> Response:
 
 def _status_of(exc: OlavError) -> int:
     from olav.memory.store.roles import WriteRefused
-    from olav.runtime.threads import ThreadBusyError, ThreadExistsError, ThreadNotFoundError
+    from olav.runtime.threads import ThreadBusyError, ThreadNotFoundError
 
     if isinstance(exc, ThreadNotFoundError):
         return 404
     if isinstance(exc, WriteRefused):  # the token's role does not allow this write
         return 403
-    if isinstance(exc, ThreadBusyError | BusyError | ThreadExistsError):
+    if isinstance(exc, ThreadBusyError | BusyError):
         return 409
     return 422
 

@@ -130,11 +130,11 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
 
 
 def _start(server: Server, operator: str, agent: str, text: str, history: list[Any]) -> Run:
-    thread_id = uuid.uuid4().hex
-    server.threads.create(agent, thread_id, owner=operator)
+    thread = server.threads.create(agent, uuid.uuid4().hex, owner=operator)
     run = Run(
         run_id=uuid.uuid4().hex,
-        thread_id=thread_id,
+        thread_id=thread.id,
+        known_as=thread.known_as,
         assistant_id=agent,
         operator=operator,
         text=text,

@@ -111,8 +111,9 @@ async def threads_create(server: Server, request: Request, operator: str) -> Any
     if agent:
         server.agent(agent)
     name = text_field(metadata.get("name"), "metadata.name", MAX_NAME) or ""
-    # made and its owner read in one transaction: of two requests (two servers) that make one
-    # id at once, one makes it and the other gets 409 (ThreadExistsError: another operator's)
+    # thread ids are per operator: another operator's thread with this id changes nothing
+    # (ThreadStore.insert); of two of this operator's requests that make it at once, one
+    # makes it and the other finds it made
     info, made = server.threads.insert(agent, thread_id, name, operator, metadata=metadata)
     if not made:  # the operator's own thread, left as it was
         if body.get("if_exists") != "do_nothing":
@@ -165,7 +166,7 @@ async def threads_search(server: Server, request: Request, operator: str) -> Any
     wanted = {k: v for k, v in metadata.items() if k not in ("graph_id", "assistant_id")}
     out = []
     for info in found:
-        if ids is not None and info.id not in ids:
+        if ids is not None and info.known_as not in ids:
             continue
         data = server.thread_json(info, with_values=False)
         if any(data["metadata"].get(k) != v for k, v in wanted.items()):
@@ -220,7 +221,7 @@ async def thread_patch(server: Server, request: Request, operator: str) -> Any:
 def thread_delete(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     if server.runs.active(info.id) is not None:
-        raise HTTPError(409, f"thread {info.id} has a run in progress; cancel it first")
+        raise HTTPError(409, f"thread {info.known_as} has a run in progress; cancel it first")
     server.runs.delete_thread(info.id)  # its runs with it: nothing left for the id's next owner
     return Response(status_code=204)
 
@@ -228,7 +229,7 @@ def thread_delete(server: Server, request: Request, operator: str) -> Any:
 def thread_state(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     found = server.snapshots(operator, info)
-    return server.state_json(info.id, found[0] if found else None)
+    return server.state_json(info.known_as, found[0] if found else None)
 
 
 async def thread_history(server: Server, request: Request, operator: str) -> Any:
@@ -255,7 +256,7 @@ async def thread_history(server: Server, request: Request, operator: str) -> Any
     snaps = await anyio.to_thread.run_sync(
         lambda: server.snapshots(operator, info, limit, before=before, metadata=metadata)
     )
-    return [server.state_json(info.id, snap) for snap in snaps]
+    return [server.state_json(info.known_as, snap) for snap in snaps]
 
 
 _FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -286,7 +287,7 @@ async def run_stream(server: Server, request: Request, operator: str) -> Any:
     body = await server.body(request)
     thread_id = request.path_params.get("thread_id")
     run = server.start(server.new_run(operator, body, thread_id))
-    location = f"/threads/{run.thread_id}/runs/{run.run_id}/stream"
+    location = f"/threads/{run.known_as}/runs/{run.run_id}/stream"
     return sse_response(
         run,
         location="" if run.stateless else location,
@@ -308,9 +309,9 @@ def _run_of(server: Server, request: Request, operator: str) -> tuple[Any, Any]:
     an earlier server, or by another one on the same database)."""
     info = server.thread(operator, request.path_params["thread_id"])
     run_id = request.path_params["run_id"]
-    run = server.runs.find(info.id, run_id, operator)
+    run = server.runs.find(info.id, run_id, operator, known_as=info.known_as)
     if run is None:
-        raise HTTPError(404, f"no run {run_id!r} on thread {info.id}")
+        raise HTTPError(404, f"no run {run_id!r} on thread {info.known_as}")
     return info, run
 
 
@@ -327,7 +328,9 @@ def runs_list(server: Server, request: Request, operator: str) -> Any:
         raise HTTPError(
             422, f"status {status!r} is not a run status; use one of: " + ", ".join(STATUSES)
         )
-    runs = server.runs.thread_runs(info.id, operator, limit=limit, offset=offset, status=status)
+    runs = server.runs.thread_runs(
+        info.id, operator, known_as=info.known_as, limit=limit, offset=offset, status=status
+    )
     return [r.to_json() for r in runs]
 
 

@@ -14,13 +14,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from olav.core.log import get_logger
 from olav.serve.records import RunRecord
-
-if TYPE_CHECKING:
-    pass
 
 log = get_logger("serve.runs")
 STATUSES = ("pending", "running", "success", "error", "interrupted", "timeout")
@@ -104,7 +101,7 @@ def _jsonable(value: Any) -> bool:
 @dataclass
 class Run:
     run_id: str
-    thread_id: str
+    thread_id: str  # its thread's key: what the run stores under (checkpoints, turns, runs)
     assistant_id: str
     operator: str
     text: str
@@ -124,6 +121,7 @@ class Run:
     # there with a new request (edit), without it runs again from there (regenerate)
     checkpoint: str | None = None
     on_disconnect: str = "continue"  # "cancel": a stream's client that goes away cancels it
+    known_as: str = ""  # its thread's id as the client knows it (all it sees): "", the key
     interrupts: list[dict[str, Any]] = field(default_factory=list)  # where it paused
     status: str = "pending"
     created_at: str = field(default_factory=now_iso)
@@ -156,10 +154,13 @@ class Run:
     _partial: dict[str, str] = field(default_factory=dict)  # "messages": the text so far, by id
     _dumps: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # dump_values' cache
 
+    def __post_init__(self) -> None:
+        self.known_as = self.known_as or self.thread_id
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "thread_id": self.thread_id,
+            "thread_id": self.known_as,
             "assistant_id": self.assistant_id,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -194,12 +195,13 @@ class Run:
         )
 
     @classmethod
-    def from_record(cls, rec: RunRecord) -> Run:
-        """A run another process kept: its status, to show; it runs nothing here."""
+    def from_record(cls, rec: RunRecord, known_as: str) -> Run:
+        """A run another process kept (its thread known as ``known_as``): to show, no more."""
         modes = rec.kwargs.get("stream_mode")
         return cls(
             run_id=rec.run_id,
             thread_id=rec.thread_id,
+            known_as=known_as,
             assistant_id=rec.assistant_id,
             operator=rec.owner,
             text="",
@@ -346,7 +348,7 @@ class Run:
         meta = {
             "langgraph_node": "model",
             "run_id": self.run_id,
-            "thread_id": self.thread_id,
+            "thread_id": self.known_as,
             "assistant_id": self.assistant_id,
         }
         chunk = {
@@ -390,7 +392,7 @@ class Run:
         elif mode == "custom" and "custom" in modes:
             self.emit("custom", jsonable(payload))
         elif mode == "checkpoints" and "checkpoints" in modes:
-            self.emit("checkpoints", checkpoint_json(self.thread_id, payload, self._dumps))
+            self.emit("checkpoints", checkpoint_json(self.known_as, payload, self._dumps))
         elif mode == "tasks":
             if "tasks" in modes:
                 self.emit("tasks", jsonable(payload, self._dumps))
@@ -405,7 +407,7 @@ class Run:
         elif mode == "debug" and "debug" in modes and isinstance(payload, dict):
             data = dict(payload)
             if data.get("type") == "checkpoint":
-                data["payload"] = checkpoint_json(self.thread_id, data.get("payload"), self._dumps)
+                data["payload"] = checkpoint_json(self.known_as, data.get("payload"), self._dumps)
             else:
                 data["payload"] = jsonable(data.get("payload"), self._dumps)
             self.emit("debug", data)  # type, step and timestamp are text and numbers
@@ -439,7 +441,7 @@ class Run:
                 "run_id": self.run_id,
                 "tags": [],
                 "metadata": meta
-                or {"run_id": self.run_id, "thread_id": self.thread_id, "langgraph_node": name},
+                or {"run_id": self.run_id, "thread_id": self.known_as, "langgraph_node": name},
                 "data": data,
                 "parent_ids": [],
             },

@@ -85,19 +85,21 @@ class RunManager:
 
     # -- the runs kept in the thread store ------------------------------------------------------
 
-    def find(self, thread_id: str, run_id: str, owner: str) -> Run | None:
-        """The thread's run, ``owner``'s only: this server's, else one the store keeps."""
+    def find(self, thread_id: str, run_id: str, owner: str, *, known_as: str) -> Run | None:
+        """The thread's run (``thread_id``: its key; ``known_as``: its id as ``owner`` knows
+        it), ``owner``'s only: this server's, else one the store keeps."""
         run = self._runs.get(run_id)
         if run is not None:
             return run if run.thread_id == thread_id and run.operator == owner else None
         rec = self.records.get(run_id, thread_id=thread_id, owner=owner)
-        return Run.from_record(self._settle(rec)) if rec is not None else None
+        return Run.from_record(self._settle(rec), known_as) if rec is not None else None
 
     def thread_runs(
         self,
         thread_id: str,
         owner: str,
         *,
+        known_as: str,
         limit: int = 10,
         offset: int = 0,
         status: str | None = None,
@@ -112,7 +114,7 @@ class RunManager:
             status=(status,) if status else (),
             limit=offset + limit + len(mine),
         )
-        found = {rec.run_id: Run.from_record(rec) for rec in kept}
+        found = {rec.run_id: Run.from_record(rec, known_as) for rec in kept}
         found.update({run.run_id: run for run in mine})
         runs = sorted(found.values(), key=lambda r: epoch(r.created_at), reverse=True)
         return [r for r in runs if status in (None, r.status)][offset : offset + limit]
@@ -124,13 +126,15 @@ class RunManager:
 
         while run.stored and run.status in UNFINISHED:
             await anyio.sleep(POLL_S)
-            again = await anyio.to_thread.run_sync(
-                self.find, run.thread_id, run.run_id, run.operator
-            )
+            again = await anyio.to_thread.run_sync(self._again, run)
             if again is None:
                 raise ThreadNotFoundError(f"run {run.run_id} is gone: its thread was deleted")
             run = again
         return run
+
+    def _again(self, run: Run) -> Run | None:
+        """A kept run read from the store again (None: its thread was deleted)."""
+        return self.find(run.thread_id, run.run_id, run.operator, known_as=run.known_as)
 
     def _settle(self, rec: RunRecord) -> RunRecord:
         """A kept run that says it is pending or running, though its server is gone, is
@@ -208,7 +212,7 @@ class RunManager:
             )
             if other is not None and run.multitask_strategy != "enqueue":
                 raise BusyError(
-                    f"thread {run.thread_id} already has a run in progress ({other.run_id})",
+                    f"thread {run.known_as} already has a run in progress ({other.run_id})",
                     hint="One run per thread: wait for it (join), cancel it, or send "
                     "multitask_strategy 'enqueue'",
                 )
@@ -310,13 +314,13 @@ class RunManager:
         except (RunCancelled, ClientCancelled):
             run.error = "cancelled by the client"
             run.finish("interrupted")
-        except OlavError as exc:
-            run.error = exc.one_line()
+        except OlavError as exc:  # a busy thread's names its key: the client sees its id
+            run.error = _shown(run, exc.one_line())
             run.emit("error", {"error": type(exc).__name__, "message": run.error})
             run.finish("error")
         except Exception as exc:  # a run's failure is the client's to see, not the server's
             log.exception("run %s failed", run.run_id)
-            run.error = f"{type(exc).__name__}: {exc}"
+            run.error = _shown(run, f"{type(exc).__name__}: {exc}")
             run.emit("error", {"error": type(exc).__name__, "message": run.error})
             run.finish("error")
         finally:
@@ -348,3 +352,9 @@ class RunManager:
     def shutdown(self) -> None:
         self.stop()
         self.pool.close()
+
+
+def _shown(run: Run, text: str) -> str:
+    """An error's ``text`` with the run's thread named by the id its client knows, not its key
+    (a thread busy in another process names its key)."""
+    return text.replace(run.thread_id, run.known_as)

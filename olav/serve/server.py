@@ -167,25 +167,19 @@ class Server:
         }
 
     def thread(self, operator: str, thread_id: str) -> Any:
-        """The operator's thread (another operator's is not found: an id reveals nothing)."""
-        ident(thread_id, "thread_id")
-        info = self.threads.find(thread_id, owner=operator) if thread_id else None
-        if info is None or info.id != thread_id:
+        """The operator's thread with this id (404 when they have none)."""
+        info = self.own_thread(operator, thread_id)
+        if info is None:
             raise HTTPError(404, f"no thread {thread_id!r}")
         return info
 
-    def exact_thread(self, thread_id: str) -> Any:
-        """The thread with exactly this id, whoever's it is (None when there is none): for
-        the checks before a thread is made, where a prefix of another id is no match and no
-        ambiguity."""
-        from olav.runtime.threads import ThreadNotFoundError
-
+    def own_thread(self, operator: str, thread_id: str) -> Any:
+        """The operator's thread with exactly this id, None when they have none. Thread ids
+        are per operator: another operator's thread with this id is another thread, which
+        nothing here finds, so an id reveals nothing. Every route looks a client's thread up
+        here, and then uses ``info.id`` (its key) to store and ``info.known_as`` to show."""
         ident(thread_id, "thread_id")
-        try:
-            info = self.threads.find(thread_id)
-        except ThreadNotFoundError:  # a prefix of several ids: none is this one
-            return None
-        return info if info is not None and info.id == thread_id else None
+        return self.threads.owned(operator, thread_id) if thread_id else None
 
     def claimed(self, info: Any) -> bool:
         """Whether a live run holds the thread (this server's, or a terminal's in another
@@ -198,7 +192,7 @@ class Server:
     ) -> dict[str, Any]:
         active = self.runs.active(info.id)
         out: dict[str, Any] = {
-            "thread_id": info.id,
+            "thread_id": info.known_as,
             "created_at": iso(info.created_at),
             "updated_at": iso(info.updated_at),
             "metadata": {
@@ -257,6 +251,8 @@ class Server:
         return dump_values(found[0].values) if found else {}
 
     def state_json(self, thread_id: str, snap: Any) -> dict[str, Any]:
+        """A checkpoint as the Agent Protocol shows it; ``thread_id``: the id its owner knows
+        (``info.known_as``), which its config and its parent's name instead of the key."""
         if snap is None:
             return {
                 "values": {},
@@ -341,26 +337,23 @@ class Server:
             )
         nothing = "resolve" if resolve else "resume"
         if checkpoint is not None and (stateless or body.get("if_not_exists") == "create"):
-            exists = not stateless and self.exact_thread(str(thread_id)) is not None
+            exists = not stateless and self.own_thread(operator, str(thread_id)) is not None
             if not exists:
                 raise HTTPError(404, f"a new thread has no checkpoint {checkpoint!r}")
         if thread_id is None:
-            thread_id = uuid.uuid4().hex
-            self.threads.create(agent, thread_id, owner=operator)
+            info = self.threads.create(agent, uuid.uuid4().hex, owner=operator)
         else:
-            info = self.exact_thread(thread_id)
-            if info is None or info.owner != operator:
+            info = self.own_thread(operator, thread_id)
+            if info is None:  # whether another operator has this id changes nothing here
                 if body.get("if_not_exists") != "create":
                     raise HTTPError(404, f"no thread {thread_id!r}")
-                if info is not None:  # another operator's: never run on it, never show it
-                    raise HTTPError(409, f"thread {thread_id!r} exists")
                 if answers:  # a new thread waits for nothing
                     raise HTTPError(
                         409,
                         f"thread {thread_id} waits for no answer: there is nothing to {nothing}",
                     )
-                # ThreadExistsError (409) when another operator made it meanwhile
-                self.threads.create(agent, thread_id, owner=operator)
+                # the operator's own, made now (or by another of their requests meanwhile)
+                info = self.threads.create(agent, thread_id, owner=operator)
             elif answers:
                 found = self.snapshots(operator, info)
                 waiting = list(found[0].interrupts or ()) if found else []
@@ -388,7 +381,7 @@ class Server:
                 operator, info, checkpoint=checkpoint
             ):
                 raise HTTPError(404, f"thread {thread_id} has no checkpoint {checkpoint!r}")
-            elif self.runs.active(thread_id) is None and self.claimed(info):
+            elif self.runs.active(info.id) is None and self.claimed(info):
                 # a run of another process (the terminal's): refused now, not accepted and
                 # failed a moment later
                 raise HTTPError(
@@ -398,7 +391,8 @@ class Server:
                 )
         return Run(
             run_id=str(uuid.uuid4()),
-            thread_id=thread_id,
+            thread_id=info.id,
+            known_as=info.known_as,
             assistant_id=agent,
             operator=operator,
             text=text,

@@ -198,7 +198,7 @@ def test_a_file_from_an_older_olav_is_migrated_and_its_threads_resume(tmp_path: 
     meta = con.execute("SELECT value FROM olav_meta WHERE key = 'schema'").fetchone()
     agent, turns = con.execute("SELECT agent, turns FROM olav_threads").fetchone()
     con.close()
-    assert "task_path" in cols and meta == ("3",)
+    assert "task_path" in cols and meta == ("4",)
     assert (agent, turns) == ("core", 2)
 
 
@@ -287,7 +287,8 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
     con.close()
     store = ThreadStore(db)
     try:
-        assert store.migrated == []  # the runs are the server's: it sets up their table
+        # the runs are the server's: it sets up their table
+        assert store.migrated == ["4: thread ids per owner"]
         assert "olav_runs" not in store.db.tables()
         RunRecords(store)
         info = store.get("v1-thread")
@@ -323,7 +324,13 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
         (version,) = store.conn.execute(
             "SELECT value FROM olav_meta WHERE key = 'schema'"
         ).fetchone()
-        assert version == str(SCHEMA_VERSION) == "3"
+        assert version == str(SCHEMA_VERSION) == "4"
+        # version 4: the thread is known by its key, and its id is alice's alone
+        assert info.known_as == "v1-thread" and store.owned("alice", "v1-thread") == info
+        assert store.owned("bob", "v1-thread") is None
+        bobs, made = store.insert("core", "v1-thread", owner="bob")
+        assert made and bobs.known_as == "v1-thread" and bobs.id != "v1-thread"
+        assert store.get("v1-thread") == info  # its key wins over bob's id
         RunRecords(store).record(RunRecord("r1", "v1-thread", "core", "alice", "running", 3.0, 3.0))
     finally:
         store.close()
@@ -332,6 +339,7 @@ def test_a_schema_1_file_gets_the_runs_table_and_keeps_its_threads(tmp_path: Pat
         assert again.migrated == []
         assert [r.run_id for r in RunRecords(again).of_thread("v1-thread")] == ["r1"]
         assert again.get("v1-thread").turns == 1
+        assert again.owned("bob", "v1-thread") == bobs
     finally:
         again.close()
 

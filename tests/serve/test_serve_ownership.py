@@ -3,8 +3,9 @@
 - A thread id deleted by one operator and taken by another shows the second nothing of the
   first: not her runs (listed, got, joined, streamed from event 0), not her messages (state,
   history, search), not on the console (/runs, /chat); the same for a stateless run's thread.
-- Two servers on one workspace that make one thread id at once: exactly one gets it, the other
-  a 409, and nobody's metadata lands in another's thread.
+- Two servers on one workspace whose operators make one thread id at once: each gets a thread
+  of their own under it (thread ids are per operator), and nobody's metadata lands in
+  another's thread; one operator's two requests for one id at once make exactly one thread.
 - After `kill -9` mid-run: the audit's run says error (and why) once the workspace is opened
   again, and a stream of the run resumed with ``Last-Event-ID`` gets its error and end, numbered
   after every event the client saw.
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 
 from olav.core.procs import this_process
-from olav.runtime.threads import ThreadExistsError, ThreadStore
+from olav.runtime.threads import ThreadStore
 from olav.serve.records import RunRecord, RunRecords
 from tests.serve._inprocess import Local, human, local_server, sse, tokens_for
 from tests.serve._support import serving, sse_events, start_server, stop_server
@@ -98,7 +99,7 @@ def test_a_deleted_threads_id_taken_by_another_operator_shows_nothing_of_the_fir
 
         # nothing of hers is left to find, in memory or in the store
         assert RunRecords(local.server.threads).get(rid) is None
-        assert local.server.runs.find(tid, rid, local.alice) is None
+        assert local.server.runs.find(tid, rid, local.alice, known_as=tid) is None
         assert local.server.runs.runs_of(tid, local.alice) == []
         config = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
         assert local.server.threads.checkpointer.get_tuple(config) is None
@@ -132,7 +133,7 @@ def test_a_stateless_runs_thread_id_taken_by_another_operator_shows_nothing(loca
         assert got.status_code == 200, got.text
         (audited,) = list_runs(local.server.ws.audit_path, RunFilter(), read_only=False)
         tid = audited.thread_id
-        assert tid and local.server.exact_thread(tid) is None  # deleted with the run
+        assert tid and local.server.threads.find(tid) is None  # deleted with the run
         assert bob.post("/threads", json={"thread_id": tid}).status_code == 200
         assert bob.get(f"/threads/{tid}/runs").json() == []
         _nothing_of("tulip", bob.get(f"/threads/{tid}/state"), bob.get(f"/threads/{tid}/history"))
@@ -152,13 +153,13 @@ def test_every_run_lookup_names_the_operator(local: Local) -> None:
         alice.post("/threads", json={"thread_id": "t-own"})
         rid = _run(alice, "t-own", "a question")["run_id"]
     runs = local.server.runs
-    assert runs.find("t-own", rid, local.alice) is not None
-    assert runs.find("t-own", rid, "bob") is None  # in memory
-    assert runs.thread_runs("t-own", "bob") == []
+    assert runs.find("t-own", rid, local.alice, known_as="t-own") is not None
+    assert runs.find("t-own", rid, "bob", known_as="t-own") is None  # in memory
+    assert runs.thread_runs("t-own", "bob", known_as="t-own") == []
     assert runs.runs_of("t-own", "bob") == []
     runs._runs.clear()  # as after a restart: only the store has it
-    assert runs.find("t-own", rid, local.alice) is not None
-    assert runs.find("t-own", rid, "bob") is None
+    assert runs.find("t-own", rid, local.alice, known_as="t-own") is not None
+    assert runs.find("t-own", rid, "bob", known_as="t-own") is None
 
 
 # -- B: two servers make one thread id at once --------------------------------------------------
@@ -193,22 +194,34 @@ def _race_stores(one: ThreadStore, two: ThreadStore, rounds: int) -> None:
                 lambda s=two, t=tid: s.insert("core", t, owner="bob", metadata={"who": "bob"}),
             ]
         )
-        won = [g for g in got if isinstance(g, tuple)]
-        lost = [g for g in got if isinstance(g, Exception)]
-        assert len(won) == 1 and won[0][1] is True, (n, got)
-        assert len(lost) == 1 and isinstance(lost[0], ThreadExistsError), (n, got)
-        kept = one.get(tid)
-        assert kept.owner == won[0][0].owner and kept.metadata == {"who": kept.owner}, (n, kept)
-        # the winner's own second try is no error, and changes nothing
-        again, made = two.insert("core", tid, owner=kept.owner, metadata={"who": "again"})
-        assert made is False and again.metadata == {"who": kept.owner}
+        assert all(isinstance(g, tuple) and g[1] is True for g in got), (n, got)
+        (a, _), (b, _) = got
+        assert a.known_as == b.known_as == tid and a.id != b.id and tid in (a.id, b.id), (n, got)
+        for store, who in ((one, "alice"), (two, "bob")):
+            mine = store.owned(who, tid)
+            assert mine is not None and (mine.owner, mine.metadata) == (who, {"who": who}), n
+        # one operator's id made on both at once: exactly one makes it, the other finds it
+        own = f"own-{n}"
+        got = _race(
+            [
+                lambda s=one, t=own: s.insert("core", t, owner="alice", metadata={"who": "one"}),
+                lambda s=two, t=own: s.insert("core", t, owner="alice", metadata={"who": "two"}),
+            ]
+        )
+        assert sorted(g[1] for g in got) == [False, True], (n, got)
+        (first, made), (second, _) = got
+        assert first.id == second.id == own, (n, got)
+        assert one.owned("alice", own).metadata == {"who": "one" if made else "two"}, (n, got)
+        # the owner's own second try is no error, and changes nothing
+        again, made = two.insert("core", tid, owner="bob", metadata={"who": "again"})
+        assert made is False and again.id == b.id and again.metadata == {"who": "bob"}
 
 
-def test_two_stores_on_one_file_make_one_id_at_once_and_exactly_one_wins(tmp_path: Path) -> None:
+def test_two_stores_on_one_file_make_one_id_at_once_each_owner_their_own(tmp_path: Path) -> None:
     path = tmp_path / "threads.sqlite"
     one, two = ThreadStore(path), ThreadStore(path)
     try:
-        _race_stores(one, two, rounds=200)
+        _race_stores(one, two, rounds=100)
     finally:
         one.close()
         two.close()
@@ -222,13 +235,13 @@ def test_two_stores_on_one_postgres_database_make_one_id_at_once(tmp_path: Path)
         uri = new_database(server)
         one, two = ThreadStore(uri=uri), ThreadStore(uri=uri)
         try:
-            _race_stores(one, two, rounds=200)
+            _race_stores(one, two, rounds=100)
         finally:
             one.close()
             two.close()
 
 
-def test_two_servers_making_one_thread_id_at_once_give_one_owner_a_409(
+def test_two_servers_making_one_thread_id_at_once_give_each_operator_their_own(
     two: tuple[Local, Local],
 ) -> None:
     first, second = two
@@ -245,12 +258,11 @@ def test_two_servers_making_one_thread_id_at_once_give_one_owner_a_409(
                     ),
                 ]
             )
-            codes = sorted(g.status_code for g in got)
-            assert codes == [200, 409], (n, [g.text for g in got])
-            owner = first.server.threads.get(tid).owner
-            winner = alice if owner == first.alice else bob
-            shown = winner.get(f"/threads/{tid}").json()["metadata"]
-            assert shown["who"] == ("alice" if winner is alice else "bob")
+            assert [g.status_code for g in got] == [200, 200], (n, [g.text for g in got])
+            assert [g.json()["thread_id"] for g in got] == [tid, tid]
+            for client, who in ((alice, "alice"), (bob, "bob")):
+                shown = client.get(f"/threads/{tid}").json()
+                assert shown["thread_id"] == tid and shown["metadata"]["who"] == who, n
         body = {"assistant_id": "core", "input": human("hi"), "if_not_exists": "create"}
         for n in range(6):
             tid = f"run-both-{n}"
@@ -260,33 +272,54 @@ def test_two_servers_making_one_thread_id_at_once_give_one_owner_a_409(
                     lambda t=tid: bob.post(f"/threads/{t}/runs", json=body),
                 ]
             )
-            assert sorted(g.status_code for g in got) == [200, 409], (n, [g.text for g in got])
-            (accepted,) = [g.json() for g in got if g.status_code == 200]
-            client = alice if got[0].status_code == 200 else bob
-            assert client.get(f"/threads/{tid}/runs/{accepted['run_id']}/join").status_code == 200
+            assert [g.status_code for g in got] == [200, 200], (n, [g.text for g in got])
+            for client, run in zip((alice, bob), got, strict=True):
+                assert run.json()["thread_id"] == tid
+                rid = run.json()["run_id"]
+                assert client.get(f"/threads/{tid}/runs/{rid}/join").status_code == 200
+                listed = client.get(f"/threads/{tid}/runs").json()
+                assert [r["run_id"] for r in listed] == [rid], n
 
 
-def test_a_thread_made_by_another_server_after_the_check_is_a_409_and_left_alone(
+def test_a_thread_made_by_another_server_after_the_check_is_the_operators_own(
     two: tuple[Local, Local], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The interleaving the race can take, made certain: server one looked for the id and
-    found nothing, then server two's operator made it."""
+    """The interleaving the race can take, made certain: server one looked for the
+    operator's id and found nothing, then server two made it (for that operator, or for
+    another one)."""
     first, second = two
     with second.http("bob") as bob:
         made = bob.post("/threads", json={"thread_id": "late", "metadata": {"who": "bob"}})
         assert made.status_code == 200
-    monkeypatch.setattr(first.server, "exact_thread", lambda thread_id: None)
-    with first.http() as alice:
+    real, blinded = first.server.own_thread, set()
+
+    def once_blind(operator: str, thread_id: str) -> Any:
+        """Each operator's first look finds nothing (the check before the other made it)."""
+        if operator in blinded:
+            return real(operator, thread_id)
+        blinded.add(operator)
+        return None
+
+    monkeypatch.setattr(first.server, "own_thread", once_blind)
+    body = {"assistant_id": "core", "input": human("x"), "if_not_exists": "create"}
+    with first.http() as alice, first.http("bob") as bob_on_one:
         got = alice.post("/threads", json={"thread_id": "late", "metadata": {"who": "alice"}})
-        assert got.status_code == 409 and "exists" in got.json()["detail"]
-        run = alice.post(
-            "/threads/late/runs",
-            json={"assistant_id": "core", "input": human("x"), "if_not_exists": "create"},
+        assert got.status_code == 200 and got.json()["metadata"]["who"] == "alice"
+        run = alice.post("/threads/late/runs", json=body)  # her look finds nothing: made again
+        assert run.status_code == 200, run.text
+        assert alice.get(f"/threads/late/runs/{run.json()['run_id']}/join").status_code == 200
+        again = bob_on_one.post("/threads/late/runs", json=body)  # bob's, made on server two
+        assert again.status_code == 200, again.text
+        assert (
+            bob_on_one.get(f"/threads/late/runs/{again.json()['run_id']}/join").status_code == 200
         )
-        assert run.status_code == 409, run.text
-    kept = first.server.threads.get("late")
-    assert kept.owner == "bob" and kept.metadata == {"who": "bob"}
-    assert first.server.runs.runs_of("late", first.alice) == []
+    bobs = first.server.threads.owned("bob", "late")
+    alices = first.server.threads.owned(first.alice, "late")
+    assert bobs.metadata == {"who": "bob"} and alices.metadata == {"who": "alice"}
+    assert [r.run_id for r in first.server.runs.runs_of(bobs.id, "bob")] == [again.json()["run_id"]]
+    assert [r.run_id for r in first.server.runs.runs_of(alices.id, first.alice)] == [
+        run.json()["run_id"]
+    ]
 
 
 # -- E: a resume with nothing to resume; a name at creation --------------------------------------
@@ -301,7 +334,7 @@ def test_a_resume_that_waits_on_nothing_is_a_409(local: Local) -> None:
             assert "resume" in got.json()["detail"]
         fresh = alice.post("/threads/fresh-id/runs", json={**body, "if_not_exists": "create"})
         assert fresh.status_code == 409 and "nothing to resume" in fresh.json()["detail"]
-        assert local.server.exact_thread("fresh-id") is None  # nothing made for it
+        assert local.server.threads.find("fresh-id") is None  # nothing made for it
         assert alice.post("/threads", json={"thread_id": "idle"}).status_code == 200
         idle = alice.post("/threads/idle/runs/wait", json=body)
         assert idle.status_code == 409

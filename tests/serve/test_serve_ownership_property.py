@@ -2,8 +2,10 @@
 of three ways, delete it, make it again, a stateless run), through the real HTTP API of an
 in-process server. After every step, everything one operator can reach (their threads found
 by search, each id's runs, state and history, the other's runs got, joined and streamed, the
-console's runs and chat pages) holds nothing of the other's: no text either said, no run id.
-A step's status codes are checked against a model of who owns which id.
+console's runs and chat pages) holds nothing of the other's: no text either said, no run id,
+and no thread's key where it differs from its id. Thread ids are per operator: the model
+keeps each operator's own ids, and a step's status codes are checked against it, so another
+operator's thread with the same id must change no answer.
 
 Seeded, so a failure names a sequence that can be run again; SEQUENCES x STEPS steps."""
 
@@ -27,14 +29,15 @@ ACTIONS = ("create", "create", "run", "run", "delete", "delete", "stateless")
 
 @dataclass
 class World:
-    """What the test expects: who owns which id, and what each operator has said and run
+    """What the test expects: which ids each operator has, and what each has said and run
     (in every sequence so far: the audit keeps it all)."""
 
-    owner: dict[str, str] = field(default_factory=dict)
+    held: set[tuple[str, str]] = field(default_factory=set)  # (operator, thread id)
     said: dict[str, list[str]] = field(default_factory=dict)  # operator -> their texts
     runs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # -> (thread, run id)
-    # per thread id: the texts of its present incarnation, in order (the state's messages)
-    texts: dict[str, list[str]] = field(default_factory=dict)
+    # per (operator, thread id): the texts of its present incarnation (the state's messages)
+    texts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    both: int = 0  # steps after which both operators had a thread with one id
     log: list[str] = field(default_factory=list)
 
 
@@ -49,20 +52,23 @@ def _step(rng: random.Random, w: World, http: dict[str, Any], op: str, n: str) -
     """One thing ``op`` does; the thread id it names."""
     action = rng.choice(ACTIONS)
     tid = rng.choice(IDS)
-    mine, held = w.owner.get(tid) == op, tid in w.owner
+    mine = (op, tid) in w.held  # whether the other has this id must change nothing
     client = http[op]
     w.log.append(f"{op} {action} {tid}")
     if action == "create":
         got = client.post("/threads", json={"thread_id": tid, "metadata": {"graph_id": "core"}})
-        assert got.status_code == (409 if held else 200), (w.log, got.text)
-        if not held:
-            w.owner[tid], w.texts[tid] = op, []
+        assert got.status_code == (409 if mine else 200), (w.log, got.text)
+        if not mine:
+            w.held.add((op, tid))
+            w.texts[op, tid] = []
+            assert got.json()["thread_id"] == tid, (w.log, got.text)
         return tid
     if action == "delete":
         got = client.delete(f"/threads/{tid}")
         assert got.status_code == (204 if mine else 404), (w.log, got.text)
         if mine:
-            del w.owner[tid], w.texts[tid]
+            w.held.discard((op, tid))
+            del w.texts[op, tid]
         return tid
     text = f"secret of {op} number {n}."
     body: dict[str, Any] = {"assistant_id": "core", "input": human(text)}
@@ -77,14 +83,15 @@ def _step(rng: random.Random, w: World, http: dict[str, Any], op: str, n: str) -
     how = rng.choice(("create+join", "stream", "wait"))
     path = {"create+join": "runs", "stream": "runs/stream", "wait": "runs/wait"}[how]
     got = client.post(f"/threads/{tid}/{path}", json=body)
-    want = 200 if mine or (create and not held) else (409 if create else 404)
+    want = 200 if mine or create else 404
     assert got.status_code == want, (w.log, how, got.text)
     if want != 200:
         return tid
-    if not held:
-        w.owner[tid], w.texts[tid] = op, []
+    if not mine:
+        w.held.add((op, tid))
+        w.texts[op, tid] = []
     w.said.setdefault(op, []).append(text)
-    w.texts[tid] += [text, f"answer to {text}"]
+    w.texts[op, tid] += [text, f"answer to {text}"]
     if how == "create+join":
         rid = got.json()["run_id"]
         assert client.get(f"/threads/{tid}/runs/{rid}/join").status_code == 200
@@ -96,12 +103,23 @@ def _step(rng: random.Random, w: World, http: dict[str, Any], op: str, n: str) -
     return tid
 
 
-def _leaks(w: World, http: dict[str, Any], consoles: dict[str, Any], touched: str) -> list[str]:
+def _leaks(
+    w: World, http: dict[str, Any], consoles: dict[str, Any], touched: str, server: Any
+) -> list[str]:
     """What each operator can reach of the other's (the console's chat page: of the thread
     id the step touched, when it is theirs), and where a view differs from the model."""
     out: list[str] = []
+    threads = server.threads.recent(limit=1000)
+    keys = {t.id for t in threads if t.id != t.known_as}  # shown to nobody, ever
+    if sorted((t.owner, t.known_as) for t in threads) != sorted(w.held):
+        out.append(f"the store holds {[(t.owner, t.known_as, t.id) for t in threads]}")
+    if len({t for _, t in w.held}) < len(w.held):
+        w.both += 1
 
     def check(op: str, other: str, where: str, text: str, asked: str = "") -> None:
+        for key in keys:
+            if key in text:
+                out.append(f"{op} sees a thread's key {key} at {where}")
         for said in w.said.get(other, []):
             if said in text:
                 out.append(f"{op} sees {other}'s {said!r} at {where}")
@@ -114,20 +132,24 @@ def _leaks(w: World, http: dict[str, Any], consoles: dict[str, Any], touched: st
         found = client.post("/threads/search", json={"limit": 100})
         check(op, other, "threads/search", found.text)
         ids = sorted(t["thread_id"] for t in found.json())
-        if ids != sorted(t for t, o in w.owner.items() if o == op):
+        if ids != sorted(t for o, t in w.held if o == op):
             out.append(f"{op} finds threads {ids}")
         for tid in IDS:
+            mine = (op, tid) in w.held
             for path in (f"/threads/{tid}/runs", f"/threads/{tid}/state"):
                 got = client.get(path)
-                if got.status_code != (200 if w.owner.get(tid) == op else 404):
+                if got.status_code != (200 if mine else 404):
                     out.append(f"{op} gets {got.status_code} from {path}")
                 check(op, other, path, got.text)
             got = client.post(f"/threads/{tid}/history", json={"limit": 100})
             check(op, other, f"/threads/{tid}/history", got.text)
-            if w.owner.get(tid) == op:
+            if mine:
+                named = {c["checkpoint"]["thread_id"] for c in got.json()}
+                if not named <= {tid}:
+                    out.append(f"{op}'s {tid} history names threads {named}")
                 state = client.get(f"/threads/{tid}/state").json()["values"]
                 texts = [m["content"] for m in state.get("messages", [])]
-                if texts != w.texts[tid]:
+                if texts != w.texts[op, tid]:
                     out.append(f"{op}'s {tid} holds {texts}")
                 listed = {r["run_id"] for r in client.get(f"/threads/{tid}/runs").json()}
                 if not listed <= {rid for t, rid in w.runs.get(op, []) if t == tid}:
@@ -147,7 +169,7 @@ def _leaks(w: World, http: dict[str, Any], consoles: dict[str, Any], touched: st
         queries = {r["query"] for r in page.json()["runs"]}
         if not queries <= set(w.said.get(op, [])):
             out.append(f"{op}'s console lists runs of others: {queries - set(w.said.get(op, []))}")
-        if w.owner.get(touched) == op:
+        if (op, touched) in w.held:
             chat = consoles[op].get("/chat", params={"thread": touched, "format": "json"})
             check(op, other, f"console /chat?thread={touched}", chat.text)
     return out
@@ -167,13 +189,14 @@ def test_nothing_of_one_operator_is_ever_reachable_by_the_other(local: Local) ->
                     op = rng.choice(sorted(http))
                     touched = _step(rng, w, http, op, f"{seed}.{n}")
                     steps += 1
-                    leaks = _leaks(w, http, consoles, touched)
+                    leaks = _leaks(w, http, consoles, touched, local.server)
                     assert not leaks, (w.log, leaks)
-                for tid, o in sorted(w.owner.items()):  # the next sequence starts from none
+                for o, tid in sorted(w.held):  # the next sequence starts from none
                     assert http[o].delete(f"/threads/{tid}").status_code == 204
-                w.owner.clear()
+                w.held.clear()
                 w.texts.clear()
     finally:
         for client in http.values():
             client.close()
     assert steps == SEQUENCES * STEPS
+    assert w.both > 0  # the sequences did reach one id held by both operators

@@ -162,7 +162,7 @@ def test_a_kept_run_is_an_error_once_its_server_is_gone_and_only_then(tmp_path: 
         seen: dict[str, str] = {}
         for run_id in cases:
             thread = "t-held" if run_id == "far-held" else "t-" + run_id
-            found = manager.find(thread, run_id, "alice")
+            found = manager.find(thread, run_id, "alice", known_as=thread)
             assert found is not None and found.stored
             seen[run_id] = found.status
             kept = RunRecords(store).get(run_id)
@@ -172,9 +172,13 @@ def test_a_kept_run_is_an_error_once_its_server_is_gone_and_only_then(tmp_path: 
         assert pending is not None and pending.error.startswith(
             "the server stopped before it started"
         )
-        assert manager.find("t-done", "dead-here", "alice") is None  # another thread's run
-        assert manager.find("t-dead-here", "dead-here", "bob") is None  # another operator's
-        listed = manager.thread_runs("t-held", "alice", limit=10)
+        assert (
+            manager.find("t-done", "dead-here", "alice", known_as="t-done") is None
+        )  # another thread's run
+        assert (
+            manager.find("t-dead-here", "dead-here", "bob", known_as="t-dead-here") is None
+        )  # another operator's
+        listed = manager.thread_runs("t-held", "alice", known_as="t-held", limit=10)
         assert [(r.run_id, r.status) for r in listed] == [("far-held", "running")]
     finally:
         store.release("t-held", "claim")

@@ -31,11 +31,16 @@ dropped (version 1 is the index of threads; versions 2 and 3 were olav serve's r
 the server now sets up itself). Processes that set up a new PostgreSQL
 database at once take turns (an advisory lock).
 
-A thread id is its owner's from the moment it is made: :meth:`ThreadStore.insert` makes the row
-and tells who owns it in one transaction, so of two processes that make one id at once exactly
-one gets it, and the other is told (:class:`ThreadExistsError` when it is another operator's).
-Deleting a thread deletes its checkpoints, its turns and whatever is kept beside it (its runs),
-whichever client deletes it, so an id taken again later shows nothing of its earlier owner.
+Thread ids are per owner: two operators of one ``olav serve`` may each have a thread
+``payroll-2026``, and neither can tell that the other has one. A thread's key (``id``: what its
+checkpoints, turns and runs are stored under) is the id it was given, unless another owner's
+thread had that key first: then it gets a key of its own and ``known_as`` keeps the id
+(:meth:`ThreadStore.insert`, in one transaction; :meth:`ThreadStore.owned` finds an owner's
+thread by its id). olav serve shows a client only the id it gave.
+
+Deleting a thread deletes its checkpoints, its turns and whatever is kept beside it (its
+runs), whichever client deletes it, so an id taken again later shows nothing of its earlier
+owner.
 
 The package: :mod:`.model` (threads, turns, hits, errors), :mod:`.schema` (the tables and their
 version), :mod:`.backend` (what the store asks of a database) with :mod:`.sqlite` and
@@ -45,7 +50,6 @@ version), :mod:`.backend` (what the store asks of a database) with :mod:`.sqlite
 from olav.runtime.threads.model import (
     PREVIEW_CHARS,
     ThreadBusyError,
-    ThreadExistsError,
     ThreadHit,
     ThreadInfo,
     ThreadNotFoundError,
@@ -60,7 +64,6 @@ __all__ = [
     "PREVIEW_CHARS",
     "SCHEMA_VERSION",
     "ThreadBusyError",
-    "ThreadExistsError",
     "ThreadHit",
     "ThreadInfo",
     "ThreadNotFoundError",

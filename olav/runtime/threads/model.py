@@ -4,7 +4,9 @@ making one."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +24,19 @@ class ThreadNotFoundError(OlavError):
     pass
 
 
-class ThreadExistsError(OlavError):
-    """A thread with this id exists and is another operator's (olav serve answers 409)."""
+def busy_error(thread_id: str, pid: int | None, since: float | None) -> ThreadBusyError:
+    when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
+    who = f"pid {pid}, since {when}" if pid is not None else "just claimed"
+    return ThreadBusyError(
+        f"thread {thread_id} is running in another process ({who})",
+        hint="One run per thread: wait for it to finish, or start a new thread (/new)",
+    )
 
 
 @dataclass(frozen=True)
 class ThreadInfo:
+    # the key its checkpoints, turns and runs are stored under: the id its owner gave it,
+    # unless another owner's thread had that key first (then a key of its own)
     id: str
     agent: str
     owner: str  # the operator whose conversation it is ('' for one indexed from checkpoints)
@@ -38,6 +47,12 @@ class ThreadInfo:
     preview: str  # the first of them
     running: str  # the run that holds the thread now ("" when none)
     metadata: dict[str, Any] = field(default_factory=dict)  # a client's (olav serve)
+    # the id its owner knows it by (olav serve's thread_id): thread ids are per owner
+    known_as: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.known_as:
+            object.__setattr__(self, "known_as", self.id)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,7 +66,32 @@ class ThreadInfo:
             "preview": self.preview,
             "running": self.running,
             "metadata": self.metadata,
+            "known_as": self.known_as,
         }
+
+
+# a thread's row as the store reads it (thread_of), and an owner's thread by the id they gave it
+THREAD_COLUMNS = (
+    "id, agent, owner, name, created_at, updated_at, turns, preview, run_id, metadata, "
+    "COALESCE(known_as, id)"
+)
+OWNED = f"SELECT {THREAD_COLUMNS} FROM olav_threads WHERE owner = ? AND COALESCE(known_as, id) = ?"
+
+
+def thread_of(row: Sequence[Any]) -> ThreadInfo:
+    return ThreadInfo(
+        id=row[0],
+        agent=row[1],
+        owner=row[2],
+        name=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        turns=row[6],
+        preview=row[7],
+        running=row[8] or "",
+        metadata=load_object(row[9]),
+        known_as=row[10],
+    )
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -15,16 +16,19 @@ from typing import Any
 
 from olav.runtime.threads.backend import Backend
 from olav.runtime.threads.model import (
+    OWNED,
     PREVIEW_CHARS,
+    THREAD_COLUMNS,
     ThreadBusyError,
-    ThreadExistsError,
     ThreadHit,
     ThreadInfo,
     ThreadNotFoundError,
     Turn,
+    busy_error,
     dump_object,
-    load_object,
+    marks,
     new_thread_id,
+    thread_of,
     turn_of,
 )
 from olav.runtime.threads.postgres import check_uri
@@ -32,8 +36,10 @@ from olav.runtime.threads.schema import (
     OLAV_SCHEMA,
     SCHEMA_VERSION,
     create_tables,
+    ids_per_owner,
     index_checkpoints,
     kept_per_thread,
+    like_prefix,
 )
 from olav.runtime.threads.sqlite import SqliteBackend
 
@@ -129,6 +135,10 @@ class ThreadStore:
                 self.migrated.append("1: the index of threads")
                 index_checkpoints(self.db, con)
             # versions 2 and 3: olav serve's runs, which it sets up itself (keep_beside)
+            if version < 4:
+                if version:
+                    self.migrated.append("4: thread ids per owner")
+                ids_per_owner(self.db, con)
             if version < SCHEMA_VERSION:  # a newer olav's file keeps its version
                 con.execute(
                     "INSERT INTO olav_meta (key, value) VALUES ('schema', ?) "
@@ -162,8 +172,7 @@ class ThreadStore:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> ThreadInfo:
-        """The thread, made now, or the one ``owner`` already has with this id (unchanged);
-        :class:`ThreadExistsError` when another operator has it."""
+        """The thread, made now, or the one ``owner`` already has with this id (unchanged)."""
         return self.insert(agent, thread_id, name, owner, metadata=metadata)[0]
 
     def insert(
@@ -175,32 +184,60 @@ class ThreadStore:
         *,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[ThreadInfo, bool]:
-        """Make a thread and say whether this call made it (False: ``owner`` had it already,
-        and it is left as it was). The row is inserted and its owner read in one
-        transaction, so of two processes that make one id at once exactly one makes it; when
-        the id is another operator's, :class:`ThreadExistsError` (nothing is changed)."""
+        """Make ``owner``'s thread ``thread_id`` (None: a new id) and say whether this call made
+        it (False: ``owner`` had it already, and it is left as it was).
+
+        Thread ids are per owner: another owner's thread with this id changes nothing, and is
+        never told. The thread is stored under the id itself when no thread has that key, else
+        under a key of its own (``known_as`` the id): either way the caller sees the same
+        answer. One transaction, so of two processes that make one owner's id at once exactly
+        one makes it (the owner's ids are unique: ``olav_threads_known``)."""
         tid = thread_id or new_thread_id()
         now = time.time()
+        meta = dump_object(metadata or {})
+        made = 0
         with self._tx() as con:
-            made = con.execute(
-                "INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at, "
-                "metadata) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [tid, agent, owner, name.strip(), now, now, dump_object(metadata or {})],
-            ).rowcount
-            row = con.execute(f"SELECT {_COLUMNS} FROM olav_threads WHERE id = ?", [tid]).fetchone()
-        info = _info(row)
-        if info.owner != owner:
-            raise ThreadExistsError(
-                f"thread {tid!r} exists",
-                hint="Pick another thread id, or leave it out and one is made for you",
-            )
-        return info, bool(made)
+            for key in (tid, uuid.uuid4().hex, uuid.uuid4().hex):  # a second key: collisions
+                made = con.execute(
+                    "INSERT INTO olav_threads (id, agent, owner, name, created_at, updated_at, "
+                    "metadata, known_as) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [key, agent, owner, name.strip(), now, now, meta, None if key == tid else tid],
+                ).rowcount
+                row = con.execute(OWNED, [owner, tid]).fetchone()
+                if row is not None:
+                    break
+            else:  # pragma: no cover - three taken keys, two of them random
+                raise RuntimeError(f"no key for thread {tid!r}")
+        return thread_of(row), bool(made)
+
+    def owned(self, owner: str, thread_id: str) -> ThreadInfo | None:
+        """``owner``'s thread with exactly this id (the id they gave it), None when they have
+        none: what olav serve looks a client's thread up by."""
+        row = self._one(OWNED, [owner, thread_id])
+        return thread_of(row) if row else None
+
+    def known_as(self, owner: str, keys: Sequence[str]) -> dict[str, str]:
+        """The id ``owner`` knows each of these threads by (by key), for those that are theirs
+        (the audit names a run's thread by its key)."""
+        wanted = list(dict.fromkeys(keys))[:1000]
+        if not wanted:
+            return {}
+        rows = self._rows(
+            f"SELECT id, COALESCE(known_as, id) FROM olav_threads WHERE owner = ? "
+            f"AND id IN ({marks(wanted)})",
+            [owner, *wanted],
+        )
+        return {str(key): str(known) for key, known in rows}
 
     def find(self, thread_id: str, *, owner: str | None = None) -> ThreadInfo | None:
-        """A thread by id or by a unique prefix of it (as `olav threads list` prints);
-        ``owner``: only that operator's threads (olav serve)."""
-        sql = f"SELECT {_COLUMNS} FROM olav_threads WHERE (id = ? OR id LIKE ? ESCAPE '\\')"
-        params: list[Any] = [thread_id, _like_prefix(thread_id)]
+        """A thread by its key or by a unique prefix of it (as `olav threads list` prints), or
+        by the id its owner gave it; ``owner``: only that operator's threads. An exact key
+        wins."""
+        sql = (
+            f"SELECT {THREAD_COLUMNS} FROM olav_threads WHERE (id = ? OR id LIKE ? ESCAPE '\\' "
+            "OR known_as = ?)"
+        )
+        params: list[Any] = [thread_id, like_prefix(thread_id), thread_id]
         if owner is not None:
             sql += " AND owner = ?"
             params.append(owner)
@@ -212,7 +249,7 @@ class ThreadStore:
                 f"thread id {thread_id!r} is ambiguous: it starts {len(rows)} threads",
                 hint="Give more of the id (see `olav threads list`)",
             )
-        return _info(rows[0])
+        return thread_of(rows[0])
 
     def get(self, thread_id: str, *, owner: str | None = None) -> ThreadInfo:
         found = self.find(thread_id, owner=owner)
@@ -231,7 +268,7 @@ class ThreadStore:
         limit: int = 50,
         offset: int = 0,
     ) -> list[ThreadInfo]:
-        sql = f"SELECT {_COLUMNS} FROM olav_threads WHERE 1 = 1"
+        sql = f"SELECT {THREAD_COLUMNS} FROM olav_threads WHERE 1 = 1"
         params: list[Any] = []
         if agent:
             sql += " AND agent = ?"
@@ -241,7 +278,7 @@ class ThreadStore:
             params.append(owner)
         sql += " ORDER BY updated_at DESC, id LIMIT ? OFFSET ?"
         params += [limit, offset]
-        return [_info(r) for r in self._rows(sql, params)]
+        return [thread_of(r) for r in self._rows(sql, params)]
 
     def owners(self) -> dict[str, str]:
         """Every thread's owner by thread id ("" for a thread nobody owns: one from before
@@ -254,11 +291,11 @@ class ThreadStore:
     def last(self, agent: str) -> ThreadInfo | None:
         """The agent's most recent thread that has turns."""
         row = self._one(
-            f"SELECT {_COLUMNS} FROM olav_threads WHERE agent = ? AND turns > 0 "
+            f"SELECT {THREAD_COLUMNS} FROM olav_threads WHERE agent = ? AND turns > 0 "
             "ORDER BY updated_at DESC LIMIT 1",
             [agent],
         )
-        return _info(row) if row else None
+        return thread_of(row) if row else None
 
     def set_metadata(self, thread_id: str, metadata: dict[str, Any]) -> ThreadInfo:
         """Merge ``metadata`` into the thread's (a client's labels: olav serve's PATCH)."""
@@ -309,9 +346,9 @@ class ThreadStore:
                 [thread_id],
             ).fetchone()
             if row[0] and self.db.holder_alive(thread_id, row[1], row[2]):
-                raise _busy(thread_id, row[1], row[3])
+                raise busy_error(thread_id, row[1], row[3])
             if not self.db.take(thread_id):  # a claim whose row is not yet visible here
-                raise _busy(thread_id, None, None)
+                raise busy_error(thread_id, None, None)
             try:
                 if not row[4]:  # indexed from bare checkpoints: the first run names its agent
                     con.execute(
@@ -352,7 +389,7 @@ class ThreadStore:
                 [thread_id],
             )
             if row and row[0] and self.db.holder_alive(thread_id, row[1], row[2]):
-                raise _busy(thread_id, row[1], row[3])
+                raise busy_error(thread_id, row[1], row[3])
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -453,35 +490,3 @@ class ThreadStore:
             }
             hits.append(ThreadHit(info, near[seq], near.get(seq - 1), near.get(seq + 1)))
         return hits
-
-
-_COLUMNS = "id, agent, owner, name, created_at, updated_at, turns, preview, run_id, metadata"
-
-
-def _like_prefix(text: str) -> str:
-    """``text`` as a LIKE prefix pattern, its wildcards taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _busy(thread_id: str, pid: int | None, since: float | None) -> ThreadBusyError:
-    when = time.strftime("%H:%M:%S", time.localtime(since)) if since else "now"
-    who = f"pid {pid}, since {when}" if pid is not None else "just claimed"
-    return ThreadBusyError(
-        f"thread {thread_id} is running in another process ({who})",
-        hint="One run per thread: wait for it to finish, or start a new thread (/new)",
-    )
-
-
-def _info(row: Sequence[Any]) -> ThreadInfo:
-    return ThreadInfo(
-        id=row[0],
-        agent=row[1],
-        owner=row[2],
-        name=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        turns=row[6],
-        preview=row[7],
-        running=row[8] or "",
-        metadata=load_object(row[9]),
-    )

@@ -72,29 +72,31 @@ def chat_page(ctx: Ctx) -> Page:
     threads = ctx.server.threads.recent(owner=ctx.operator, limit=THREADS_SHOWN)
     body = join(
         [
-            _threads_nav(threads, info.id if info is not None else ""),
+            _threads_nav(threads, info.known_as if info is not None else ""),
             h(
                 '<section class="chat" id="chat" aria-label="conversation">'
                 '<ol class="turns" id="turns" aria-live="polite">{}</ol>{}</section>',
                 join(_turn_html(t) for t in turns),
-                join(_approval_form(ctx, info.id, p) for p in pending) if info else "",
+                join(_approval_form(ctx, info.known_as, p) for p in pending) if info else "",
             ),
             _send_form(ctx, agents, agent, info),
             Markup('<script src="/static/chat.js" defer></script>'),
         ]
     )
     data = {
-        "thread": info.id if info is not None else None,
+        "thread": info.known_as if info is not None else None,
         "agent": agent,
         "agents": agents,
         "turns": turns,
         "pending": pending,
         "threads": [
-            {"id": t.id, "agent": t.agent, "title": t.name or t.preview, "turns": t.turns}
+            {"id": t.known_as, "agent": t.agent, "title": t.name or t.preview, "turns": t.turns}
             for t in threads
         ],
     }
-    title = f"Chat · {info.name or info.preview or info.id[:12]}" if info is not None else "Chat"
+    title = (
+        f"Chat · {info.name or info.preview or info.known_as[:12]}" if info is not None else "Chat"
+    )
     return Page(title, body, data, active="/chat")
 
 
@@ -112,16 +114,17 @@ def _agent(ctx: Ctx, info: Any) -> str:
 
 
 def _thread(ctx: Ctx, thread_id: str) -> Any:
-    """The operator's thread with exactly this id (another operator's is not found)."""
-    info = ctx.server.exact_thread(thread_id)
-    if info is None or info.owner != ctx.operator:
+    """The operator's thread with exactly this id (thread ids are per operator)."""
+    info = ctx.server.own_thread(ctx.operator, thread_id)
+    if info is None:
         raise Missing(f"no thread {thread_id!r}", hint="Start one on /chat")
     return info
 
 
 def _turns(ctx: Ctx, thread_id: str) -> list[dict[str, Any]]:
-    """The thread's last turns, oldest first, as the audit keeps them: each run's messages,
-    tool calls and results, its approvals, and the memory block each recall injected."""
+    """The thread's last turns (``thread_id``: its key, as the audit names it), oldest first,
+    as the audit keeps them: each run's messages, tool calls and results, its approvals, and
+    the memory block each recall injected."""
     from olav.audit.export import RunFilter, iter_runs, list_runs, redact_again
 
     # the operator's runs of this id only: a thread deleted and made again by someone else
@@ -197,13 +200,13 @@ def _approval_json(interrupt_id: Any, value: Any) -> dict[str, Any]:
 def _threads_nav(threads: list[Any], current: str) -> Markup:
     items = [h('<li><a href="/chat">+ new chat</a></li>')]
     for t in threads:
-        mark = Markup(' aria-current="page"') if t.id == current else Markup("")
+        mark = Markup(' aria-current="page"') if t.known_as == current else Markup("")
         items.append(
             h(
                 '<li><a href="{}"{}>{}</a> <span class="hint">{} · {} turn{}</span></li>',
-                url("/chat", {"thread": t.id}),
+                url("/chat", {"thread": t.known_as}),
                 mark,
-                snippet(t.name or t.preview or t.id[:12], 60),
+                snippet(t.name or t.preview or t.known_as[:12], 60),
                 t.agent,
                 t.turns,
                 "" if t.turns == 1 else "s",
@@ -303,7 +306,7 @@ def _send_form(ctx: Ctx, agents: list[str], agent: str, info: Any) -> Markup:
             "</strong> · thread <code>{}</code></span>",
             agent,
             agent,
-            info.id,
+            info.known_as,
         )
     else:
         which = h(
@@ -323,7 +326,7 @@ def _send_form(ctx: Ctx, agents: list[str], agent: str, info: Any) -> Markup:
         '<div class="actions">{}<button type="submit" class="primary">Send</button></div>'
         '<p class="error" role="alert" id="chat-error" hidden></p></form>',
         ctx.csrf,
-        info.id if info is not None else "",
+        info.known_as if info is not None else "",
         which,
     )
 
@@ -348,7 +351,7 @@ def send_action(ctx: Ctx) -> Any:
         "input": {"messages": [{"role": "user", "content": text}]},
         "stream_mode": MODES,
     }
-    return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.id)))
+    return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.known_as)))
 
 
 def answer_action(ctx: Ctx) -> Any:
@@ -366,7 +369,7 @@ def answer_action(ctx: Ctx) -> Any:
         "command": {"resume": ANSWERS[choice]},
         "stream_mode": MODES,
     }
-    return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.id)))
+    return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.known_as)))
 
 
 def _respond(ctx: Ctx, run: Any) -> Any:
@@ -377,7 +380,7 @@ def _respond(ctx: Ctx, run: Any) -> Any:
     if ctx.params.get("stream") == "1":
         headers = {"X-Accel-Buffering": "no"}
         return StreamingResponse(_events(ctx, run), media_type="text/event-stream", headers=headers)
-    return AfterRun(run, url("/chat", {"thread": run.thread_id}), WAIT_S)
+    return AfterRun(run, url("/chat", {"thread": run.known_as}), WAIT_S)
 
 
 def _sse(event: str, data: Any) -> bytes:
@@ -389,7 +392,7 @@ async def _events(ctx: Ctx, run: Any) -> AsyncIterator[bytes]:
 
     from olav.serve.http import HEARTBEAT_S
 
-    yield _sse("thread", {"thread": run.thread_id, "agent": run.assistant_id})
+    yield _sse("thread", {"thread": run.known_as, "agent": run.assistant_id})
     seen: set[str] = set()
     sent = 0
     while True:
@@ -486,7 +489,7 @@ def _done(ctx: Ctx, run: Any) -> dict[str, Any]:
         "answer": run.answer,
         "error": run.error,
         "run": run.audit_run_id,
-        "thread": run.thread_id,
+        "thread": run.known_as,
         "waiting": bool(run.interrupts),
         "recalls": recalls,
     }

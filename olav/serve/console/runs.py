@@ -11,6 +11,10 @@ that names no operator (olav's own jobs, a run recorded before runs named theirs
 to the workspace's own operator (``memory.user``, else the login name), who can read the whole
 audit with ``olav log`` anyway. Another operator's run is "not found".
 
+**Their threads.** The audit names a run's thread by its key, which is not always its id
+(thread ids are per operator); a page shows the id the operator knows it by, and none once the
+thread is not theirs (deleted), so nothing on it tells whether another operator has an id.
+
 Listing the runs first settles the ones a killed process left ``running``
 (:func:`olav.audit.recorder.settle_orphans`): they show as errors that say why.
 """
@@ -92,6 +96,7 @@ def runs_page(ctx: Ctx) -> Page:
             pager("/runs", params, offset, limit, len(runs), total),
         ]
     )
+    known = _thread_ids(ctx, runs)
     data = {
         "filters": params,
         "offset": offset,
@@ -99,7 +104,7 @@ def runs_page(ctx: Ctx) -> Page:
         "total": total,
         "operator": ctx.operator,
         "terminal_operator": ctx.owner,
-        "runs": [_summary_json(r) for r in runs],
+        "runs": [_summary_json(r, known) for r in runs],
     }
     return Page("Runs", body, data, active="/runs")
 
@@ -159,9 +164,16 @@ def _again(value: Any) -> Any:
     return redact_again(value)
 
 
-def _summary_json(run: Any) -> dict[str, Any]:
+def _summary_json(run: Any, known: dict[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = _again(run.summary_json())
+    data["thread_id"] = known.get(run.thread_id or "")
     return data
+
+
+def _thread_ids(ctx: Ctx, runs: list[Any]) -> dict[str, str]:
+    """The id the operator knows each run's thread by (by its key, as the audit names it),
+    for the threads that are theirs now."""
+    return ctx.server.threads.known_as(ctx.operator, [r.thread_id for r in runs if r.thread_id])
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -187,6 +199,7 @@ def run_page(ctx: Ctx) -> Page:
         ctx, memory_decisions(ctx.audit_path, run_id=run.id, limit=decisions.DECISIONS)
     )
     learned = decisions.rows_of_run(ctx, run.id)
+    thread = _thread_ids(ctx, [run]).get(run.thread_id or "")
     took = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
     tokens = {k: run.stats.get(k) for k in ("model_calls", "tokens_in", "tokens_out")}
     body = join(
@@ -202,7 +215,7 @@ def run_page(ctx: Ctx) -> Page:
                     ("started", when(run.started_at)),
                     ("ended", when(run.ended_at)),
                     ("took", f"{took:.2f} s" if took is not None else ""),
-                    ("thread", run.thread_id),
+                    ("thread", thread or ""),
                     ("session", run.session_id),
                     (
                         "model calls, tokens",
@@ -236,6 +249,7 @@ def run_page(ctx: Ctx) -> Page:
         ]
     )
     data = _again(run.to_json()) | {
+        "thread_id": thread,
         "recalls": _again(run.recalls),
         "memory_decisions": [decisions.decision_json(d) for d in decided],
         "lessons": [
