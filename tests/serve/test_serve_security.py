@@ -142,7 +142,9 @@ def test_no_route_shows_one_operators_data_to_another(
 ) -> None:
     """Every route, with alice's thread and run ids (whole, as a prefix, and her run on bob's
     thread) and bodies that would succeed for her, sent with bob's token: bob gets 404, 409,
-    422 or his own data, never anything of hers, and changes nothing of hers."""
+    422 or his own data, never anything of hers, and changes nothing of hers. Her thread's id
+    is no secret of hers: thread ids are per operator, so bob's requests that name it reach,
+    or make, a thread of his own with that id."""
     tid, rid = alice_run
     client = served.sdk()
     before = client.threads.get_state(tid)
@@ -168,7 +170,7 @@ def test_no_route_shows_one_operators_data_to_another(
         "prefix": ["memories"],
     }
     bodies: list[dict[str, Any]] = [full, {}, {"metadata": {"owner": served.alice}}]
-    leaks = [tid, rid, ALICE_SAYS, "answer to " + ALICE_SAYS, SECRET, "code is 7718"]
+    leaks = [rid, ALICE_SAYS, "answer to " + ALICE_SAYS, SECRET, "code is 7718"]
     requests: set[tuple[str, str]] = set()
     for path, method in ROUTES:
         for thread, run in ((tid, rid), (tid[:6], rid), (bob_tid, rid)):
@@ -191,7 +193,8 @@ def test_no_route_shows_one_operators_data_to_another(
     # bob's search lists none of her threads, however it filters
     for metadata in ({}, {"graph_id": "core"}, {"project": "walrus"}, {"owner": served.alice}):
         found = served.sdk("bob").threads.search(metadata=metadata, limit=1000)
-        assert tid not in {t["thread_id"] for t in found}
+        assert {t["metadata"]["owner"] for t in found} <= {"bob"}, found
+        assert ALICE_SAYS not in str(found) and rid not in str(found)
     # nothing of hers changed: same state, no label of his, her run still hers alone
     after = client.threads.get(tid)
     assert "hijacked" not in after["metadata"] and after["metadata"]["owner"] == served.alice
