@@ -118,7 +118,11 @@ def describe_commit(ctx: ToolContext, args: dict[str, Any]) -> ConsentRequest:
     if args.get("from_draft") is False:
         raise OlavError("commit_to_memory only commits a draft the user has confirmed")
     draft, preview = draft_for_consent(
-        ctx.root, args.get("intent"), run_id=ctx.run_id, audit_path=ctx.audit_db
+        ctx.root,
+        args.get("intent"),
+        run_id=ctx.run_id,
+        audit_path=ctx.audit_db,
+        author=_author(ctx),
     )
     refusal = (
         f"the person did not confirm the draft {draft.intent}; nothing was stored. The draft "

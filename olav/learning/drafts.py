@@ -108,12 +108,13 @@ def find(ws: Any, item_id: str) -> PendingItem:
     raise DraftNotFoundError(item_id)
 
 
-def show(ws: Any, item_id: str) -> tuple[PendingItem, str]:
-    """The item and its full text (a draft's preview); marks a draft as seen."""
+def show(ws: Any, item_id: str, *, author: Author | None = None) -> tuple[PendingItem, str]:
+    """The item and its full text (a draft's preview, when ``author`` may see it: None is the
+    workspace's owner); marks a draft as seen."""
     item = find(ws, item_id)
     if item.kind == "fix":
         return item, item.path.read_text(encoding="utf-8")
-    draft = pick_draft(ws.root, item.id)
+    draft = pick_draft(ws.root, item.id, author=author)
     text = draft_preview(ws.root, draft)
     mark_seen(draft)
     return item, text
@@ -158,13 +159,28 @@ def confirm(
     )
 
 
-def reject(ws: Any, item_id: str, *, by: str = "cli", operator: str | None = None) -> str:
-    """Archive the item unused: nothing reaches memory, no code changes."""
+def reject(
+    ws: Any,
+    item_id: str,
+    *,
+    by: str = "cli",
+    operator: str | None = None,
+    author: Author | None = None,
+) -> str:
+    """Archive the item unused: nothing reaches memory, no code changes. ``author``: who
+    rejects (None: the workspace's owner); a fix proposal is the owner's or an admin's."""
     item = find(ws, item_id)
     if item.kind == "fix":
+        if author is not None and not author.shares:
+            raise WriteRefused(
+                f"fix proposal {item.id} is the workspace's: {author.name} cannot reject it",
+                hint="An admin or the workspace's owner decides on fix proposals",
+            )
         target = _move_fix(ws, item, "rejected", by, operator)
     else:
-        target = reject_draft(ws.root, item.id, audit_path=ws.audit_path, by=by, operator=operator)
+        target = reject_draft(
+            ws.root, item.id, audit_path=ws.audit_path, by=by, operator=operator, author=author
+        )
     return f"Rejected {item.kind} {item.id}; archived as {target}. Nothing was stored."
 
 

@@ -35,6 +35,7 @@ from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.recall.episodes import recent_episodes
 from olav.memory.recall.recaller import Recaller, memory_body
 from olav.memory.store.filters import BY_ID, SearchFilter
+from olav.memory.store.roles import Author
 from olav.memory.store.schema import MemoryRecord
 from olav.memory.store.scopes import Reader, private_scope
 from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore
@@ -158,6 +159,12 @@ class MemoryService:
         """The workspace's operator: never another operator's private rows."""
         return Reader.of(self.ws.config)
 
+    @property
+    def author(self) -> Author:
+        """Who writes through this server: the workspace's operator, as its owner (a draft of
+        another operator's, put through olav serve's store API, is not theirs to see)."""
+        return Author.of(self.ws.config)
+
     def _filter(self, categories: Sequence[str] | None) -> SearchFilter:
         """This agent's scopes, as the operator may read them."""
         return SearchFilter(scopes=self.scopes, categories=categories, reader=self.reader)
@@ -251,7 +258,7 @@ class MemoryService:
     def preview(self, draft_id: str) -> str:
         """What confirming ``draft_id`` would store. Raises "no draft found"."""
         root = self.ws.root
-        draft = pick_draft(root, draft_id)
+        draft = pick_draft(root, draft_id, author=self.author)
         if draft.data.get("agent") != self.agent:
             raise NotFoundError(
                 f"draft {draft_id!r} belongs to agent {draft.data.get('agent')!r}",
@@ -269,6 +276,7 @@ class MemoryService:
                 intent=draft_id,
                 audit_path=self.ws.audit_path,
                 confirmed_by="mcp",
+                author=self.author,
             )
         self._decision(True, draft_id, client, asked=True)
         return done

@@ -36,10 +36,12 @@ def draft_for_consent(
     *,
     run_id: str | None = None,
     audit_path: Path | None = None,
+    author: Author | None = None,
 ) -> tuple[Draft, str]:
-    """The draft a chat commit would store and its preview, for the person's y/N prompt.
-    Refuses (like the commit would) a draft proposed in the current run."""
-    draft = pick_draft(root, intent)
+    """The draft a chat commit would store and its preview, for the person's y/N prompt
+    (``author``: whose drafts it picks from, None for the owner's terminal). Refuses (like the
+    commit would) a draft proposed in the current run."""
+    draft = pick_draft(root, intent, author=author)
     _check_confirmed(draft, run_id, audit_path)
     return draft, draft_preview(root, draft)
 
@@ -274,7 +276,7 @@ def commit_draft(
     role (olav.memory.store.roles): an operator commits only into their own scope, never a
     guide; None is the workspace's owner (the terminal, MCP). See the module doc."""
     _require_confirmation(confirmed_by)
-    draft = pick_draft(root, intent)
+    draft = pick_draft(root, intent, author=author)
     if author is not None:
         why = author.refusal(str(draft.data.get("scope") or ""), str(draft.data["category"]))
         if why:
@@ -307,10 +309,12 @@ def reject_draft(
     audit_path: Path | None = None,
     by: str = "cli",
     operator: str | None = None,
+    author: Author | None = None,
 ) -> Path:
     """A person said no (``by``: where, as ``confirmed_by`` says it; ``operator``: who, when
-    known): archive the draft under ``rejected/``; nothing reaches memory."""
-    draft = pick_draft(root, intent)
+    known; ``author``: whose drafts they may reject, None for the owner's terminal): archive
+    the draft under ``rejected/``; nothing reaches memory."""
+    draft = pick_draft(root, intent, author=author)
     archive = _archive(draft, "rejected", now(), {"rejected_by": by})
     if audit_path is not None:
         from olav.audit.recorder import AuditRecorder

@@ -12,6 +12,7 @@ from typing import Any
 
 from olav.core.errors import OlavError
 from olav.core.fsutil import atomic_write_text
+from olav.memory.store.roles import Author
 from olav.memory.store.schema import GUIDE_CATEGORIES
 
 DRAFTS = ".curator_drafts"
@@ -113,14 +114,19 @@ def no_draft() -> OlavError:
     )
 
 
-def pick_draft(root: Path, intent: str | None = None) -> Draft:
-    """The named draft, or the newest one. Raises "no draft found" when there is none."""
+def pick_draft(root: Path, intent: str | None = None, *, author: Author | None = None) -> Draft:
+    """The named draft, or the newest one, of those ``author`` may see (None: the workspace's
+    owner at its terminal, who sees every draft). Raises "no draft found" when there is none:
+    another operator's draft is missing, the same as one that never was."""
     if intent:
         path = root / DRAFTS / f"{sanitise_intent(intent)}.draft.json"
         if not path.is_file():
             raise no_draft()
-        return load_draft(path)
-    drafts = list_drafts(root)
+        draft = load_draft(path)
+        if author is not None and not author.sees_draft(draft.data):
+            raise no_draft()
+        return draft
+    drafts = [d for d in list_drafts(root) if author is None or author.sees_draft(d.data)]
     if not drafts:
         raise no_draft()
     return drafts[-1]

@@ -289,8 +289,8 @@ def propose_draft(
     }
     if req.operator:
         draft["operator"] = req.operator
-    if author is not None:
-        draft["role"] = author.role
+    if author is not None:  # whose draft it is: only they see it (Author.sees_draft)
+        draft["author"], draft["role"] = author.name, author.role
     info = prepare(root, draft)  # validates before anything is written
     if "format" in info:
         draft["format"] = info["format"]

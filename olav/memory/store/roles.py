@@ -20,6 +20,7 @@ A configuration without it is the owner's: only the server sets a role, and it a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,17 @@ class Author:
         if not self.shares:
             return self.own_scope
         return "global" if agent == "core" else agent
+
+    def sees_draft(self, data: Mapping[str, Any]) -> bool:
+        """Whether this author may see (and so confirm or reject) a draft: their own (its
+        ``author``, or the ``operator`` of a store API put). One that names nobody was made at
+        the workspace's terminal (``olav``, ``olav mcp``): the owner's and an admin's to decide
+        on, unless it is in another operator's private scope."""
+        made_by = data.get("author") or data.get("operator")
+        if made_by:
+            return bool(made_by == self.name)
+        scope = str(data.get("scope") or "")
+        return self.shares and (not scope.startswith(USER_PREFIX) or scope == self.own_scope)
 
     def check(self, scope: str, category: str = "", what: str = "this memory") -> None:
         """Raise :class:`WriteRefused` when :meth:`refusal` says no."""

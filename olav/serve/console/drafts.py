@@ -48,8 +48,9 @@ def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, str | None]) -> 
         return ctx.operator == ctx.owner
     if draft is None or not readable(ctx.config, str(draft.data.get("scope") or "global")):
         return False
-    if draft.data.get("operator"):
-        return bool(draft.data["operator"] == ctx.operator)
+    made_by = draft.data.get("author") or draft.data.get("operator")  # Author.sees_draft
+    if made_by:
+        return bool(made_by == ctx.operator)
     run_id = draft.data.get("run_id")
     if run_id and str(run_id) in operators:
         return may_see(ctx, operators[str(run_id)])
@@ -131,4 +132,7 @@ def reject_action(ctx: Ctx) -> Redirect:
     from olav.learning.drafts import reject
 
     item = _find(ctx)
-    return Redirect("/drafts", flash=reject(ctx.ws, item.id, by="console", operator=ctx.operator))
+    return Redirect(
+        "/drafts",
+        flash=reject(ctx.ws, item.id, by="console", operator=ctx.operator, author=ctx.author),
+    )
