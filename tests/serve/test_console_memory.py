@@ -25,6 +25,7 @@ EDITED = "the otter rack moved to row 9 of the lab in december"
 HERON = "the heron vlan carries the lab management traffic"  # alice's, quarantined
 IBIS = "the ibis firewall was replaced in march 2025"  # a global row created long ago
 OLD = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
+KITE = "the kite uplink runs at 10 gigabit"  # a global fact an admin proposed
 GUIDE = "guide_netops_backup_device_configs"
 IDS: dict[str, str] = {}
 
@@ -46,6 +47,14 @@ def _prepare(ws: Path) -> None:
     old = MemoryRecord("fact_ibis_firewall", IBIS, "fact", origin="user", created_at=OLD)
     store.upsert([old])
     IDS["ibis"] = old.id
+    from olav.learning import drafts
+    from olav.learning.curator import DraftRequest, propose_draft
+    from olav.memory.store.roles import ADMIN, Author
+
+    # ann, an admin, proposed a global fact in her run; the owner confirmed it
+    request = DraftRequest("kite_uplink", ["kite"], KITE, "fact", scope="global")
+    propose_draft(ws, request, author=Author("ann", ADMIN))
+    drafts.confirm(opened, "kite_uplink", store=store)
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +198,18 @@ def test_the_created_filters_and_a_bad_date(served: Served, page: Any) -> None:
     page.wait_for_url(re.compile(r"created_from=" + tomorrow))
     assert page.locator("p.empty").inner_text() == "No memory matches."
     assert page.get_by_label("created from").input_value() == tomorrow
+
+
+def test_each_row_says_whether_it_is_shared_and_who_made_it(served: Served) -> None:
+    with session(served) as alice:
+        listed = alice.get("/memory", params={"format": "json", "limit": 200}).json()["rows"]
+        html = alice.get("/memory", params={"limit": 200}).text
+    rows = {r["id"]: r for r in listed}
+    assert (rows[IDS["otter"]]["shared"], rows[IDS["otter"]]["made_by"]) == (False, served.alice)
+    kite = next((r for r in listed if KITE in r["text"]), None)
+    assert kite is not None, [(r["id"], r["scope"], r["text"][:40]) for r in listed]
+    assert (kite["shared"], kite["made_by"]) == (True, "ann")
+    assert (rows[GUIDE]["shared"], rows[GUIDE]["made_by"]) == (True, "a guide file")
+    assert rows[IDS["ibis"]]["shared"] is True
+    assert ">shared</th>" in html and ">made by</th>" in html
+    assert row_json(served, kite["id"])["memory"]["scope"] == "global"

@@ -253,7 +253,8 @@ def _audit_commit(audit_path: Path, mem_id: str, d: dict[str, Any], detail: dict
         "source": d.get("source"),
         "body": clip(d["body"], 2000),
         "proposed_run_id": d.get("run_id"),
-        "proposed_by": d.get("operator"),  # the remote operator who asked for it, if any
+        # who asked for it: a run's author, or the remote operator of a store API put
+        "proposed_by": d.get("author") or d.get("operator"),
         "draft_created_at": d["created_at"],
         **detail,
     }

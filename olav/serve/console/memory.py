@@ -34,7 +34,7 @@ from olav.serve.console.html import (
 )
 
 MAX_HITS = 500  # the deepest a search pages
-LIST_COLUMNS = ("id", "category", "scope", "origin", "reads", "updated")
+LIST_COLUMNS = ("id", "category", "scope", "shared", "made by", "origin", "reads", "updated")
 # newest change first; rows changed at one instant by id (the listing's pages keep that order)
 NEWEST_PAGE = Order((("changed", "desc"), ("id", "asc")))
 
@@ -101,7 +101,8 @@ def memory_page(ctx: Ctx) -> Page:
     )
     # the text last: it takes the width the others leave, so no column is pushed off
     headers = [*LIST_COLUMNS, *(["score"] if q else []), "text"]
-    cells = [_row_cells(r, scores.get(r.id)) for r in rows]
+    makers = made_by(ctx, rows)
+    cells = [_row_cells(r, scores.get(r.id), makers[r.id]) for r in rows]
     how = (
         h("Hybrid search (vector and full text, fused) for <q>{}</q>.", q)
         if q
@@ -121,16 +122,59 @@ def memory_page(ctx: Ctx) -> Page:
         "offset": offset,
         "limit": limit,
         "total": total,
-        "rows": [row_json(r) | ({"score": scores[r.id]} if r.id in scores else {}) for r in rows],
+        "rows": [
+            row_json(r)
+            | {"shared": shared_label(r.scope) == "shared", "made_by": makers[r.id]}
+            | ({"score": scores[r.id]} if r.id in scores else {})
+            for r in rows
+        ],
     }
     return Page("Memory", body, data, active="/memory")
 
 
-def _row_cells(rec: Any, score: float | None) -> list[Any]:
+def made_by(ctx: Ctx, rows: list[Any]) -> dict[str, str]:
+    """Who made each row, as the console shows it: a private row's operator; for a shared
+    one, who proposed the draft it was committed from (the audit's commit), else the workspace's
+    owner at the terminal for a commit that names nobody, else where it came from (a guide
+    file, what the agent learned)."""
+    from olav.audit.queries import memory_events
+    from olav.memory.store.scopes import USER_PREFIX
+
+    shared = [r.id for r in rows if not r.scope.startswith(USER_PREFIX)]
+    committed: dict[str, str] = {}
+    for memory_id, action, _actor, _at, detail in memory_events(
+        ctx.audit_path, shared, detail=True
+    ):
+        if action == "commit":
+            who = detail.get("proposed_by") or detail.get("operator")
+            committed[memory_id] = str(who) if who else "the owner (terminal)"
+    out = {}
+    for rec in rows:
+        if rec.scope.startswith(USER_PREFIX):
+            out[rec.id] = rec.scope[len(USER_PREFIX) :]
+        elif rec.id in committed:
+            out[rec.id] = committed[rec.id]
+        else:
+            out[rec.id] = {"directive": "a guide file", "agent": "learned"}.get(
+                rec.origin, rec.origin
+            )
+    return out
+
+
+def shared_label(scope: str) -> str:
+    """ "shared" for a row every operator of its scope reads, "private" for an operator's own."""
+    from olav.memory.store.scopes import USER_PREFIX
+
+    return "private" if scope.startswith(USER_PREFIX) else "shared"
+
+
+def _row_cells(rec: Any, score: float | None, maker: str) -> list[Any]:
     cells: list[Any] = [
         link(memory_href(rec.id), breakable(rec.id)),
         rec.category,
         rec.scope,
+        shared_label(rec.scope),
+        maker,
         rec.origin,
         h('<span class="num">{}</span>', rec.access_count),
         stamp(rec.updated_at or rec.created_at),

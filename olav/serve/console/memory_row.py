@@ -31,9 +31,11 @@ from olav.serve.console.html import (
 from olav.serve.console.memory import (
     detail_text,
     expiry_of,
+    made_by,
     quarantined,
     reader,
     row_json,
+    shared_label,
     state_of,
 )
 
@@ -72,6 +74,8 @@ def memory_row_page(ctx: Ctx) -> Page:
                     ("id", h("<code>{}</code>", rec.id)),
                     ("category", rec.category),
                     ("scope", rec.scope),
+                    ("shared", shared_label(rec.scope)),
+                    ("made by", made_by(ctx, [rec])[rec.id]),
                     ("origin", rec.origin),
                     ("source file", _code(rec.metadata.get("source"))),
                     ("confidence", f"{rec.confidence:.2f}"),
