@@ -135,3 +135,64 @@ def test_no_query_over_the_audit_tables_returns_alices_rows(
     parts = [f"SELECT {column} FROM {t} t{where}" for t in tables]
     sql = " UNION ALL ".join(parts) if column != "*" else parts[0]
     assert CANARY not in data.db_query(_as(two_operators, "bob"), sql)
+
+
+# -- the audit reader: the one way olav serve reads runs ----------------------------------------
+
+RUN_READS = {
+    "list_runs",
+    "count_runs",
+    "iter_runs",
+    "load_run",
+    "recall_rows",
+    "recall_candidates",
+    "recent_recalls",
+    "run_operators",
+    "run_threads",
+    "runs_tool_calls",
+    "session_runs",
+    "runs_to_learn",
+    "errors_since",
+    "health_rows",
+}
+
+
+def test_olav_serve_and_mcp_read_runs_only_through_the_audit_reader() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "olav"
+    found = []
+    for folder in ("serve", "mcp"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "olav.audit"
+                ):
+                    found += [
+                        f"{path.relative_to(root)}: {a.name}"
+                        for a in node.names
+                        if a.name in RUN_READS or node.module == "olav.audit.health"
+                    ]
+    assert found == [], "read the audit through olav.audit.reader.AuditReader: " + str(found)
+
+
+def test_the_reader_names_its_operator_and_keeps_to_their_runs(two_operators: Path) -> None:
+    from olav.audit.export import RunFilter
+    from olav.audit.reader import AuditReader
+
+    path = Workspace.open(two_operators).audit_path
+    for nobody in ("", "  ", None):
+        with pytest.raises(ValueError, match="name one"):
+            AuditReader(path, nobody)  # type: ignore[arg-type]
+    bob = AuditReader(path, "bob")
+    alices = AuditReader(path, "alice").runs()
+    assert len(alices) == 1 and bob.run(alices[0].id) is None  # hers is missing to him
+    # a filter cannot widen it: its operator fields are replaced
+    wide = RunFilter(operator="alice", or_unnamed=True)
+    assert {r.operator for r in bob.runs(wide)} == {"bob"} and bob.count(wide) == 1
+    assert list(bob.details(alices)) == []  # another's run is never filled
+    assert bob.visible([alices[0].id, "no-such-run"]) == set()
+    assert bob.whose([alices[0].id]) == {alices[0].id: False}
+    shown = repr(bob.recalls(limit=100)) + repr(list(bob.details(bob.runs())))
+    assert CANARY not in shown and "bob-own-marker" in shown
+    assert CANARY in repr(AuditReader(path, "alice").recalls(limit=100))

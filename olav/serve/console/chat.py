@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Any
 
 from olav.audit.events import APPROVAL_EVENT, DENIAL_EVENT
-from olav.serve.console.context import AfterRun, BadRequest, Ctx, Missing, Page, visibility
+from olav.serve.console.context import AfterRun, BadRequest, Ctx, Missing, Page
 from olav.serve.console.html import (
     Markup,
     h,
@@ -125,13 +125,12 @@ def _turns(ctx: Ctx, thread_id: str) -> list[dict[str, Any]]:
     """The thread's last turns (``thread_id``: its key, as the audit names it), oldest first,
     as the audit keeps them: each run's messages, tool calls and results, its approvals, and
     the memory block each recall injected."""
-    from olav.audit.export import RunFilter, iter_runs, list_runs, redact_again
+    from olav.audit.export import RunFilter, redact_again
 
-    # the operator's runs of this id only: a thread deleted and made again by someone else
-    # keeps its earlier owner's runs in the audit
-    flt = RunFilter(threads=(thread_id,), limit=TURNS_SHOWN, **visibility(ctx))
-    newest = list_runs(ctx.audit_path, flt, read_only=False)
-    runs = list(iter_runs(ctx.audit_path, newest[::-1], read_only=False))
+    # the operator's runs of this id only (the audit reader's): a thread deleted and made
+    # again by someone else keeps its earlier owner's runs in the audit
+    newest = ctx.audit.runs(RunFilter(threads=(thread_id,), limit=TURNS_SHOWN))
+    runs = list(ctx.audit.details(newest[::-1]))
     turns = [redact_again(_turn_json(r)) for r in runs]
     for before, turn in pairwise(turns):
         if before["outcome"] == "interrupted":  # this run is the answer that continued it
@@ -473,16 +472,12 @@ def _text(content: Any) -> str:
 
 def _done(ctx: Ctx, run: Any) -> dict[str, Any]:
     """The end of a run: its outcome, answer and what its model calls saw (the audit's)."""
-    from olav.audit.export import load_run, redact_again
-    from olav.core.errors import OlavError
+    from olav.audit.export import redact_again
 
     recalls: list[dict[str, Any]] = []
-    if run.audit_run_id:
-        try:
-            recorded = load_run(ctx.audit_path, run.audit_run_id, read_only=False)
-            recalls = [_recall_json(r) for r in recorded.recalls]
-        except OlavError:  # not in the audit (its write failed): nothing to show
-            recalls = []
+    if run.audit_run_id:  # not in the audit (its write failed, or not theirs): nothing shown
+        recorded = ctx.audit.run(run.audit_run_id)
+        recalls = [_recall_json(r) for r in recorded.recalls] if recorded else []
     out = {
         "status": run.status,
         "outcome": run.outcome,

@@ -87,6 +87,14 @@ class Ctx:
     def audit_path(self) -> Path:
         return Path(self.server.ws.audit_path)
 
+    @property
+    def audit(self) -> Any:
+        """The audit as this operator may read it (olav.audit.reader.AuditReader): their runs,
+        and for the workspace's own operator those that name nobody."""
+        from olav.audit.reader import AuditReader
+
+        return AuditReader(self.audit_path, self.operator, or_unnamed=self.operator == self.owner)
+
     @cached_property
     def owner(self) -> str:
         """The workspace's own operator (``memory.user``, else the login name): the one whose
@@ -132,25 +140,12 @@ VISIBILITY_NOTE = (
 )
 
 
-def visibility(ctx: Ctx) -> dict[str, Any]:
-    """The :class:`~olav.audit.export.RunFilter` fields that keep the operator's runs: the
-    ones recorded as theirs (for the workspace's own operator, and those that name nobody).
-    A run is judged by the operator it names, never by its thread's owner: a thread id taken
-    again after its thread was deleted is another operator's, the runs on it are not."""
-    return {"operator": ctx.operator, "or_unnamed": ctx.operator == ctx.owner}
-
-
 def may_see(ctx: Ctx, operator: str | None) -> bool:
     """Whether the operator may see a run (or a draft of one) recorded as ``operator``'s
-    (None or "": a run that names nobody)."""
-    if operator:
-        return operator == ctx.operator
-    return ctx.operator == ctx.owner
+    (None or "": a run that names nobody): the audit reader's rule."""
+    return bool(ctx.audit.sees(operator))
 
 
 def visible_runs(ctx: Ctx, run_ids: Iterable[str]) -> set[str]:
     """Which of the audit's ``run_ids`` the operator may see (an unknown id is not one)."""
-    from olav.audit.queries import run_operators
-
-    operators = run_operators(ctx.audit_path, sorted(set(run_ids)))
-    return {rid for rid, operator in operators.items() if may_see(ctx, operator)}
+    return set(ctx.audit.visible(run_ids))

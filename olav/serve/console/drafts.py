@@ -19,20 +19,18 @@ from typing import Any
 
 from olav.serve.console.context import Ctx, Missing, Page, Redirect
 from olav.serve.console.html import Markup, badge, h, join, post_button, pre, when
-from olav.serve.console.runs import may_see
 
 FIX_CHARS = 6000  # a fix proposal's preview is cut here
 
 
 def visible(ctx: Ctx) -> list[tuple[Any, Any]]:
     """(pending item, its draft or None for a fix proposal) of the operator's, oldest first."""
-    from olav.audit.queries import run_operators
     from olav.learning.curator import list_drafts
     from olav.learning.drafts import pending
 
     drafts = {d.intent: d for d in list_drafts(ctx.ws.root)}
     asked = [str(d.data["run_id"]) for d in drafts.values() if d.data.get("run_id")]
-    operators = run_operators(ctx.audit_path, asked)
+    operators = ctx.audit.whose(asked)
     out = []
     for item in pending(ctx.ws):
         draft = drafts.get(item.id) if item.kind != "fix" else None
@@ -41,7 +39,7 @@ def visible(ctx: Ctx) -> list[tuple[Any, Any]]:
     return out
 
 
-def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, str | None]) -> bool:
+def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, bool]) -> bool:
     from olav.memory.store.scopes import readable
 
     if kind == "fix":
@@ -52,8 +50,8 @@ def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, str | None]) -> 
     if made_by:
         return bool(made_by == ctx.operator)
     run_id = draft.data.get("run_id")
-    if run_id and str(run_id) in operators:
-        return may_see(ctx, operators[str(run_id)])
+    if run_id and str(run_id) in operators:  # a run's draft: whoever may see the run
+        return operators[str(run_id)]
     return ctx.operator == ctx.owner
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from olav.serve.console.context import BadRequest, Ctx, Page
 from olav.serve.console.html import Markup, h, join, table, url
-from olav.serve.console.runs import VISIBILITY_NOTE, visibility
+from olav.serve.console.runs import VISIBILITY_NOTE
 
 WINDOWS = (7, 30, 90, 365)
 DEFAULT_DAYS = 30
@@ -46,18 +46,10 @@ def window_days(ctx: Ctx) -> int:
 
 def health_data(ctx: Ctx, days: int) -> dict[str, Any]:
     """The page's numbers (its JSON twin)."""
-    from olav.audit.export import RunFilter
-    from olav.audit.health import health_rows
-
     until = datetime.now(UTC).date()
     first = until - timedelta(days=days - 1)
     since = datetime(first.year, first.month, first.day, tzinfo=UTC)
-    rows = health_rows(
-        ctx.audit_path,
-        since,
-        RunFilter(**visibility(ctx)),
-        unattributed=ctx.operator == ctx.owner,
-    )
+    rows = ctx.audit.health(since)
     return {
         "days": days,
         "since": first.isoformat(),

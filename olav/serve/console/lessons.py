@@ -82,18 +82,10 @@ def lessons_page(ctx: Ctx) -> Page:
 def gaps(ctx: Ctx) -> list[Any]:
     """`olav memory gaps`'s near misses over the requests of the runs this operator may see
     (another operator's requests are theirs), keeping only the guides they may read."""
-    from olav.audit.queries import recall_rows, run_operators
     from olav.learning.gaps import near_misses
     from olav.memory.store.scopes import read_by_id
-    from olav.serve.console.runs import may_see
 
-    rows = recall_rows(ctx.audit_path, limit=RECALLS)
-    operators = run_operators(ctx.audit_path, sorted({str(r[0]) for r in rows if r[0]}))
-    mine = [
-        (query, candidates, injected)
-        for run_id, query, candidates, injected in rows
-        if may_see(ctx, operators.get(str(run_id)) if run_id else None)
-    ]
+    mine = [(q, cands, injected) for _run, q, cands, injected in ctx.audit.recalls(limit=RECALLS)]
     store = ctx.store()
     readable: dict[str, bool] = {}
     kept = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from olav.serve.console.context import VISIBILITY_NOTE, Ctx, Missing, Page, may_see, visibility
+from olav.serve.console.context import VISIBILITY_NOTE, Ctx, Missing, Page
 from olav.serve.console.html import (
     Markup,
     badge,
@@ -47,19 +47,17 @@ RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 def count_visible(ctx: Ctx) -> int:
-    from olav.audit.export import RunFilter, count_runs
-
-    return count_runs(ctx.audit_path, RunFilter(**visibility(ctx)), read_only=False)
+    return int(ctx.audit.count())
 
 
 def recent(ctx: Ctx, limit: int) -> list[Any]:
-    from olav.audit.export import RunFilter, list_runs
+    from olav.audit.export import RunFilter
 
-    return list_runs(ctx.audit_path, RunFilter(limit=limit, **visibility(ctx)), read_only=False)
+    return list(ctx.audit.runs(RunFilter(limit=limit)))
 
 
 def runs_page(ctx: Ctx) -> Page:
-    from olav.audit.export import RUN_OUTCOMES, RunFilter, count_runs, list_runs
+    from olav.audit.export import RUN_OUTCOMES, RunFilter
     from olav.audit.recorder import settle_orphans
 
     outcome = ctx.choice("outcome", RUN_OUTCOMES)
@@ -73,12 +71,11 @@ def runs_page(ctx: Ctx) -> Page:
         nudged=True if rescue == "nudged" else None,
         limit=limit,
         offset=offset,
-        **visibility(ctx),
     )
-    runs = list_runs(ctx.audit_path, flt, read_only=False)  # this process writes the audit
+    runs = ctx.audit.runs(flt)  # the operator's, whatever the filter says
     if any(r.status == "running" for r in runs) and settle_orphans(ctx.audit_path):
-        runs = list_runs(ctx.audit_path, flt, read_only=False)  # a killed process's: errors now
-    total = count_runs(ctx.audit_path, flt, read_only=False)
+        runs = ctx.audit.runs(flt)  # a killed process's: errors now
+    total = ctx.audit.count(flt)
     params = {"outcome": outcome, "agent": agent, "rescue": rescue}
     form = h(
         '<form class="filters" method="get" action="/runs">{}{}{}'
@@ -180,17 +177,9 @@ def _thread_ids(ctx: Ctx, runs: list[Any]) -> dict[str, str]:
 
 
 def run_page(ctx: Ctx) -> Page:
-    from olav.audit.export import load_run
-    from olav.core.errors import OlavError
-
     run_id = ctx.path_params["run_id"]
-    try:
-        run = (
-            load_run(ctx.audit_path, run_id, read_only=False) if RUN_ID.fullmatch(run_id) else None
-        )
-    except OlavError:
-        run = None
-    if run is None or not may_see(ctx, run.operator):
+    run = ctx.audit.run(run_id) if RUN_ID.fullmatch(run_id) else None
+    if run is None:
         raise Missing(f"no run {run_id!r}", hint="Pick one on /runs")
     from olav.audit.queries import memory_decisions
     from olav.serve.console import decisions
