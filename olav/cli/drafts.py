@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from olav.cli.common import console, open_workspace, print_json
+from olav.cli.common import console, open_store, open_workspace, print_json
 
 app = typer.Typer(invoke_without_command=True)
 
 ID_ARG = typer.Argument(..., metavar="ID", help="The id `olav kb drafts` lists.")
+
+
+def _here() -> tuple[Any, dict[str, Any]]:
+    """The workspace, and the store and reader that list its captures waiting for a person
+    (the terminal's operator's own and the shared ones)."""
+    from olav.memory.store.scopes import Reader
+
+    ws = open_workspace()
+    return ws, {"store": open_store(ws), "reader": Reader.of(ws.config)}
 
 
 @app.callback()
@@ -18,12 +29,14 @@ def list_cmd(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List what waits for your decision: memory drafts, guide drafts, fix proposals."""
+    """List what waits for your decision: memory drafts, guide drafts, fix proposals, and
+    captures of runs or external clients that recall will not use until confirmed."""
     if ctx.invoked_subcommand is not None:
         return
     from olav.learning.drafts import pending
 
-    items = pending(open_workspace())
+    ws, held = _here()
+    items = pending(ws, **held)
     if as_json:
         print_json([{**vars(i), "path": str(i.path)} for i in items])
         return
@@ -49,7 +62,8 @@ def show_cmd(item_id: str = ID_ARG) -> None:
     """Show one draft in full (what confirming it would store) or a fix proposal."""
     from olav.learning.drafts import show
 
-    item, text = show(open_workspace(), item_id)
+    ws, held = _here()
+    item, text = show(ws, item_id, **held)
     console.print(Text(f"{item.kind} {item.id}", style="bold"))
     console.print(text, markup=False, soft_wrap=True)
     verb = "mark it accepted (no code is changed)" if item.kind == "fix" else "store it"
@@ -61,7 +75,8 @@ def confirm_cmd(item_id: str = ID_ARG) -> None:
     """Store a memory/guide draft, or mark a fix proposal accepted (never applied)."""
     from olav.learning.drafts import confirm
 
-    console.print(confirm(open_workspace(), item_id), markup=False, soft_wrap=True)
+    ws, held = _here()
+    console.print(confirm(ws, item_id, **held), markup=False, soft_wrap=True)
 
 
 @app.command("reject")
@@ -69,4 +84,5 @@ def reject_cmd(item_id: str = ID_ARG) -> None:
     """Drop a draft or fix proposal: it is archived, nothing is stored."""
     from olav.learning.drafts import reject
 
-    console.print(reject(open_workspace(), item_id), markup=False, soft_wrap=True)
+    ws, held = _here()
+    console.print(reject(ws, item_id, **held), markup=False, soft_wrap=True)

@@ -42,7 +42,7 @@ class PendingItem:
     """One draft or proposal waiting for a decision."""
 
     id: str
-    kind: str  # memory | guide | fix
+    kind: str  # memory | guide | fix | capture (a row written without a person, olav.learning.held)
     summary: str
     created_at: datetime
     seen: bool  # a person has been shown it (always True for fixes: a file they can open)
@@ -91,27 +91,47 @@ def _fix_folder(ws: Any) -> Path:
     return Path(ws.exports) / REFLECTIONS
 
 
-def pending(ws: Any) -> list[PendingItem]:
-    """Every item waiting for a decision, oldest first."""
+def pending(ws: Any, *, store: Any = None, reader: Any = None) -> list[PendingItem]:
+    """Every item waiting for a decision, oldest first; with a ``store``, also the captures
+    waiting for a person that ``reader`` may read (olav.learning.held)."""
     items = [_draft_item(d) for d in list_drafts(ws.root)]
     folder = _fix_folder(ws)
     if folder.is_dir():
         items += [_fix_item(p) for p in folder.glob("*.md") if p.is_file()]
+    if store is not None and reader is not None:
+        from olav.learning.held import held_item, held_rows
+
+        items += [held_item(r, PendingItem) for r in held_rows(store, reader)]
     return sorted(items, key=lambda item: item.created_at)
 
 
-def find(ws: Any, item_id: str) -> PendingItem:
+def find(ws: Any, item_id: str, *, store: Any = None, reader: Any = None) -> PendingItem:
     """The pending item with this exact id; ids come from :func:`pending`, never from a path."""
-    for item in pending(ws):
+    for item in pending(ws, store=store, reader=reader):
         if item.id == item_id.strip():
             return item
     raise DraftNotFoundError(item_id)
 
 
-def show(ws: Any, item_id: str, *, author: Author | None = None) -> tuple[PendingItem, str]:
+def _held(ws: Any, item: PendingItem, store: Any, reader: Any, by: str, who: str | None) -> Any:
+    """(the pending row, the actor deciding on it) for a capture item."""
+    from olav.audit.recorder import AuditRecorder
+    from olav.memory.lifecycle.ops import Actor
+
+    actor = Actor(who or "user", by, reader, AuditRecorder(ws.audit_path))
+    return store.read(item.id, reader), actor
+
+
+def show(
+    ws: Any, item_id: str, *, author: Author | None = None, store: Any = None, reader: Any = None
+) -> tuple[PendingItem, str]:
     """The item and its full text (a draft's preview, when ``author`` may see it: None is the
     workspace's owner); marks a draft as seen."""
-    item = find(ws, item_id)
+    item = find(ws, item_id, store=store, reader=reader)
+    if item.kind == "capture":
+        from olav.learning.held import held_text
+
+        return item, held_text(store.read(item.id, reader))
     if item.kind == "fix":
         return item, item.path.read_text(encoding="utf-8")
     draft = pick_draft(ws.root, item.id, author=author)
@@ -128,12 +148,22 @@ def confirm(
     by: str = "cli",
     operator: str | None = None,
     author: Author | None = None,
+    reader: Any = None,
 ) -> str:
     """Commit a memory/guide draft, or mark a fix proposal accepted. Returns what was done.
     ``by`` is where the person said yes (a curator confirmer: cli, console); ``operator`` who,
     when known; both are audited. ``author``: who confirms, with their role (None: the
-    workspace's owner); a fix proposal is the owner's or an admin's to accept."""
-    item = find(ws, item_id)
+    workspace's owner); a fix proposal is the owner's or an admin's to accept. A capture
+    (with ``store`` and ``reader``) enters recall, if ``author`` may write its scope."""
+    item = find(ws, item_id, store=store, reader=reader)
+    if item.kind == "capture":
+        from olav.memory.lifecycle.ops import confirm_pending
+
+        rec, actor = _held(ws, item, store, reader, by, operator)
+        if author is not None:
+            author.check(rec.scope, rec.category, f"capture {rec.id}")
+        confirm_pending(store, item.id, actor)
+        return f"Confirmed {rec.category} {rec.id}: recall may use it now."
     if item.kind == "fix" and author is not None and not author.shares:
         raise WriteRefused(
             f"fix proposal {item.id} is the workspace's: {author.name} cannot accept it",
@@ -166,10 +196,21 @@ def reject(
     by: str = "cli",
     operator: str | None = None,
     author: Author | None = None,
+    store: Any = None,
+    reader: Any = None,
 ) -> str:
     """Archive the item unused: nothing reaches memory, no code changes. ``author``: who
-    rejects (None: the workspace's owner); a fix proposal is the owner's or an admin's."""
-    item = find(ws, item_id)
+    rejects (None: the workspace's owner); a fix proposal is the owner's or an admin's. A
+    capture (with ``store`` and ``reader``) stays out of recall, retired."""
+    item = find(ws, item_id, store=store, reader=reader)
+    if item.kind == "capture":
+        from olav.memory.lifecycle.ops import reject_pending
+
+        rec, actor = _held(ws, item, store, reader, by, operator)
+        if author is not None:
+            author.check(rec.scope, rec.category, f"capture {rec.id}")
+        reject_pending(store, item.id, actor)
+        return f"Rejected {rec.category} {rec.id}: recall never uses it. Nothing was stored."
     if item.kind == "fix":
         if author is not None and not author.shares:
             raise WriteRefused(

@@ -36,7 +36,7 @@ from olav.memory.recall.episodes import recent_episodes
 from olav.memory.recall.recaller import Recaller, memory_body
 from olav.memory.store.filters import BY_ID, SearchFilter
 from olav.memory.store.roles import Author
-from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.schema import PENDING_EXTERNAL, MemoryRecord
 from olav.memory.store.scopes import Reader, private_scope
 from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore
 
@@ -326,11 +326,14 @@ class MemoryService:
                 scope=private_scope(self.ws.config),
                 policy=self.recaller.policy,
                 log=self.audit,
+                # what a client reports waits for a person's yes: no later report confirms it
+                held=PENDING_EXTERNAL,
             )
         return {
             "run_id": run_id,
             "outcome": outcome,
             "captured": captured,
+            "pending": captured,  # none is recalled until a person confirms it (olav kb drafts)
             "learnable": outcome != "completed",
         }
 

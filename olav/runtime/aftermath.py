@@ -142,6 +142,7 @@ def capture_run(
             declared=declared,
             scope=private_scope(config),
             policy=policy_for(config),
+            evidence=outcome == "completed",  # confirms an earlier run's same action
         )
     except Exception as exc:  # learning must never break the chat
         log.warning("capture failed for run %s: %s", run_id, exc)

@@ -123,7 +123,9 @@ def test_captures_become_a_pattern_that_recall_puts_first(services_agent: Path) 
 
 def test_garbage_pattern_answers_are_rejected(services_agent: Path) -> None:
     root = services_agent
-    run_scripts(root, "services", [("register", _register(*svc, "ok")) for svc in SERVICES[:5]])
+    # twice: a capture reaches the patterns once a later completed run confirms it
+    runs = [("register", _register(*svc, "ok")) for svc in SERVICES[:5]] * 2
+    run_scripts(root, "services", runs)
     store = MemoryStore.for_workspace(Workspace.open(root))
     for bad in ("I cannot help with that.", "```json\n{}\n```", '{"summary": ""}'):
         res = extract_patterns(store, ScriptedChatModel(turns=[{"content": bad}]))

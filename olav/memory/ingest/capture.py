@@ -27,7 +27,7 @@ from olav.memory.decisions import Decision, DecisionLog, record
 from olav.memory.ingest.injection import QUARANTINE, quarantine_if_needed
 from olav.memory.lifecycle.archive import enforce_capacity
 from olav.memory.policy import DEFAULTS, MemoryPolicy
-from olav.memory.store.schema import MemoryRecord
+from olav.memory.store.schema import PENDING_RUN, MemoryRecord
 from olav.memory.store.scopes import scoped_id
 from olav.memory.store.sql import sql_in, sql_str
 from olav.memory.store.table import MemoryStore
@@ -154,6 +154,9 @@ class CapturePlan:
     run_id: str | None = None
     reasons: dict[str, str] = field(default_factory=dict)  # record id -> why it was captured
     policy: MemoryPolicy = DEFAULTS
+    # the run completed: a capture of the same action by an earlier, separate run that waits
+    # for confirmation is confirmed by it (olav's own evidence; never an external report's)
+    evidence: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.records or self.failed_sql or self.skipped)
@@ -171,9 +174,17 @@ def plan_capture(
     declared: Mapping[tuple[str, str], bool] | None = None,
     scope: str | None = None,
     policy: MemoryPolicy = DEFAULTS,
+    held: str = PENDING_RUN,
+    evidence: bool = False,
 ) -> CapturePlan:
     """The records this run's events produce, and the SQL whose patterns must go.
-    ``scope`` (an operator's ``user:`` scope on a team table) replaces the agent's scope."""
+    ``scope`` (an operator's ``user:`` scope on a team table) replaces the agent's scope.
+
+    Nothing a run captures reaches recall on its own say: each record is written pending
+    (``held``: PENDING_RUN for olav's own runs, PENDING_EXTERNAL for a client's report), until
+    a person confirms it, or (PENDING_RUN only) a later, separate run that completed
+    (``evidence``) does the same thing. Text shaped like an instruction is quarantined
+    instead, which only a person releases."""
     records: dict[str, MemoryRecord] = {}
     reasons: dict[str, str] = {}
     failed_sql: list[str] = []
@@ -203,8 +214,15 @@ def plan_capture(
         for old_id, rec in list(records.items()):
             rec.scope, rec.id = scope, scoped_id(rec.id, scope)
             reasons[rec.id] = reasons.pop(old_id)
-    plan = [quarantine_if_needed(r) for r in records.values()]
-    return CapturePlan(plan, failed_sql, skipped, run_id, reasons, policy)
+    plan = [_held(quarantine_if_needed(r), held) for r in records.values()]
+    return CapturePlan(plan, failed_sql, skipped, run_id, reasons, policy, evidence)
+
+
+def _held(rec: MemoryRecord, held: str) -> MemoryRecord:
+    """``rec`` kept out of recall until confirmed (a quarantined one stays quarantined)."""
+    if not rec.quarantined:
+        rec.invalidated_at, rec.superseded_by = datetime.now(UTC), held
+    return rec
 
 
 def _skip(category: str, why: str, ev: ToolEvent) -> Decision:
@@ -222,16 +240,40 @@ def apply_capture(
             why = "its SQL failed in a later run"
             decisions.append(Decision("lifecycle", "invalidated", rid, why, "query_pattern"))
     new = store.insert_new(plan.records) if plan.records else []
+    confirmed = _confirm_by_evidence(store, plan, set(new))
     if log is not None:
         fresh = set(new)
         for rec in plan.records:
-            decisions.append(_written(rec, rec.id in fresh, plan.reasons.get(rec.id, "")))
+            if rec.id in confirmed:
+                why = f"the same action again in a later completed run ({plan.run_id})"
+                tool = {"tool": rec.metadata.get("tool")}
+                decisions.append(
+                    Decision("write", "confirmed", rec.id, why, rec.category, None, tool)
+                )
+            else:
+                decisions.append(_written(rec, rec.id in fresh, plan.reasons.get(rec.id, "")))
         record(log, plan.run_id, decisions)
     if new:  # over a category's capacity: the lowest-value rows go to the archive
         written = set(new)
         cats = sorted({r.category for r in plan.records if r.id in written})
         enforce_capacity(store, plan.policy, categories=cats, log=log, run_id=plan.run_id)
     return new
+
+
+def _confirm_by_evidence(store: MemoryStore, plan: CapturePlan, fresh: set[str]) -> set[str]:
+    """The stored captures this plan confirms: rows of its ids that wait as PENDING_RUN and
+    were captured by another run, when this run completed. They enter recall."""
+    again = [r.id for r in plan.records if r.id not in fresh and r.superseded_by == PENDING_RUN]
+    if not plan.evidence or not again or plan.run_id is None:
+        return set()
+    done = set()
+    for old in store.list_rows(sql_in("id", again)):
+        if old.superseded_by != PENDING_RUN or old.metadata.get("run_id") in (None, plan.run_id):
+            continue
+        meta = dict(old.metadata, confirmed_by="evidence", confirmed_run=plan.run_id)
+        store.update(old.id, invalidated_at=None, superseded_by=None, metadata=meta)
+        done.add(old.id)
+    return done
 
 
 def _written(rec: MemoryRecord, fresh: bool, why: str) -> Decision:
@@ -246,6 +288,8 @@ def _written(rec: MemoryRecord, fresh: bool, why: str) -> Decision:
     if (rec.superseded_by or "").startswith(QUARANTINE):
         why = f"held back as {rec.superseded_by} (instruction-shaped text)"
         return Decision("write", "quarantined", rec.id, why, rec.category, None, tool)
+    if rec.pending:  # until a person, or a later completed run, confirms it
+        tool["held"] = str(rec.superseded_by)
     return Decision("write", "captured", rec.id, why, rec.category, None, tool)
 
 
@@ -259,13 +303,23 @@ def capture(
     scope: str | None = None,
     policy: MemoryPolicy = DEFAULTS,
     log: DecisionLog | None = None,
+    held: str = PENDING_RUN,
+    evidence: bool = False,
 ) -> list[str]:
-    """Store what this run taught, now: write events and SQL patterns. Returns new ids.
+    """Store what this run taught, now: write events and SQL patterns, pending (``held``,
+    ``evidence``: see :func:`plan_capture`). Returns new ids.
 
     ``declared`` maps ``(agent, tool)`` to the ``capture`` choice of the agent's SKILL.md.
     A chat session plans on its own thread and writes on the background writer instead."""
     plan = plan_capture(
-        events, question=question, run_id=run_id, declared=declared, scope=scope, policy=policy
+        events,
+        question=question,
+        run_id=run_id,
+        declared=declared,
+        scope=scope,
+        policy=policy,
+        held=held,
+        evidence=evidence,
     )
     return apply_capture(store, plan, log)
 
@@ -276,23 +330,26 @@ def invalidate_sql(store: MemoryStore, sql: str) -> int:
 
 
 def _invalidate_sql(store: MemoryStore, sql: str) -> list[str]:
+    # a pending pattern too: retired for good, no later run or person can confirm it now
     where = (
-        f"category = 'query_pattern' AND invalidated_at IS NULL AND metadata LIKE "
-        f"{sql_str('%' + _sql_key(sql) + '%')}"
+        f"category = 'query_pattern' AND (invalidated_at IS NULL OR superseded_by = "
+        f"{sql_str(PENDING_RUN)}) AND metadata LIKE {sql_str('%' + _sql_key(sql) + '%')}"
     )
     rows = store.list_rows(where)
     for r in rows:
-        store.update(r.id, invalidated_at=datetime.now(UTC))
+        store.update(r.id, invalidated_at=datetime.now(UTC), superseded_by=None)
     return [r.id for r in rows]
 
 
 def invalidate_ids(
     store: MemoryStore, ids: list[str], log: DecisionLog | None = None, *, reason: str = ""
 ) -> int:
-    """Retire the live rows among ``ids`` (the patterns a user's correction proved wrong)."""
-    rows = store.list_rows(sql_in("id", ids) + " AND invalidated_at IS NULL") if ids else []
+    """Retire the live rows among ``ids`` (the patterns a user's correction proved wrong), and
+    the pending ones for good: no later run confirms a capture a person corrected."""
+    live_or_pending = f" AND (invalidated_at IS NULL OR superseded_by = {sql_str(PENDING_RUN)})"
+    rows = store.list_rows(sql_in("id", ids) + live_or_pending) if ids else []
     for r in rows:
-        store.update(r.id, invalidated_at=datetime.now(UTC))
+        store.update(r.id, invalidated_at=datetime.now(UTC), superseded_by=None)
     why = reason or "invalidated"
     record(log, None, [Decision("lifecycle", "invalidated", r.id, why, r.category) for r in rows])
     return len(rows)

@@ -142,3 +142,28 @@ def release(store: MemoryStore, memory_id: str, actor: Actor) -> MemoryRecord:
     out = store.update(memory_id, invalidated_at=None, superseded_by=None)
     actor.record(memory_id, "release")
     return out
+
+
+def confirm_pending(store: MemoryStore, memory_id: str, actor: Actor) -> MemoryRecord:
+    """A person's yes to a row written without one (a capture, a client's report): it enters
+    recall (audited ``confirm``). A row that is not pending, or that the actor may not read,
+    is "not pending" (one answer for both)."""
+    rec = store.read(memory_id, actor.reader)
+    if rec is None or not rec.pending:
+        raise NotApplicable(f"memory {memory_id} is not pending", hint="See `olav kb drafts`")
+    meta = dict(rec.metadata, confirmed_by=actor.name)
+    out = store.update(memory_id, invalidated_at=None, superseded_by=None, metadata=meta)
+    actor.record(memory_id, "confirm", {"text": rec.text[:TEXT_KEPT], "was": rec.superseded_by})
+    return out
+
+
+def reject_pending(store: MemoryStore, memory_id: str, actor: Actor) -> MemoryRecord:
+    """A person's no to a pending row: it stays out of recall, retired (audited ``reject``);
+    the same action captured again is not stored again (its id is taken)."""
+    rec = store.read(memory_id, actor.reader)
+    if rec is None or not rec.pending:
+        raise NotApplicable(f"memory {memory_id} is not pending", hint="See `olav kb drafts`")
+    meta = dict(rec.metadata, rejected_by=actor.name)
+    out = store.update(memory_id, superseded_by=None, metadata=meta)
+    actor.record(memory_id, "reject", {"text": rec.text[:TEXT_KEPT], "was": rec.superseded_by})
+    return out

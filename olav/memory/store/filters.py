@@ -31,13 +31,15 @@ class SearchFilter:
     - ``include_invalid``: keep invalidated and expired rows too (a search and a count read live
       rows only by default).
     - ``quarantined``: only rows held back as possible prompt injection.
+    - ``pending``: only rows written without a person and not confirmed yet.
     - ``created``: only rows whose ``created_at`` falls in the period (either end may be open).
     - ``mentions``: only rows whose metadata (JSON) contains this text.
     - ``period`` and ``time_aware`` concern a search only: ``period`` adds rankings restricted to
       memories whose ``event_at`` falls in it; without one, a hybrid search reads a period from
       the query unless ``time_aware`` is False.
 
-    ``origins``, ``ids``, ``scope_prefix``, ``quarantined``, ``created`` and ``mentions`` send a
+    ``origins``, ``ids``, ``scope_prefix``, ``quarantined``, ``pending``, ``created`` and
+    ``mentions`` send a
     search to LanceDB, past the in-process snapshot (which evaluates the others)."""
 
     scopes: Sequence[str] | None = None
@@ -50,6 +52,7 @@ class SearchFilter:
     ids: Sequence[str] | None = None
     scope_prefix: str | None = None
     quarantined: bool = False
+    pending: bool = False
     created: Period | None = None
     mentions: str | None = None
 
@@ -61,6 +64,7 @@ class SearchFilter:
             or self.ids is not None
             or self.scope_prefix is not None
             or self.quarantined
+            or self.pending
             or self.created is not None
             or self.mentions is not None
         )

@@ -37,6 +37,14 @@ ORIGINS = ("agent", "document", "user", "audit", "directive", "config")
 # a retired row held back as possible prompt injection carries ``superseded_by`` =
 # QUARANTINE + its reason (olav.memory.ingest.injection, olav.memory.lifecycle.ops)
 QUARANTINE = "quarantine:"
+# a retired row that no person has confirmed yet carries ``superseded_by`` = PENDING + how it
+# was written: a capture of olav's own run (PENDING_RUN) or an external client's report over
+# MCP (PENDING_EXTERNAL). Recall never reads it; a person's yes (olav kb drafts, the console)
+# or, for a run's capture only, the same action in a later completed run brings it in
+# (olav.memory.ingest.capture).
+PENDING = "pending:"
+PENDING_RUN = PENDING + "run"
+PENDING_EXTERNAL = PENDING + "external"
 
 # How long a memory of each category lives, and every other memory decision: see
 # olav.memory.policy (MemoryPolicy.ttl, MemoryPolicy.expiry_for).
@@ -111,6 +119,11 @@ class MemoryRecord:
     def quarantined(self) -> bool:
         """Held back from recall as possible prompt injection (``olav memory quarantine``)."""
         return str(self.superseded_by or "").startswith(QUARANTINE)
+
+    @property
+    def pending(self) -> bool:
+        """Written without a person and not confirmed yet: kept out of recall (PENDING)."""
+        return str(self.superseded_by or "").startswith(PENDING)
 
     def to_row(self) -> dict[str, Any]:
         row = {f.name: getattr(self, f.name) for f in fields(self)}

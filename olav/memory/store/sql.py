@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from olav.memory.store.filters import visible_scopes
-from olav.memory.store.schema import QUARANTINE, now
+from olav.memory.store.schema import PENDING, QUARANTINE, now
 
 if TYPE_CHECKING:
     from olav.memory.store.filters import SearchFilter
@@ -71,6 +71,8 @@ def filter_where(filter: SearchFilter, *, at: datetime | None = None) -> str | N
         extra.append(f"scope LIKE {sql_str(_like_prefix(filter.scope_prefix))}")
     if filter.quarantined:
         extra.append(f"superseded_by LIKE {sql_str(_like_prefix(QUARANTINE))}")
+    if filter.pending:
+        extra.append(f"superseded_by LIKE {sql_str(_like_prefix(PENDING))}")
     if filter.created is not None:
         extra.append(filter.created.sql("created_at"))
     if filter.mentions is not None:

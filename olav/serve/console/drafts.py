@@ -19,6 +19,7 @@ from typing import Any
 
 from olav.serve.console.context import Ctx, Missing, Page, Redirect
 from olav.serve.console.html import Markup, badge, h, join, post_button, pre, when
+from olav.serve.console.memory import reader
 
 FIX_CHARS = 6000  # a fix proposal's preview is cut here
 
@@ -32,7 +33,7 @@ def visible(ctx: Ctx) -> list[tuple[Any, Any]]:
     asked = [str(d.data["run_id"]) for d in drafts.values() if d.data.get("run_id")]
     operators = ctx.audit.whose(asked)
     out = []
-    for item in pending(ctx.ws):
+    for item in pending(ctx.ws, store=ctx.store(), reader=reader(ctx)):
         draft = drafts.get(item.id) if item.kind != "fix" else None
         if _mine(ctx, item.kind, draft, operators):
             out.append((item, draft))
@@ -44,6 +45,8 @@ def _mine(ctx: Ctx, kind: str, draft: Any, operators: dict[str, bool]) -> bool:
 
     if kind == "fix":
         return ctx.operator == ctx.owner
+    if kind == "capture":  # listed by the operator's reader: theirs, or shared
+        return True
     if draft is None or not readable(ctx.config, str(draft.data.get("scope") or "global")):
         return False
     made_by = draft.data.get("author") or draft.data.get("operator")  # Author.sees_draft
@@ -61,6 +64,7 @@ def count_visible(ctx: Ctx) -> int:
 
 def drafts_page(ctx: Ctx) -> Page:
     from olav.learning.curator import draft_preview, mark_seen
+    from olav.learning.held import held_text
 
     cards, rows = [], []
     for item, draft in visible(ctx):
@@ -68,6 +72,8 @@ def drafts_page(ctx: Ctx) -> Page:
             text = draft_preview(ctx.ws.root, draft)
             if not ctx.wants_json:
                 mark_seen(draft)  # a person has been shown it, as by `olav kb drafts show`
+        elif item.kind == "capture":
+            text = held_text(ctx.store().read(item.id, reader(ctx)))
         else:
             text = item.path.read_text(encoding="utf-8")[:FIX_CHARS]
         cards.append(_card(ctx, item, text))
@@ -121,7 +127,13 @@ def confirm_action(ctx: Ctx) -> Redirect:
 
     item = _find(ctx)
     done = confirm(
-        ctx.ws, item.id, store=ctx.store(), by="console", operator=ctx.operator, author=ctx.author
+        ctx.ws,
+        item.id,
+        store=ctx.store(),
+        reader=reader(ctx),
+        by="console",
+        operator=ctx.operator,
+        author=ctx.author,
     )
     return Redirect("/drafts", flash=done)
 
@@ -132,5 +144,13 @@ def reject_action(ctx: Ctx) -> Redirect:
     item = _find(ctx)
     return Redirect(
         "/drafts",
-        flash=reject(ctx.ws, item.id, by="console", operator=ctx.operator, author=ctx.author),
+        flash=reject(
+            ctx.ws,
+            item.id,
+            by="console",
+            operator=ctx.operator,
+            author=ctx.author,
+            store=ctx.store(),
+            reader=reader(ctx),
+        ),
     )
