@@ -457,7 +457,8 @@ def test_every_key_of_the_table_is_read_and_a_bad_value_names_it(row: Any) -> No
         "rerank_uncalibrated": [0.8, 0.1], "write_verbs": ["ship"], "never_capture": ["x"],
         "confidence": 0.4, "episode_every_turns": 4, "supersede_distance": 0.1,
         "conflicts": "review", "ttl": 3, "category_half_life": 5.0,
-        "no_decay_origins": ["user"], "capacity": 9,
+        "no_decay_origins": ["user"], "capacity": 9, "suppress_after_bad_runs": 3,
+        "bad_run_weight": 0.25,
     }[row.field]  # fmt: skip
     built = policy_module.build_policy({"memory.policy": _nested(path, good)})
     value = getattr(built, row.field)
@@ -476,7 +477,7 @@ _NOT_THE_DEFAULT: dict[str, object] = {
     "never_capture": ["x"], "confidence": 0.4, "episode_every_turns": 4,
     "lesson_dedup": "0.25", "supersede_distance": 0.1, "conflicts": "review", "ttl": 3,
     "half_life_days": 9, "category_half_life": 5.0, "no_decay_origins": ["user"],
-    "capacity": 9,
+    "capacity": 9, "suppress_after_bad_runs": 3, "bad_run_weight": 0.25,
 }  # fmt: skip
 
 

@@ -5,10 +5,11 @@ kinds of decision are :class:`Decision` rows, handed to a :class:`DecisionLog` (
 recorder, ``memory_decisions`` table) by the code that makes them:
 
 - ``write``: ``captured``, ``skipped`` (and why), ``deduplicated`` (against which row),
-  ``quarantined``;
+  ``quarantined``, ``confirmed`` (a pending capture, by a later run's evidence);
 - ``conflict``: ``superseded``, ``kept_both``, ``review``, ``merged``;
 - ``lifecycle``: ``expired``, ``decayed``, ``collected``, ``invalidated``, ``archived``,
-  ``restored``.
+  ``restored``, ``weakened`` and ``suppressed`` (a memory injected into runs that went wrong,
+  olav.memory.lifecycle.outcomes).
 
 Memory knows nothing of the audit package: the log is anything with a ``decisions`` method,
 and none (``None``) logs nothing. Logging never fails a write.
@@ -24,9 +25,18 @@ from olav.core.log import get_logger
 
 KINDS = ("write", "conflict", "lifecycle")
 ACTIONS: Mapping[str, tuple[str, ...]] = {
-    "write": ("captured", "skipped", "deduplicated", "quarantined"),
+    "write": ("captured", "skipped", "deduplicated", "quarantined", "confirmed"),
     "conflict": ("superseded", "kept_both", "review", "merged"),
-    "lifecycle": ("expired", "decayed", "collected", "invalidated", "archived", "restored"),
+    "lifecycle": (
+        "expired",
+        "decayed",
+        "collected",
+        "invalidated",
+        "archived",
+        "restored",
+        "weakened",
+        "suppressed",
+    ),
 }
 log = get_logger("memory.decisions")
 

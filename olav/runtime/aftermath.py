@@ -152,6 +152,47 @@ def capture_run(
     return list(plan.pattern_ids)
 
 
+def on_correction(session: Any, text: str) -> None:
+    """When ``text`` corrects the session's last answer: the query patterns that run used are
+    invalidated, the memories it injected suppressed (olav.memory.lifecycle.outcomes). Either
+    way the last run's lists are cleared: a correction speaks of the answer just before it."""
+    from olav.memory.ingest.capture import CORRECTION, invalidate_ids
+    from olav.memory.lifecycle.outcomes import corrected
+
+    last_run, injected = session._last_injected
+    if CORRECTION.search(text) and (session._last_patterns or injected):
+        session.decisions.drain(session.audit)  # the previous run's, before the correction's
+        why = "the user corrected its SQL in the next message"
+        invalidate_ids(session.store, session._last_patterns, session.audit, reason=why)
+        corrected(session.store, injected, run_id=last_run, log=session.audit)
+    session._last_patterns = []
+    session._last_injected = ("", [])
+
+
+def judge_injected(
+    writer: Any, store: Any, last: tuple[str, list[str]], outcome: str, session: Any
+) -> None:
+    """The memories run ``last[0]`` injected (``last[1]``) answer for its ``outcome``: a run
+    that went wrong weakens them and, past the policy's count, suppresses them, on the
+    background writer (olav.memory.lifecycle.outcomes)."""
+    from olav.memory.lifecycle.outcomes import BAD_OUTCOMES, bad_run
+
+    run_id, injected = last
+    if not injected or outcome not in BAD_OUTCOMES or isinstance(store, MemoryOff):
+        return
+    policy = policy_for(session.ws.config)
+    writer.submit(
+        f"outcome of run {run_id}",
+        bad_run,
+        store,
+        list(injected),
+        run_id=run_id,
+        outcome=outcome,
+        policy=policy,
+        log=session.decisions,
+    )
+
+
 def maintain(store: Any) -> None:
     """Compact the memory table once writes (captures, access-count bumps) have left it in
     many small fragments; each one slows every search. Then reload the in-process vector

@@ -19,7 +19,6 @@ from olav.core.log import configure as configure_logging
 from olav.core.log import get_logger
 from olav.llm.models import never_reached, translate_model_error
 from olav.memory.decisions import DecisionBuffer
-from olav.memory.ingest.capture import CORRECTION, invalidate_ids
 from olav.memory.policy import policy_for
 from olav.memory.store.scopes import user_name
 from olav.memory.store.writer import shared_writer
@@ -132,6 +131,7 @@ class Session:
         self._capture: dict[tuple[str, str], bool] = {}
         self._tools: set[str] = set()
         self._last_patterns: list[str] = []
+        self._last_injected: tuple[str, list[str]] = ("", [])  # the last run, what it injected
         self.turns = 0
         self._background: list[Waitable] = []
         self._writer = shared_writer()
@@ -237,11 +237,7 @@ class Session:
         branch; with ``resume`` None as well, nothing is added: regenerate)."""
         built = self.built
         check_fits(built.window, text)
-        if self._last_patterns and CORRECTION.search(text):
-            self.decisions.drain(self.audit)  # the previous run's, before the correction's
-            why = "the user corrected its SQL in the next message"
-            invalidate_ids(self.store, self._last_patterns, self.audit, reason=why)
-        self._last_patterns = []
+        aftermath.on_correction(self, text)  # the last run's patterns and memories answer
         claim = uuid.uuid4().hex
         owner = user_name(self.ws.config)
         self.threads.claim(self.thread_id, claim, self.agent_name, owner)  # one run per thread
@@ -303,7 +299,10 @@ class Session:
             # in the audit: the prompt comes back without a third write
             with ending:
                 self._record_thread(built, text, run_id, steps=outcome != "cancelled")
-            self._after_run(text, run_id, outcome, unreachable=unreachable)
+            injected = [
+                c.hit.record.id for r in self.run.recalls[first_recall:] for c in r.injected
+            ]
+            self._after_run(text, run_id, outcome, unreachable=unreachable, injected=injected)
         rescue = {**self.run.rescue.summary(), "seconds": round(time.perf_counter() - started, 3)}
         rescue["first_token_s"] = self.run.rescue.first_token_s
         return TurnResult(
@@ -419,13 +418,15 @@ class Session:
         return ModelError(f"the run failed: {type(exc).__name__}: {exc}")
 
     def _after_run(
-        self, text: str, run_id: str, outcome: str, *, unreachable: bool = False
+        self, text: str, run_id: str, outcome: str, *, unreachable: bool = False, injected: Any = ()
     ) -> None:
         """The run's bookkeeping. Only what is cheap happens here; embeddings and writes go
         to the background writer (olav.memory.store.writer), in order, and nobody waits for them
-        before the next prompt."""
+        before the next prompt. What the run injected answers for its outcome."""
         for rec in self.built.recallers.values():
             rec.flush(bumps=(self.turns + 1) % BUMP_EVERY_N_TURNS == 0, wait=False)
+        self._last_injected = (run_id, list(injected))
+        aftermath.judge_injected(self._writer, self.store, self._last_injected, outcome, self)
         self._capture_run(text, run_id, outcome)
         self._run_hooks(run_id, outcome, unreachable=unreachable)
         self.turns += 1

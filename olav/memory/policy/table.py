@@ -347,6 +347,8 @@ POLICY_TABLE: tuple[PolicyKey, ...] = (
     PolicyKey("never_capture", f"{_P}.capture.never", _words),
     PolicyKey("confidence", f"{_P}.confidence", _unit, _WRITTEN, _WRITTEN),
     PolicyKey("episode_every_turns", f"{_P}.capture.episode_every_turns", _at_least(1)),
+    PolicyKey("suppress_after_bad_runs", f"{_P}.outcomes.suppress_after", _at_least(1)),
+    PolicyKey("bad_run_weight", f"{_P}.outcomes.weight", _unit),
     PolicyKey("lesson_dedup", "memory.dedup_distance", from_setting=_lesson_dedup),
     PolicyKey("supersede_distance", f"{_P}.dedup.supersede", lambda b, k, v: _number(b, k, v, 0.0)),
     PolicyKey("conflicts", f"{_P}.conflicts", _conflict, _CATS),

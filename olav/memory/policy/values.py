@@ -157,6 +157,11 @@ class MemoryPolicy:
         )
     )
     episode_every_turns: int = 10
+    # what olav wrote by itself earns its place: each run it was injected into that went wrong
+    # multiplies its confidence by bad_run_weight, and after suppress_after_bad_runs such runs
+    # (or one correction by the person) it is suppressed (olav.memory.lifecycle.outcomes)
+    suppress_after_bad_runs: int = 2
+    bad_run_weight: float = 0.5
     # a new lesson this close (squared L2) to a live one is skipped: memory.dedup_distance,
     # None = calibrated for the embedder (by name prefix), else the upstream distance
     lesson_dedup: float | None = None
