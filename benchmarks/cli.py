@@ -263,9 +263,9 @@ def _given_options(ctx: typer.Context) -> list[str]:
 def _register_more() -> None:
     import inspect
 
-    from benchmarks import cli_hostile, cli_perf
+    from benchmarks import cli_hostile, cli_perf, cli_relevance
 
-    for module in (cli_hostile, cli_perf):
+    for module in (cli_hostile, cli_perf, cli_relevance):
         module.register(app)
     for info in app.registered_commands:  # each command's line in the list: its first paragraph
         doc = inspect.getdoc(info.callback) if info.callback else None

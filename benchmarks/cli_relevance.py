@@ -1,0 +1,59 @@
+"""``python -m benchmarks relevance``: today's relevance decision on the relevance corpus,
+agent by agent (leave-one-agent-out by construction: nothing was tuned on it), by language and
+by kind of request (:mod:`benchmarks.relevance`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from olav.cli.common import console, err_console, print_json, status_progress
+
+
+def markdown_relevance(report: dict[str, Any]) -> str:
+    """The report's tables, as docs/benchmarks.md shows them."""
+
+    def row(name: str, s: dict[str, Any]) -> str:
+        cells = [s["requests"], s["in_block"], s["empty"], s["precision"]]
+        return f"| {name} | " + " | ".join("—" if c is None else str(c) for c in cells) + " |"
+
+    head = (
+        "| {} | requests | expected guide in block | unrelated empty | precision |\n"
+        "|---|---|---|---|---|"
+    )
+    c = report["corpus"]
+    lines = [
+        f"Corpus: {c['agents']} agents, {c['guides']} guides, {c['requests']} requests, "
+        f"{c['pairs']} (request, guide) pairs ({c['relevant pairs']} relevant). "
+        f"Embedder {report['embedder']}, tier {report['tier']}, {report['seconds']} s.",
+        "",
+        head.format("agent (held out)"),
+        *(row(a, s) for a, s in report["agents"].items()),
+        row("**all**", report["all"]),
+        "",
+        head.format("language"),
+        *(row(lang, s) for lang, s in report["languages"].items()),
+        "",
+        head.format("kind"),
+        *(row(k, s) for k, s in report["kinds"].items()),
+    ]
+    return "\n".join(lines)
+
+
+def relevance(as_json: bool = typer.Option(False, "--json", help="The report as JSON.")) -> None:
+    """Recall every request of the relevance corpus (benchmarks/data/relevance) against a
+    store of its agent's guides, as the agent's AutoRecall would at the small tier, and score
+    the blocks: the expected guide in them, empty blocks for unrelated requests, precision."""
+    from benchmarks.relevance import run_relevance
+
+    with status_progress(err_console.is_terminal and not as_json) as progress:
+        report = run_relevance(progress=progress)
+    if as_json:
+        print_json(report)
+    else:
+        console.print(markdown_relevance(report), markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("relevance")(relevance)
