@@ -112,3 +112,22 @@ def test_an_operator_sees_and_decides_only_their_own_pending_captures(hash_ws: P
     assert [i.id for i in drafts.pending(ws, store=store, reader=bob)] == []
     alice = Reader.of({"memory.user": "alice"})
     assert [i.id for i in drafts.pending(ws, store=store, reader=alice)] == [alices]
+
+
+def test_the_console_names_a_pending_or_suppressed_rows_state(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from olav.serve.console.memory import state_of
+    from tests.helpers import rec
+
+    retired = datetime.now(UTC)
+    cases = {
+        PENDING_RUN: "pending: a run's",
+        PENDING_EXTERNAL: "pending: an external report",
+        "suppressed:outcomes": "suppressed: runs went wrong",
+        "suppressed:correction": "suppressed: corrected",
+        None: "retired",
+    }
+    for held, state in cases.items():
+        row = rec("op_x", "Action: save_config", invalidated_at=retired, superseded_by=held)
+        assert state_of(row) == state

@@ -311,6 +311,12 @@ def _search(
 def state_of(rec: Any) -> str:
     if quarantined(rec):
         return "quarantined"
+    held = str(rec.superseded_by or "")
+    if rec.pending:  # written without a person: waits on the Drafts page
+        return "pending: " + ("an external report" if held.endswith("external") else "a run's")
+    if held.startswith("suppressed:"):  # olav.memory.lifecycle.outcomes
+        why = held.removeprefix("suppressed:")
+        return "suppressed: " + ("corrected" if why == "correction" else "runs went wrong")
     if rec.invalidated_at is not None:
         return "retired"
     if rec.expires_at is not None and rec.expires_at <= datetime.now(UTC):
