@@ -12,7 +12,7 @@ CHROMIUM ?= /usr/bin/chromium
 # tests/serve/test_serve_openapi_reference.py
 REFERENCE := .cache/reference/langgraph_api-0.16.7-py3-none-any.whl
 
-.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors golden-vectors clean
+.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors golden-vectors relevance-model clean
 
 $(STAMP): pyproject.toml tests/js/package-lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -107,6 +107,12 @@ template-vectors: $(STAMP)
 golden-vectors: $(STAMP)
 	$(BIN)/python -c "from olav.memory.golden.suite import write_vectors; \
 		from olav.memory.store.embedders import E5Embedder; print(write_vectors(E5Embedder()))"
+
+# the learned relevance decision (olav/memory/recall/learned.py), fitted on the relevance corpus
+# (benchmarks/data/relevance) and written to olav/memory/recall/data/relevance-model.json; it
+# prints the leave-one-agent-out and leave-one-language-out figures (docs/benchmarks.md, section 2)
+relevance-model: $(STAMP)
+	$(BIN)/python -m benchmarks relevance-model --write
 
 clean:
 	rm -rf $(VENV) $(DEMO) .mypy_cache .ruff_cache

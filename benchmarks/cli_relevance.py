@@ -55,5 +55,61 @@ def relevance(as_json: bool = typer.Option(False, "--json", help="The report as 
         console.print(markdown_relevance(report), markup=False, highlight=False)
 
 
+def relevance_model(
+    write: bool = typer.Option(
+        False, "--write", help="Write the shipped model (olav/memory/recall/data)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON."),
+) -> None:
+    """Fit the learned relevance decision on the relevance corpus and report it leave-one-
+    agent-out and leave-one-language-out (``make relevance-model`` writes the model)."""
+    from benchmarks.relevance_model import run
+
+    with status_progress(err_console.is_terminal and not as_json) as progress:
+        report = run(write, progress=progress)
+    if as_json:
+        print_json(report)
+    else:
+        console.print(markdown_model(report), markup=False, highlight=False)
+
+
+def markdown_model(report: dict[str, Any]) -> str:
+    """The held-out tables of a fit, as docs/benchmarks.md shows them."""
+    lines = []
+    for split in ("leave one agent out", "leave one language out"):
+        part = report[split]
+        lines += [
+            f"**{split}** (thresholds chosen without the held-out group: "
+            + ", ".join(f"{k} {v:g}" for k, v in part["thresholds"].items())
+            + ")",
+            "",
+            *_table("held out", part.get("agents") or part["languages"], part["all"]),
+            "",
+            *_table("language", part["languages"], None),
+            "",
+            *_table("kind", part["kinds"], None),
+            "",
+        ]
+    shipped = ", ".join(f"{k} {v['threshold']:g}" for k, v in report["shipped"].items())
+    lines.append(f"Shipped thresholds: {shipped}. {report['seconds']} s.")
+    return "\n".join(lines)
+
+
+def _table(name: str, groups: dict[str, Any], total: dict[str, Any] | None) -> list[str]:
+    def row(label: str, s: dict[str, Any]) -> str:
+        cells = [s["requests"], s["in_block"], s["empty"], s["precision"]]
+        return f"| {label} | " + " | ".join("—" if c is None else str(c) for c in cells) + " |"
+
+    out = [
+        f"| {name} | requests | expected guide in block | unrelated empty | precision |",
+        "|---|---|---|---|---|",
+        *(row(k, v) for k, v in groups.items()),
+    ]
+    if total is not None:
+        out.append(row("**all**", total))
+    return out
+
+
 def register(app: typer.Typer) -> None:
     app.command("relevance")(relevance)
+    app.command("relevance-model")(relevance_model)

@@ -15,10 +15,11 @@ request is recalled as the agent's AutoRecall would (dry run), and the block is 
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +47,20 @@ def score(rows: Sequence[tuple[Request, list[str]]]) -> dict[str, Any]:
     }
 
 
-def recall_agent(corpus: Corpus, agent: str, embedder: Any) -> list[tuple[Request, list[str]]]:
-    """Every request of ``agent`` through the product's Recaller on a store of its guides:
-    (request, the intents of the guides injected)."""
+@contextlib.contextmanager
+def agent_recaller(
+    corpus: Corpus, agent: str, embedder: Any, **settings: Any
+) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A Recaller (small tier, default settings but ``settings``) on a fresh store of
+    ``agent``'s guides, imported as ``olav kb import-guides`` does, and the intent of each
+    guide's id."""
     from olav.core.settings import SETTINGS
     from olav.memory.ingest.guides import import_guides
     from olav.memory.recall.recaller import Recaller
     from olav.memory.store.table import MemoryStore
 
-    settings: dict[str, Any] = {s.key: s.default for s in SETTINGS}
-    guides = corpus.guides[agent]
+    config: dict[str, Any] = {s.key: s.default for s in SETTINGS}
+    config.update({k.replace("__", "."): v for k, v in settings.items()})
     files = corpus.files[agent]
     with tempfile.TemporaryDirectory(prefix="olav-relevance-") as tmp:
         store = MemoryStore(Path(tmp) / "memory.lance", embedder)
@@ -63,8 +68,23 @@ def recall_agent(corpus: Corpus, agent: str, embedder: Any) -> list[tuple[Reques
         if summary.errors:
             raise RuntimeError(summary.errors[0].one_line())
         store.maintain(force_optimize=True)
-        recaller = Recaller.for_config(store, settings, agent=agent, tier=TIER)
-        intent_of = {f"guide_{agent}_{g.intent}": g.intent for g in guides}
+        recaller = Recaller.for_config(store, config, agent=agent, tier=TIER)
+        yield recaller, {f"guide_{agent}_{g.intent}": g.intent for g in corpus.guides[agent]}
+
+
+def recall_agent(
+    corpus: Corpus, agent: str, embedder: Any, model: Any = "shipped"
+) -> list[tuple[Request, list[str]]]:
+    """Every request of ``agent`` through the product's Recaller on a store of its guides:
+    (request, the intents of the guides injected). ``model``: the learned decision's model
+    (the shipped one by default; None: the floors decide guides too)."""
+    chosen = "off" if model is None else "on"
+    with agent_recaller(corpus, agent, embedder, memory__relevance_model=chosen) as (
+        recaller,
+        intent_of,
+    ):
+        if model not in (None, "shipped"):
+            recaller.model = model
         rows = []
         for req in (r for r in corpus.requests if r.agent == agent):
             res = recaller.recall(req.text, dry_run=True)
@@ -73,7 +93,9 @@ def recall_agent(corpus: Corpus, agent: str, embedder: Any) -> list[tuple[Reques
     return rows
 
 
-def run_relevance(embedder: Any = None, progress: Callable[[str], None] | None = None) -> dict:
+def run_relevance(
+    embedder: Any = None, progress: Callable[[str], None] | None = None, *, learned: bool = True
+) -> dict:
     """The baseline report: per agent, per language and per kind, and over every request."""
     from olav.memory.store.embedders import CachedEmbedder, E5Embedder
 
@@ -85,7 +107,7 @@ def run_relevance(embedder: Any = None, progress: Callable[[str], None] | None =
     per_agent = {}
     for agent in corpus.agents:
         say(f"recalling {agent}")
-        got = recall_agent(corpus, agent, emb)
+        got = recall_agent(corpus, agent, emb, "shipped" if learned else None)
         per_agent[agent] = score(got)
         rows += got
     by_lang = {lang: score([x for x in rows if x[0].lang == lang]) for lang in LANGS}
@@ -94,6 +116,7 @@ def run_relevance(embedder: Any = None, progress: Callable[[str], None] | None =
         kinds[x[0].kind].append(x)
     return {
         "embedder": getattr(emb, "name", str(emb)),
+        "decision": "learned" if learned else "floors",
         "tier": TIER,
         "corpus": corpus.counts(),
         "all": score(rows),

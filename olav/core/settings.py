@@ -172,6 +172,14 @@ SETTINGS: tuple[Setting, ...] = (
         ("auto", "off"),
     ),
     Setting(
+        "memory.relevance_model",
+        str,
+        "off",
+        "Who decides whether a guide applies: off = the calibrated floors; on = the shipped "
+        "learned model, for the embedder it was fitted on (bundled e5).",
+        ("on", "off"),
+    ),
+    Setting(
         "memory.dedup_distance",
         str,
         "auto",

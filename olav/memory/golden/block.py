@@ -84,7 +84,8 @@ def replay(r: Recalled, floors: Floors, tier: str, budget: int) -> list[Candidat
     cands = []
     for c in r.candidates:  # copies: the recorded decisions stay as recalled
         sig = _copy(c.signals)
-        if r.relevance_on and c.hit.record.category != "episode":
+        # a guide the learned model decided keeps its verdict: floors decide the rest
+        if r.relevance_on and c.hit.record.category != "episode" and sig.p is None:
             decide(sig, lesson=c.hit.record.category == "reflection", floors=floors)
         cand = _copy(c)
         cand.signals, cand.decision = sig, "candidate"

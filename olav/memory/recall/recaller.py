@@ -18,7 +18,7 @@ from typing import Any
 from olav.core.log import get_logger
 from olav.memory.lifecycle.decay import decay_weight, rank_factor
 from olav.memory.policy import DEFAULTS, MemoryPolicy
-from olav.memory.recall import second_opinion
+from olav.memory.recall import learned, second_opinion
 from olav.memory.recall.block import memory_body, render_block
 from olav.memory.recall.episodes import TEMPORAL, recent_episodes
 from olav.memory.recall.relevance import (
@@ -154,6 +154,7 @@ class Recaller:
         audit: Any = None,
         lesson_margins: second_opinion.LessonMargins | None = None,
         second_look: Any = None,
+        model: learned.Model | None = None,
     ) -> None:
         self.store = store
         self.agent = agent
@@ -170,6 +171,8 @@ class Recaller:
         self.lesson_margins = lesson_margins
         # a reranker and the chat model as judge (olav.memory.recall.second_look.SecondLook)
         self.second_look = second_look
+        # the learned decision for guides (olav.memory.recall.learned); None: the floors
+        self.model = model if floors is not None and background is not None else None
         self.policy = options.policy
         self.audit = audit
         self.bump = options.bump_access
@@ -209,6 +212,9 @@ class Recaller:
             policy=policy,
             enabled=enabled,
         )
+        model = None
+        if learned.wanted(config):
+            model = learned.model_for(store.embedder.name, second=margins is not None)
         look = None
         if floors is not None:  # relevance off: the nearest memories, nothing to overrule
             look = second_look.for_config(config, store.path.parent, judge_model)
@@ -221,6 +227,7 @@ class Recaller:
             audit=audit,
             lesson_margins=margins,
             second_look=look,
+            model=model,
         )
 
     @property
@@ -314,6 +321,8 @@ class Recaller:
                 c.boosted, c.signals.relevant = True, True
                 c.signals.reason = "the request asks about an earlier session"
             cands.append(c)
+        if self.model is not None:  # the guides' decision
+            learned.decide_candidates(self.model, query, lang, cands, self.lesson_margins)
         cands.sort(key=lambda c: _order(c, self.policy))
         return cands
 
@@ -426,6 +435,8 @@ def _order(c: Candidate, policy: MemoryPolicy) -> tuple[Any, ...]:
     confidence and decay; origin breaks ties (``policy.origin_order``)."""
     rec = c.hit.record
     newest = rec.created_at.timestamp() if rec.category == "episode" and rec.created_at else 0.0
+    if c.signals.p is not None:  # a guide the learned model decided: by its probability
+        return (not c.boosted, 0, -newest, -1.0 - c.signals.p, policy.origin_rank(rec.origin))
     worded = len(c.signals.keywords)
     return (not c.boosted, -worded, -newest, -c.rank_score, policy.origin_rank(rec.origin))
 
@@ -448,7 +459,7 @@ def select(
     best: dict[tuple[bool, int], float] = {}
     for c in cands:
         m = c.signals.margin
-        if c.signals.relevant and m is not None:
+        if c.signals.relevant and m is not None and c.signals.p is None:
             lesson = c.hit.record.category == "reflection"
             for worded in range(len(c.signals.keywords) + 1):
                 best[lesson, worded] = max(best.get((lesson, worded), m), m)
@@ -465,6 +476,7 @@ def select(
         elif (
             m is not None
             and not c.signals.vouched  # the reranker or the judge said it applies
+            and c.signals.p is None  # the learned model weighed the others already
             and m < best[rec.category == "reflection", len(c.signals.keywords)] - floors.spread
         ):
             c.decision = "weaker"

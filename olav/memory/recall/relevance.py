@@ -80,6 +80,11 @@ class Signals:
     rerank: float | None = None
     judged: bool | None = None
     vouched: bool = False  # relevant on the reranker's or the judge's word, not the margin
+    # the learned decision (olav.memory.recall.learned), for a guide: its probability, the
+    # model's threshold, and the features that carried it (name, part of the log-odds)
+    p: float | None = None
+    threshold: float | None = None
+    carried: tuple[tuple[str, float], ...] = ()
 
     @property
     def own_margin(self) -> float | None:
@@ -107,6 +112,15 @@ class Signals:
             # only when asked: without a reranker or judge the JSON stays as it was
             **({} if self.rerank is None else {"rerank": round(self.rerank, 4)}),
             **({} if self.judged is None else {"judged": self.judged}),
+            **(
+                {}
+                if self.p is None
+                else {
+                    "p": round(self.p, 4),
+                    "threshold": self.threshold,
+                    "carried": [{"feature": n, "logit": v} for n, v in self.carried],
+                }
+            ),
         }
 
 
