@@ -49,7 +49,11 @@ def gather(corpus: Corpus, embedder: Any, say: Callable[[str], None]) -> Rows:
     from olav.memory.recall import learned
     from olav.memory.recall.relevance import language
 
-    xs, ys, idx, intents, requests = [], [], [], [], []
+    xs: list[np.ndarray] = []
+    ys: list[bool] = []
+    idx: list[int] = []
+    intents: list[str] = []
+    requests: list[Request] = []
     for agent in corpus.agents:
         say(f"features: {agent}")
         with agent_recaller(corpus, agent, embedder, memory__relevance_model="off") as (
