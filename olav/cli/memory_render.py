@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from olav.cli.common import console, counted, print_json
+from olav.memory.recall import learned
 
 
 def snippet(text: str, width: int = 90) -> str:
@@ -104,6 +105,7 @@ def render_why(result: Any, rec: Any) -> None:
         "relevance off: the nearest memories are sent"
         if floors is None
         else ("words only (no background) · " if rec.background is None else "")
+        + learned.described(getattr(rec, "model", None))
         + f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
         f"{floors.specific:g} in specific words), "
         f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"

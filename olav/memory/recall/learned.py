@@ -95,7 +95,7 @@ SAID = {
     "agree": "first by both",
     "intent_words": "intent's words",
     "words_in_guide": "request's words in it",
-    "latin_in_guide": "request's words in it",
+    "latin_in_guide": "request's Latin words in it",
     "cjk_in_guide": "request's Chinese in it",
     "en": "English",
     "zh": "Chinese",
@@ -391,3 +391,11 @@ def decide_candidates(
     found = pool_of(query, lang, cands, lesson_margins, second=model.second)
     if found is not None and found[1]:
         decide(model, query, lang, found[1])
+
+
+def described(model: Model | None) -> str:
+    """What decides guides, for the title of ``olav memory why`` and the console's Why page
+    ("" when the floors do)."""
+    if model is None:
+        return ""
+    return f"guides: learned model, threshold {model.threshold:g} · "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from olav.memory.recall import learned
 from olav.serve.console.context import Ctx, Page, Refused
 from olav.serve.console.html import Markup, esc, h, join, link, memory_href, table
 
@@ -119,6 +120,7 @@ def _relevance(rec: Any) -> str:
     return (
         where
         + ("words only (no background) · " if rec.background is None else "")
+        + learned.described(getattr(rec, "model", None))
         + f"floors {floors.directive:g} ({floors.directive_words:g} in words, "
         f"{floors.specific:g} in specific words), "
         f"lessons {floors.lesson:g} ({floors.lesson_words:g}), spread {floors.spread:g}"
