@@ -128,12 +128,18 @@ class Parse:
 
 
 def parse(
-    text: str, tools: Mapping[str, dict[str, Any]], *, finished: bool = True, prompt: str = ""
+    text: str,
+    tools: Mapping[str, dict[str, Any]],
+    *,
+    finished: bool = True,
+    prompt: str = "",
+    grammars: bool = True,
 ) -> Parse:
-    """The non-streaming parse: the message's text through :func:`salvage`."""
+    """The non-streaming parse: the message's text through :func:`salvage` (with
+    ``grammars=False``, the schema-driven reader alone)."""
     from olav.runtime.rescue import salvage
 
-    got = salvage(text, tools, finished=finished, prompt=prompt)
+    got = salvage(text, tools, finished=finished, prompt=prompt, grammars=grammars)
     return Parse(
         got.answer or None,
         got.reasoning or None,
@@ -147,6 +153,7 @@ def parse_stream(
     *,
     finished: bool = True,
     prompt: str = "",
+    grammars: bool = True,
 ) -> Parse:
     """The streaming parse: the deltas through the stream guard, the final message through
     :func:`salvage`; the content is what the person saw, as the runner prints it."""
@@ -160,7 +167,7 @@ def parse_stream(
         whole.append(delta)
         seen.append(guard.feed(delta))
     seen.append(guard.flush())
-    got = salvage("".join(whole), tools, finished=finished, prompt=prompt)
+    got = salvage("".join(whole), tools, finished=finished, prompt=prompt, grammars=grammars)
     shown = "".join(seen)
     content = shown + unshown(shown, got.answer) if shown.strip() else got.answer
     return Parse(
@@ -180,7 +187,7 @@ def _result(p: Parse) -> Any:
     )
 
 
-def observe(fixture: Any, family: Any, *, stress: bool = True) -> Any:
+def observe(fixture: Any, family: Any, *, stress: bool = True, grammars: bool = True) -> Any:
     """The suite's :class:`~canitoolcall.results.Observation` of one fixture by olav."""
     from canitoolcall.results import Observation
 
@@ -191,13 +198,19 @@ def observe(fixture: Any, family: Any, *, stress: bool = True) -> Any:
     streams = {
         s: _result(
             parse_stream(
-                chunks(fixture.raw_output, markers, s), tools, finished=finished, prompt=prompt
+                chunks(fixture.raw_output, markers, s),
+                tools,
+                finished=finished,
+                prompt=prompt,
+                grammars=grammars,
             )
         )
         for s in (*STRATEGIES, *(STRESS if stress else ()))
     }
     return Observation(
-        nonstream=_result(parse(fixture.raw_output, tools, finished=finished, prompt=prompt)),
+        nonstream=_result(
+            parse(fixture.raw_output, tools, finished=finished, prompt=prompt, grammars=grammars)
+        ),
         streams=streams,
         synthetic=frozenset(STRESS if stress else ()),
     )
@@ -223,11 +236,11 @@ def _kind(fixture: Any) -> str:
     return "error" if tags & {"truncated", "malformed"} else "text"
 
 
-def judge(fixture: Any, family: Any) -> dict[str, Any]:
+def judge(fixture: Any, family: Any, *, grammars: bool = True) -> dict[str, Any]:
     """One fixture's verdict: the suite's status and the checks that did not pass."""
     from canitoolcall.checks import case_status, run_checks
 
-    obs = observe(fixture, family)
+    obs = observe(fixture, family, grammars=grammars)
     rows = run_checks(fixture, family, obs)
     status = case_status(rows, obs.synthetic)
     failed = sorted(
@@ -294,11 +307,12 @@ def _tally(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_suite(split: str = "all") -> dict[str, Any]:
-    """The report: per family and in all, for the dev and held-out parts and together."""
+def run_suite(split: str = "all", *, grammars: bool = True) -> dict[str, Any]:
+    """The report: per family and in all, for the dev and held-out parts and together.
+    ``grammars=False``: the schema-driven reader alone, every family grammar off."""
     every, families = fixtures(split)
     t0 = time.perf_counter()
-    verdicts = [judge(f, families.get(f.family)) for f in every]
+    verdicts = [judge(f, families.get(f.family), grammars=grammars) for f in every]
     elapsed = time.perf_counter() - t0
     from canitoolcall import __version__
 
@@ -311,6 +325,7 @@ def run_suite(split: str = "all") -> dict[str, Any]:
         "benchmark": "toolcalls-suite",
         "suite": f"{SUITE} {__version__}",
         "split": split,
+        "reader": "every grammar, then the schemas" if grammars else "the schemas alone",
         "families": by_family,
         "total": total,
         "dev": _tally([v for v in verdicts if not v["held_out"]]),

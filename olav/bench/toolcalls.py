@@ -150,27 +150,28 @@ def _normalised(calls: Iterable[dict[str, Any]], tools: dict[str, dict[str, Any]
     return out
 
 
-def _timed(case: Case, repeat: int) -> tuple[list[dict[str, Any]], float]:
+def _timed(case: Case, repeat: int, grammars: bool = True) -> tuple[list[dict[str, Any]], float]:
     from olav.runtime.rescue import salvage
 
     best = float("inf")
     result = None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        result = salvage(case.raw_text, case.tools, request=case.request)
+        result = salvage(case.raw_text, case.tools, request=case.request, grammars=grammars)
         best = min(best, time.perf_counter() - t0)
     assert result is not None
     calls = [{"name": c.name, "arguments": c.args, "family": c.family} for c in result.calls]
     return calls, best * 1000
 
 
-def run_toolcalls(cases: list[Case], *, repeat: int = 5) -> dict[str, Any]:
-    """The report (see the module docstring); JSON-safe."""
+def run_toolcalls(cases: list[Case], *, repeat: int = 5, grammars: bool = True) -> dict[str, Any]:
+    """The report (see the module docstring); JSON-safe. ``grammars=False``: the
+    schema-driven reader alone, every family grammar off."""
     families: dict[str, _Family] = {}
     per_case: list[dict[str, Any]] = []
     times: list[float] = []
     for case in cases:
-        calls, ms = _timed(case, repeat)
+        calls, ms = _timed(case, repeat, grammars)
         times.append(ms)
         per_case.append({"id": case.id, "calls": calls})
         fam = families.setdefault(case.family, _Family())

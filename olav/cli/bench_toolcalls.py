@@ -46,16 +46,21 @@ def toolcalls(
         help="A public conformance suite instead of a corpus: canitoolcall (pip install "
         "canitoolcall).",
     ),
+    schema_only: bool = typer.Option(
+        False,
+        "--schema-only",
+        help="Every family grammar off: how far the offered tools' schemas alone read calls.",
+    ),
 ) -> None:
     """Per format family: calls salvaged exactly, wrongly or missed; executions on negatives;
     parse time. Each line of the corpus: {"id", "kind": "call"|"negative"|"narration",
     "request"?, "raw_text", "tools": [{"name", "description", "parameters"}], "expect"}."""
     if suite:
-        _suite(suite, as_json=as_json, markdown=markdown)
+        _suite(suite, as_json=as_json, markdown=markdown, grammars=not schema_only)
         return
     from olav.bench.toolcalls import load_cases, markdown_toolcalls, run_toolcalls, shipped_corpus
 
-    report = run_toolcalls(load_cases(path or shipped_corpus()))
+    report = run_toolcalls(load_cases(path or shipped_corpus()), grammars=not schema_only)
     if as_json:
         print_json(report)
         return
@@ -75,13 +80,13 @@ def toolcalls(
         raise typer.Exit(1)
 
 
-def _suite(name: str, *, as_json: bool, markdown: bool) -> None:
+def _suite(name: str, *, as_json: bool, markdown: bool, grammars: bool = True) -> None:
     from olav.bench import toolcall_suite as ts
     from olav.core.errors import OlavError
 
     if name != ts.SUITE:
         raise OlavError(f"unknown suite {name!r}", hint=f"The suite olav replays: {ts.SUITE}")
-    report = ts.run_suite()
+    report = ts.run_suite(grammars=grammars)
     if as_json:
         print_json(report)
     elif markdown:

@@ -236,7 +236,11 @@ def _mistral(text: str, finished: bool) -> Iterator[Found]:
 
 
 def _deepseek(text: str, finished: bool) -> Iterator[Found]:
-    yield from _found(g.deepseek_v3(text, finished), "deepseek")
+    found = list(_found(g.deepseek_v3(text, finished), "deepseek"))
+    sep = text.find("<｜tool▁sep｜>")
+    if not found and sep >= 0:  # its separator without the call's opening token: broken
+        found = [Found("", None, "deepseek", max(0, text.rfind("<｜", 0, sep)), len(text), False)]
+    yield from found
 
 
 def _dsml(text: str, finished: bool) -> Iterator[Found]:

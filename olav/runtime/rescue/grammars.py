@@ -453,12 +453,30 @@ def _json_then(
     return value, end, _ends(text, end, finished)
 
 
+def _mended(body: str) -> Any:
+    """A call object whose closing tag came but one of its brackets did not, read leniently
+    (the lenient reader closes what is open); None when it is not one."""
+    from olav.runtime.rescue.lenient import LenientError, loads
+
+    body = re.sub(r"^\s*```[\w]*\n|```\s*$", "", body).strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        value = loads(body)
+    except LenientError:
+        return None
+    return value if isinstance(value, dict) and json_calls(value) else None
+
+
 _JSON_NAME = re.compile(r'"name"\s*+:\s*+"([^"\\]{1,64}+)"')
 
 
 def hermes(text: str, body: int, start: int, finished: bool) -> Call | None:
     """``<tool_call>`` (ending at ``body``) and a JSON call object or list."""
     value, end, closed = _json_then(text, body, ("</tool_call>",), finished, fence=True)
+    if value is None and not closed and text.endswith("</tool_call>", 0, end):
+        value = _mended(text[body : end - len("</tool_call>")])  # the tag closed, a } was lost
+        closed = value is not None
     if value is None and not closed:
         named = _JSON_NAME.search(text, body, min(end, body + 400))
         return (named.group(1) if named else "", None, start, end, False)

@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from olav.runtime.rescue.byschema import read_calls
 from olav.runtime.rescue.formats import Found, find_calls, mask
 from olav.runtime.rescue.grammars import Typed, Written
 from olav.runtime.rescue.lenient import closes_at
@@ -140,13 +141,16 @@ def salvage(
     reasoning: str = "",
     finished: bool = True,
     prompt: str = "",
+    grammars: bool = True,
 ) -> Salvage:
     """The calls to run from a message's text. ``tools`` maps each offered tool's name to
     its argument JSON schema; ``request`` is the person's message; ``reasoning`` is what the
     server returned apart from the content (the reasoning channel). ``finished`` is False
     when the message stopped on the token limit: a call it ends in is never run, nor
     completed. ``prompt`` is the end of the prompt the model went on from, when known (a
-    template that opens reasoning there)."""
+    template that opens reasoning there). The family grammars read first; beneath them the
+    offered tools' schemas do (:mod:`olav.runtime.rescue.byschema`); ``grammars=False``
+    leaves the schemas alone (what ``olav bench toolcalls --schema-only`` measures)."""
     answer, thought = split_reasoning(content or "", opened=opened_by(prompt), finished=finished)
     thought = "\n\n".join(t for t in (reasoning.strip(), thought) if t)
     out = Salvage(answer=answer, reasoning=thought)
@@ -159,15 +163,52 @@ def salvage(
         return out
     # a message in Harmony's channels has its own call syntax: JSON in its answer is content
     weak = "<|channel|>" not in (content or "")
-    found = find_calls(answer, finished=finished, weak=weak)
+    found = find_calls(answer, finished=finished, weak=weak) if grammars else []
     taken = _take(found, answer, tools, out, in_reasoning=False)
+    if not taken and not out.unfinished and weak:  # a cut or broken frame is never guessed at
+        found, taken = _by_schema(answer, tools, out, finished=finished, grammars=found)
     if not taken and not out.invalid and thought and len(answer) <= WEAK_PROSE_LIMIT:
-        _take(find_calls(thought, finished=finished), thought, tools, out, in_reasoning=True)
+        more = find_calls(thought, finished=finished) if grammars else []
+        if not _take(more, thought, tools, out, in_reasoning=True) and not out.unfinished:
+            _by_schema(thought, tools, out, finished=finished, grammars=more, in_reasoning=True)
     cut = [f for f in found if not f.closed]
     if taken or cut:
         out.answer = _without(answer, [*taken, *cut])
     out.answer = scrub(out.answer)
     return out
+
+
+def _by_schema(
+    text: str,
+    tools: Mapping[str, dict[str, Any]],
+    out: Salvage,
+    *,
+    finished: bool,
+    grammars: list[Found],
+    in_reasoning: bool = False,
+) -> tuple[list[Found], list[Found]]:
+    """The schema-driven reader where the grammars took nothing: (its finds, those taken).
+    What it reads replaces the grammars' verdicts (an invalid or unnamed call) only when it
+    takes a call; a call the text ends in, when the message stopped on the token limit, is
+    never run."""
+    read = read_calls(text, tools)
+    if not finished:
+        tail = len(text.rstrip())
+        read = [replace(f, closed=False) if f.end >= tail else f for f in read]
+    if not read:
+        return grammars, []
+    trial = Salvage(answer=out.answer, reasoning=out.reasoning)
+    taken = _take(read, text, tools, trial, in_reasoning=in_reasoning)
+    if taken:
+        out.calls += trial.calls
+        out.invalid, out.unfinished, out.skipped = trial.invalid, trial.unfinished, trial.skipped
+        return read, taken
+    if trial.unfinished and not out.unfinished:
+        out.unfinished = trial.unfinished
+        return read, taken
+    if not out.invalid:
+        out.invalid = trial.invalid
+    return grammars, []
 
 
 def _take(
