@@ -38,7 +38,9 @@ ARG_KEYS = ("arguments", "parameters", "args", "input", "params", "tool_input", 
 _PY_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _PREFIX = r"(?:(?:functions|tools|default_api|api)[.:]|call:\s*)?"
 # a closing tag or token right after a call: </function>, <|python_end|>, <｜tool▁call▁end｜>
-_CLOSERS = re.compile(r"[ \t\r\n]*(?:</[\w:=|｜-]{1,32}>|<\|[\w]{1,24}\|>|<｜[^｜\n]{1,32}｜>|```(?!\w))")
+_CLOSERS = re.compile(
+    r"[ \t\r\n]*(?:</[\w:=|｜-]{1,32}>|<\|[\w]{1,24}\|>|<｜[^｜\n]{1,32}｜>|```(?!\w))"
+)
 
 
 def read_calls(text: str, tools: Mapping[str, Any], *, masked: Masked | None = None) -> list[Found]:
@@ -50,7 +52,8 @@ def read_calls(text: str, tools: Mapping[str, Any], *, masked: Masked | None = N
     found: list[Found] = []
     for f in (*_objects(text, tools), *_named(text, tools)):
         shown = masked.hides(f.start) and not _broken_tag(text, f.start)
-        if shown or _at_a_prompt(text, f.start) or any(o.start < f.end and f.start < o.end for o in found):
+        taken = any(o.start < f.end and f.start < o.end for o in found)
+        if shown or taken or _at_a_prompt(text, f.start):
             continue
         found.append(f)
     return _joined(text, sorted(found, key=lambda f: f.start), masked)
@@ -208,8 +211,8 @@ def _python_call(text: str, start: int, props: list[str]) -> tuple[Any, int, boo
         return {}, len(text), False
     inner = text[start + 1 : end - 1].strip()
     if inner.startswith("{"):
-        args = _json(inner)
-        return (args, _closer(text, end), True) if isinstance(args, dict) else None
+        obj = _json(inner)
+        return (obj, _closer(text, end), True) if isinstance(obj, dict) else None
     try:
         node = ast.parse("f(" + inner + ")", mode="eval").body
     except (SyntaxError, ValueError):
@@ -235,7 +238,8 @@ def _literal(node: ast.expr) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k) if k else None: _literal(v) for k, v in zip(node.keys, node.values)}
+        pairs = zip(node.keys, node.values, strict=True)
+        return {_literal(k) if k else None: _literal(v) for k, v in pairs}
     try:
         return ast.literal_eval(node)
     except (ValueError, SyntaxError, TypeError):
@@ -312,7 +316,7 @@ def _key_lines(text: str, start: int, props: list[str]) -> tuple[Any, int, bool]
         if m is None or m.group(1) not in props:
             break
         raw = m.group(2).strip().strip(",")
-        parsed = _json(raw) if raw[:1] in "[{\"" or raw in ("true", "false", "null") else None
+        parsed = _json(raw) if raw[:1] in '[{"' or raw in ("true", "false", "null") else None
         args[m.group(1)] = parsed if parsed is not None else _scalar(raw.strip("'`"))
         i = m.end()
     if not args:
@@ -368,7 +372,7 @@ def _joined(text: str, found: list[Found], masked: Masked) -> list[Found]:
         if lead and tail:
             start, end = lead.start(), end + tail.end()
         start, end = _wrapped(text, start, end)
-        for a, b, body_a, body_b in masked.fences:
+        for a, b, body_a, _ in masked.fences:
             inside = body_a <= start and end <= b
             if inside and not text[body_a:start].strip() and not text[end:b].strip("`\n \t"):
                 start, end = min(start, a), max(end, b)
