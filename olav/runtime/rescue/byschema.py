@@ -76,6 +76,28 @@ def _broken_tag(text: str, start: int) -> bool:
     return re.search(r"`[\w|]{2,24}>\s*\Z", text[max(0, start - 32) : start]) is not None
 
 
+_WRITTEN_PREFIX = re.compile(r"^(?:functions?|tools?|default_api|api)[.:]", re.I)
+
+
+def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
+    """The offered tool a written name means, or None: a ``functions.``/``tools.`` prefix,
+    an index suffix (``name:0``), case, ``-`` for ``_`` and gpt-oss's ``json`` glued on."""
+    raw = name.strip().strip("\"'`")
+    if raw in tools:
+        return raw
+    bare = _WRITTEN_PREFIX.sub("", raw)
+    bare = re.sub(r":\d+$", "", bare).strip()
+    if bare in tools:
+        return bare
+    key = bare.lower().replace("-", "_").replace(" ", "_")
+    for tool in tools:
+        if tool.lower() == key:
+            return tool
+    if key.endswith("json") and key[:-4] in tools:  # harmony's "<name>json" (llama.cpp #15158)
+        return key[:-4]
+    return None
+
+
 # -- objects that name a tool -----------------------------------------------------------------
 
 
@@ -134,8 +156,6 @@ def _call_of(obj: dict[str, Any], tools: Mapping[str, Any]) -> tuple[str, Any] |
 
 
 def _tool(name: str, tools: Mapping[str, Any]) -> str | None:
-    from olav.runtime.rescue.salvage import offered_name
-
     return offered_name(name, tools)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from olav.runtime.rescue.byschema import read_calls
+from olav.runtime.rescue.byschema import offered_name, read_calls
 from olav.runtime.rescue.formats import Found, find_calls, mask
 from olav.runtime.rescue.grammars import Typed, Written
 from olav.runtime.rescue.lenient import closes_at
@@ -62,7 +62,6 @@ _EXAMPLE_PROSE = re.compile(
     re.I,
 )
 WEAK_PROSE_LIMIT = 300  # characters of prose a weak-format call may come with
-_PREFIX = re.compile(r"^(?:functions?|tools?|default_api|api)[.:]", re.I)
 
 
 @dataclass(frozen=True)
@@ -99,24 +98,6 @@ class Salvage:
     @property
     def families(self) -> list[str]:
         return sorted({c.family for c in self.calls})
-
-
-def offered_name(name: str, tools: Mapping[str, Any]) -> str | None:
-    """The offered tool a written name means, or None (see the module docstring, 1)."""
-    raw = name.strip().strip("\"'`")
-    if raw in tools:
-        return raw
-    bare = _PREFIX.sub("", raw)
-    bare = re.sub(r":\d+$", "", bare).strip()
-    if bare in tools:
-        return bare
-    key = bare.lower().replace("-", "_").replace(" ", "_")
-    for tool in tools:
-        if tool.lower() == key:
-            return tool
-    if key.endswith("json") and key[:-4] in tools:  # harmony's "<name>json" (llama.cpp #15158)
-        return key[:-4]
-    return None
 
 
 # addresses say nothing about what the person asks for ("ops@example.com", example.org)
