@@ -39,18 +39,21 @@ _PY_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _PREFIX = r"(?:(?:functions|tools|default_api|api)[.:]|call:\s*)?"
 # a closing tag or token right after a call: </function>, <|python_end|>, <｜tool▁call▁end｜>
 _CLOSERS = re.compile(
-    r"[ \t\r\n]*(?:</[\w:=|｜-]{1,32}>|<\|[\w]{1,24}\|>|<｜[^｜\n]{1,32}｜>|```(?!\w))"
+    r"[ \t\r\n]*(?:</(?:｜DSML｜ ?)?[\w:=|-]{1,32}>|<\|[\w]{1,24}\|>|<｜[^｜\n]{1,32}｜>|```(?!\w))"
 )
 
 
-def read_calls(text: str, tools: Mapping[str, Any], *, masked: Masked | None = None) -> list[Found]:
+def read_calls(
+    text: str, tools: Mapping[str, Any], *, masked: Masked | None = None, objects: bool = True
+) -> list[Found]:
     """Every call of an offered tool written in ``text``, in order, outside code the answer
-    shows (``tools``: name to argument schema)."""
+    shows (``tools``: name to argument schema). ``objects=False`` reads only a name followed
+    by arguments (in Harmony's channels, JSON that names a tool is the answer's content)."""
     if not text or not tools or not any(_bare(t) in text.lower() for t in tools):
         return []  # no offered tool is named: nothing here is a call
     masked = masked or mask(text)
     found: list[Found] = []
-    for f in (*_objects(text, tools), *_named(text, tools)):
+    for f in (*(_objects(text, tools) if objects else ()), *_named(text, tools)):
         shown = masked.hides(f.start) and not _broken_tag(text, f.start)
         taken = any(o.start < f.end and f.start < o.end for o in found)
         if shown or taken or _at_a_prompt(text, f.start):
@@ -197,9 +200,11 @@ def _named(text: str, tools: Mapping[str, Any]) -> Iterator[Found]:
 
 
 # what may sit between a tool's name and its arguments: quotes, ``:``, ``=``, ``>``, an index
-# (``name:0``), special tokens (``<|x|>``, ``<｜x｜>``, ``[ARGS]``), a fence opening, "json"
+# (``name:0``), special tokens (``<|x|>``, ``<｜x｜>``, ``[ARGS]``; a word between two, as
+# Harmony's channel), a fence opening, "json"
 _SEP = re.compile(
-    r"(?:[\"'`]|[ \t\r\n]+|[:=>]|:\d+|<\|[^|>\n]{1,32}\|>|<｜[^｜\n]{1,32}｜>|\[[A-Z_]{2,24}\]"
+    r"(?:[\"'`]|[ \t\r\n]+|:\d+|[:=>]|<\|[^|>\n]{1,32}\|>(?:\w{1,24}(?=<\|))?"
+    r"|<｜[^｜\n]{1,32}｜>|\[[A-Z_]{2,24}\]"
     r"|```[\w]*\n|json(?=<\||\n|\s*\{))*+"
 )
 
@@ -289,7 +294,7 @@ def _paren_end(text: str, start: int) -> int | None:
     return None
 
 
-_DSML = r"(?:｜DSML｜)?"
+_DSML = r"(?:｜DSML｜ ?)?"
 _XML_PARAM = re.compile(
     r"\s*<" + _DSML + r"(?:parameter=([\w.\-]+)|parameter\s+name=[\"']([^\"']+)[\"'][^>]*"
     r"|arg_key>\s*([\w.\-]+)\s*</arg_key>\s*<arg_value|([\w.\-]+))\s*>"
@@ -310,20 +315,17 @@ def _xml(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | Non
         key = m.group(1) or m.group(2) or m.group(3) or m.group(4)
         if key not in props:
             break
-        value = m.group(5).strip("\n")
+        value = m.group(5)
+        if m.group(1):  # qwen3-coder's <parameter=K>: the value on lines of its own
+            value = value.removeprefix("\n").removesuffix("\n")
         parsed = _json(value) if value.strip()[:1] in "[{" else None
-        args[key] = parsed if parsed is not None else _scalar(value)
+        args[key] = parsed if parsed is not None else value
         i = m.end()
     if re.match(r"\s*<" + _DSML + r"(?:parameter|arg_key|arg_value)\b", text[i:]):
         return {}, len(text), False  # cut off inside a parameter: never run
-    if not args:
+    if not args and not re.match(r"\s*</", text[i:]):  # <invoke name="T"></invoke>: no args
         return None
     return args, _closer(text, i), True
-
-
-def _scalar(value: str) -> Any:
-    """A tagged or ``key: value`` value: the salvage's schema check gives it its type."""
-    return value.strip()
 
 
 def _key_lines(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
@@ -337,17 +339,18 @@ def _key_lines(text: str, start: int, props: list[str]) -> tuple[Any, int, bool]
             break
         raw = m.group(2).strip().strip(",")
         parsed = _json(raw) if raw[:1] in '[{"' or raw in ("true", "false", "null") else None
-        args[m.group(1)] = parsed if parsed is not None else _scalar(raw.strip("'`"))
+        # a bare value is text; the salvage's schema check gives it its type
+        args[m.group(1)] = parsed if parsed is not None else raw.strip("'`")
         i = m.end()
     if not args:
         return None
     return args, i, True
 
 
-_TOKEN = r"<\|?[\w]{1,32}\|?>|<｜[^｜\n]{1,32}｜>|\[[A-Z_]{2,24}\]"
+_TOKEN = r"<\|?[\w]{1,32}\|?>|<｜[^｜\n]{1,32}｜>|\[[A-Z_]{2,24}\]|</?｜DSML｜ ?[\w]{1,32}>"
 _OPENER = re.compile(
-    r"(?:" + _TOKEN + r"|`[\w|]{2,24}>|<function=|<" + _DSML + r"invoke name=\"|"
-    r"(?<![\w])(?:function|call|to=)(?=<｜|:|\w))[ \t\n]*\Z"
+    r"(?:(?:" + _TOKEN + r"|`[\w|]{2,24}>|<function=|<" + _DSML + r"invoke name=\")[ \t\n]*"
+    r"|(?<![\w])(?:function|call:|to=))\Z"
 )
 _CLOSER = re.compile(r"[ \t\n]*(?:</[\w:=|｜-]{1,32}>|" + _TOKEN + r"|`?/[\w|]{1,24}>`?)")
 
@@ -385,6 +388,7 @@ def _joined(text: str, found: list[Found], masked: Masked) -> list[Found]:
         else:
             groups.append([f])
     out: list[Found] = []
+    floor = 0  # a widened span never reaches into the group before it
     for group in groups:
         start, end = group[0].start, group[-1].end
         lead = re.search(r"\[\s*\Z", text[:start])
@@ -392,10 +396,12 @@ def _joined(text: str, found: list[Found], masked: Masked) -> list[Found]:
         if lead and tail:
             start, end = lead.start(), end + tail.end()
         start, end = _wrapped(text, start, end)
+        start = max(start, floor)
         for a, b, body_a, _ in masked.fences:
             inside = body_a <= start and end <= b
             if inside and not text[body_a:start].strip() and not text[end:b].strip("`\n \t"):
                 start, end = min(start, a), max(end, b)
+        floor = end
         out += [
             Found(f.name, f.args, f.family, start, end, f.closed)
             if len(group) > 1 or (start, end) != (f.start, f.end)

@@ -146,8 +146,10 @@ def salvage(
     weak = "<|channel|>" not in (content or "")
     found = find_calls(answer, finished=finished, weak=weak) if grammars else []
     taken = _take(found, answer, tools, out, in_reasoning=False)
-    if not taken and not out.unfinished and weak:  # a cut or broken frame is never guessed at
-        found, taken = _by_schema(answer, tools, out, finished=finished, grammars=found)
+    if not taken and not out.unfinished:  # a cut or broken frame is never guessed at
+        found, taken = _by_schema(
+            answer, tools, out, finished=finished, grammars=found, objects=weak
+        )
     if not taken and not out.invalid and thought and len(answer) <= WEAK_PROSE_LIMIT:
         more = find_calls(thought, finished=finished) if grammars else []
         if not _take(more, thought, tools, out, in_reasoning=True) and not out.unfinished:
@@ -167,12 +169,13 @@ def _by_schema(
     finished: bool,
     grammars: list[Found],
     in_reasoning: bool = False,
+    objects: bool = True,
 ) -> tuple[list[Found], list[Found]]:
     """The schema-driven reader where the grammars took nothing: (its finds, those taken).
     What it reads replaces the grammars' verdicts (an invalid or unnamed call) only when it
     takes a call; a call the text ends in, when the message stopped on the token limit, is
     never run."""
-    read = read_calls(text, tools)
+    read = read_calls(text, tools, objects=objects)
     if not finished:
         tail = len(text.rstrip())
         read = [replace(f, closed=False) if f.end >= tail else f for f in read]
@@ -304,6 +307,6 @@ def _without(text: str, found: list[Found]) -> str:
     for start, end in spans:
         if start >= pos:
             parts.append(text[pos:start])
-            pos = end
+        pos = max(pos, end)  # spans that overlap are cut as one
     parts.append(text[pos:])
     return re.sub(r"\n{3,}", "\n\n", "".join(parts)).strip()
