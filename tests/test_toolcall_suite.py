@@ -126,3 +126,18 @@ def test_cli_suite_table(tmp_path: Path) -> None:
     assert result.returncode == 0
     report = json.loads(result.stdout)
     assert report["total"]["calls_exact"] == report["total"]["calls"] == 359
+
+
+def test_the_schemas_alone_read_most_of_the_suite_and_run_nothing_cut() -> None:
+    """Every family grammar off: the offered tools' names and schemas read the calls of
+    families they were never told about, and nothing from a cut or broken message."""
+    calls = [f for f in FIXTURES if ts._kind(f) == "call"]
+    exact = 0
+    for f in calls:
+        tools = ts.tool_schemas(f.tools)
+        got = ts.parse(f.raw_output, tools, finished=not f.truncated, grammars=False)
+        want = [(c.name, c.arguments) for c in f.expected.tool_calls]
+        exact += [(n, json.loads(a)) for n, a in got.calls] == want
+    assert exact / len(calls) >= 0.85
+    alone = ts.read_alone(FIXTURES, FAMILIES, grammars=True)
+    assert alone == {"fixtures": 54, "calls_from": []}  # no finish reason: still nothing runs

@@ -340,6 +340,7 @@ def run_suite(split: str = "all", *, grammars: bool = True) -> dict[str, Any]:
             if v["status"] not in ("pass", "soft_pass")
         ],
     }
+    report["read_alone"] = read_alone(every, families, grammars=grammars)
     rate = total["calls_exact"] / total["calls"] if total["calls"] else 0.0
     worst = min(
         (f["calls_exact"] / f["calls"] for f in by_family.values() if f["calls"]), default=0.0
@@ -347,11 +348,28 @@ def run_suite(split: str = "all", *, grammars: bool = True) -> dict[str, Any]:
     report["met"] = {
         "exact": rate >= TARGET_EXACT,
         "every_family": worst >= TARGET_FAMILY,
-        "unsafe": total["unsafe"] == 0,
+        "unsafe": total["unsafe"] == 0 and not report["read_alone"]["calls_from"],
         "leaks": total["leaks"] == 0,
         "stream": total["stream_differs"] == 0,
     }
     return report
+
+
+def read_alone(every: list[Any], families: dict[str, Any], *, grammars: bool) -> dict[str, Any]:
+    """The truncated and malformed fixtures read as text alone, with no finish reason (as a
+    log, a paste or a server that sends none gives them): the ids any call came from."""
+    errors = [f for f in every if _kind(f) == "error"]
+    calls_from = []
+    for f in errors:
+        got = parse(
+            f.raw_output,
+            tool_schemas(f.tools),
+            prompt=generation_prompt(f, families.get(f.family)),
+            grammars=grammars,
+        )
+        if got.calls:
+            calls_from.append(f.id)
+    return {"fixtures": len(errors), "calls_from": calls_from}
 
 
 def markdown_suite(report: dict[str, Any]) -> str:
@@ -384,6 +402,16 @@ def markdown_suite(report: dict[str, Any]) -> str:
         "pass of the fixtures each supports): "
         + ", ".join(f"{k} {a}/{b}" for k, (a, b) in report["published"].items())
         + f"; olav {good}/{t['fixtures']}.",
+        "",
+        f"Reader: {report['reader']}. The {report['read_alone']['fixtures']} truncated or "
+        "malformed fixtures read as text alone, with no finish reason: calls from "
+        f"{len(report['read_alone']['calls_from'])}"
+        + (
+            f" ({', '.join(report['read_alone']['calls_from'])})"
+            if report["read_alone"]["calls_from"]
+            else ""
+        )
+        + ".",
         "",
     ]
     if report["not_passed"]:

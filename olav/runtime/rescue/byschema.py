@@ -402,8 +402,9 @@ def _joined(text: str, found: list[Found], masked: Masked) -> list[Found]:
             if inside and not text[body_a:start].strip() and not text[end:b].strip("`\n \t"):
                 start, end = min(start, a), max(end, b)
         floor = end
+        cut = any(not f.closed for f in group)  # a list cut short runs none of its calls
         out += [
-            Found(f.name, f.args, f.family, start, end, f.closed)
+            Found(f.name, f.args, f.family, start, end, f.closed and not cut)
             if len(group) > 1 or (start, end) != (f.start, f.end)
             else f
             for f in group

@@ -684,7 +684,8 @@ def glm(text: str, body: int, start: int, finished: bool) -> Call:
     after = skip_ws(text, pos)
     if text.startswith("</tool_call>", after):
         return (name, args, start, after + len("</tool_call>"), True)
-    return (name, args, start, pos, _ends(text, pos, finished))
+    # GLM's template always writes </tool_call>: a call without it was cut, finish reason or not
+    return (name, args, start, pos, False)
 
 
 _XML_FN = re.compile(r"<function=([^<>\n]++)>")
