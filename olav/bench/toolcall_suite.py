@@ -403,17 +403,16 @@ def markdown_suite(report: dict[str, Any]) -> str:
         + ", ".join(f"{k} {a}/{b}" for k, (a, b) in report["published"].items())
         + f"; olav {good}/{t['fixtures']}.",
         "",
-        f"Reader: {report['reader']}. The {report['read_alone']['fixtures']} truncated or "
-        "malformed fixtures read as text alone, with no finish reason: calls from "
-        f"{len(report['read_alone']['calls_from'])}"
-        + (
-            f" ({', '.join(report['read_alone']['calls_from'])})"
-            if report["read_alone"]["calls_from"]
-            else ""
-        )
-        + ".",
-        "",
     ]
+    alone = report.get("read_alone")
+    if alone is not None:  # reports written before the schema reader have neither
+        cut = alone["calls_from"]
+        lines += [
+            f"Reader: {report.get('reader', 'every grammar')}. The {alone['fixtures']} "
+            "truncated or malformed fixtures read as text alone, with no finish reason: calls "
+            f"from {len(cut)}" + (f" ({', '.join(cut)})" if cut else "") + ".",
+            "",
+        ]
     if report["not_passed"]:
         lines.append(
             "Not passed: "

@@ -203,6 +203,10 @@ def make_chat_model(
             api_key=SecretStr(key),
             temperature=config["llm.temperature"],
             max_completion_tokens=config["llm.num_predict"],
+            # and the older name beside it: llama-cpp-python's server (and others that
+            # predate max_completion_tokens) honour only max_tokens (asked for 5 tokens with
+            # the new name alone, it wrote 627); the body carries both, the same value
+            extra_body={"max_tokens": config["llm.num_predict"]},
         )
     if provider == "scripted":
         script = Path(config["llm.script"])

@@ -67,6 +67,7 @@ def test_olav_ask_streams_an_answer(tmp_path: Path) -> None:
     (chat,) = chat_requests(state)
     assert chat["model"] == MODEL and chat["stream"] is True
     assert chat["max_completion_tokens"] == 4096
+    assert chat["max_tokens"] == 4096  # the name older OpenAI-compatible servers honour
     assert any(path == "/v1/embeddings" for path, _ in state.requests)
     runs, tools = audit_rows(ws)
     assert [(r[1], r[2]) for r in runs] == [("completed", MODEL)] and tools == []
