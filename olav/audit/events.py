@@ -18,6 +18,7 @@ SALVAGE_EVENT = "salvaged"  # a tool call the rescue layer salvaged from the mes
 LOOP_EVENT = "loop_guard"  # a repeated call refused, or the run stopped for it
 CONTEXT_EVENT = "context_full"  # the prompt filled the model's context window
 CUT_EVENT = "cut_short"  # a model message stopped on the token limit
+REASK_EVENT = "reask"  # a call olav could not read, asked for again under a constraint
 RUN_STATS_EVENT = "run_stats"  # a run's model calls, tokens and rescue marks
 RECALL_DEGRADED_EVENT = "recall_degraded"  # a recall that fell back (full text, or nothing)
 INTERRUPT_EVENT = "interrupt"  # a run paused for a person's answer

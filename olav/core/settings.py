@@ -251,6 +251,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Re-prompt the model once, naming the tool, when it only narrated an action.",
     ),
     Setting(
+        "runtime.reask",
+        bool,
+        True,
+        "Ask once more, with the engine's constrained decoding, for a call olav could not "
+        "read safely (cut off, unclosed, or arguments that fail its schema).",
+    ),
+    Setting(
         "runtime.loop_limit",
         int,
         3,

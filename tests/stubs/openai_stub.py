@@ -35,6 +35,13 @@ class OpenAIStubState:
     api_key: str | None = None  # when set, chat requests must carry "Bearer <api_key>"
     drop_chat: bool = False  # break the connection after the first streamed chunk
     n_ctx: int | None = None  # when set, GET /props answers like llama.cpp's server with it
+    # answer response_format json_schema with a 500, as llama-cpp-python's server does
+    refuse_json_schema: bool = False
+
+
+def _format_type(data: dict[str, Any]) -> str:
+    fmt = data.get("response_format")
+    return str(fmt.get("type")) if isinstance(fmt, dict) else ""
 
 
 def _completion_id(state: OpenAIStubState) -> str:
@@ -121,6 +128,8 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
             elif data.get("model") not in state.models:
                 message = f"The model `{data.get('model')}` does not exist"
                 self._error(404, message, "invalid_request_error", "model_not_found")
+            elif state.refuse_json_schema and _format_type(data) == "json_schema":
+                self._error(500, "Internal Server Error", "server_error", "internal")
             else:
                 turn = state.chat_script.pop(0) if state.chat_script else {"content": "ok"}
                 if data.get("stream"):

@@ -31,6 +31,7 @@ class RescueState:
     denied: list[str] = field(default_factory=list)  # the tools a person (or no one) refused
     approval_s: float = 0.0  # seconds spent waiting for a person's yes or no
     cut_short: int = 0  # model messages that stopped on the token limit (none of it ran)
+    reasked: list[dict[str, Any]] = field(default_factory=list)  # constrained re-asks
 
     def summary(self) -> dict[str, Any]:
         """The run's rescue marks for the audit and ``olav ask --json``."""
@@ -44,6 +45,7 @@ class RescueState:
             "denied": list(self.denied),
             "approval_s": round(self.approval_s, 3),
             "cut_short": self.cut_short,
+            "reasked": [dict(r) for r in self.reasked],
         }
 
 

@@ -33,7 +33,14 @@ from typing import Any
 from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage
 
-from olav.audit.events import CONTEXT_EVENT, CUT_EVENT, LOOP_EVENT, NUDGE_EVENT, SALVAGE_EVENT
+from olav.audit.events import (
+    CONTEXT_EVENT,
+    CUT_EVENT,
+    LOOP_EVENT,
+    NUDGE_EVENT,
+    REASK_EVENT,
+    SALVAGE_EVENT,
+)
 from olav.audit.events import REASONING_ROLE as REASONING_ROLE  # for the runner's import
 from olav.audit.events import RUN_STATS_EVENT as RUN_STATS_EVENT  # for the runner's import
 from olav.core.log import get_logger
@@ -47,6 +54,7 @@ from olav.runtime.outcome import (
     narrates,
 )
 from olav.runtime.rescue.markers import scrub
+from olav.runtime.rescue.reask import reask
 from olav.runtime.rescue.response import (
     Ask,
     Done,
@@ -74,6 +82,7 @@ class RescuePolicy:
 
     salvage: bool = True
     nudge: bool = True
+    reask: bool = True
     loop_limit: int = 3
     max_model_calls: int = 24
     num_ctx: int = 16384
@@ -86,6 +95,7 @@ class RescuePolicy:
         return cls(
             salvage=bool(cfg["runtime.salvage"]),
             nudge=bool(cfg["runtime.nudge"]),
+            reask=bool(cfg["runtime.reask"]),
             loop_limit=int(cfg["runtime.loop_limit"]),
             max_model_calls=int(cfg["runtime.max_model_calls"]),
             num_ctx=window or int(cfg["llm.num_ctx"]),
@@ -102,6 +112,7 @@ class RescueMiddleware(AgentMiddleware):
         self.policy = policy
         self._schemas: dict[str, dict[str, Any]] = {}
         self._warned_context = False
+        self._unread: Salvage | None = None  # this message's call olav could not read
 
     @property
     def name(self) -> str:
@@ -116,7 +127,14 @@ class RescueMiddleware(AgentMiddleware):
             while True:
                 if isinstance(reply, Done):
                     return reply.response
-                reply = steps.send(handler(reply.request))
+                try:
+                    answer = handler(reply.request)
+                except Exception as exc:
+                    if not reply.tolerant:
+                        raise
+                    reply = steps.throw(exc)
+                    continue
+                reply = steps.send(answer)
         except StopIteration as stop:  # pragma: no cover - _steps always ends with Done
             return stop.value
 
@@ -126,7 +144,14 @@ class RescueMiddleware(AgentMiddleware):
         while True:
             if isinstance(reply, Done):
                 return reply.response
-            reply = steps.send(await handler(reply.request))
+            try:
+                answer = await handler(reply.request)
+            except Exception as exc:
+                if not reply.tolerant:
+                    raise
+                reply = steps.throw(exc)
+                continue
+            reply = steps.send(answer)
 
     # -- one model call, as a generator of the requests it makes (sync and async share it) --
 
@@ -151,7 +176,10 @@ class RescueMiddleware(AgentMiddleware):
             msg = yield from self._cut(request, msg, tools)
             yield Done(replace_ai(response, msg))
             return
+        self._unread = None
         msg = self._clean(msg, request, tools)
+        if not msg.tool_calls and self._unread is not None and self.policy.reask:
+            msg = yield from self._reask(request, msg, tools, self._unread)
         if msg.tool_calls:
             repeated = self._repeated(request, msg)
             if repeated:
@@ -239,6 +267,8 @@ class RescueMiddleware(AgentMiddleware):
             return rebuilt(msg, answer, reasoning, [])
         found = salvage(content, tools, request=self._request_text(request), reasoning=kept)
         if not found.calls:
+            if found.unfinished or found.invalid:
+                self._unread = found
             return rebuilt(msg, found.answer if found.unfinished else answer, reasoning, [])
         self._record_salvage(found)
         calls = [
@@ -332,6 +362,29 @@ class RescueMiddleware(AgentMiddleware):
         # a second narration is not shown or kept: the person sees the first answer once,
         # not the same announcement twice ("I will now back up …I will now back up …")
         return again if recovered else msg
+
+    # -- the constrained re-ask -------------------------------------------------------------
+
+    def _reask(
+        self, request: Any, msg: AIMessage, tools: dict[str, dict[str, Any]], found: Salvage
+    ) -> Generator[Any, Any, AIMessage]:
+        """A call olav could not read safely, asked for once more under the engine's
+        constraint (olav.runtime.rescue.reask); once a run."""
+        state = self.run.rescue
+        if state.reasked:
+            return msg
+        wanted = [*found.unfinished, *(i.name for i in found.invalid)]
+        problems = [p for i in found.invalid for p in i.problems]
+        why = "; ".join(problems[:3]) if problems else "it was cut off or never closed"
+
+        def audit(detail: dict[str, Any]) -> None:
+            state.reasked.append(detail)
+            self._audit(REASK_EVENT, {"agent": self.agent_name, **detail})
+
+        call = yield from reask(request, msg, tools, wanted, why, self._account, audit)
+        if call is None:
+            return msg
+        return rebuilt(msg, "", "", [call])
 
     # -- the token limit ---------------------------------------------------------------------
 

@@ -73,6 +73,7 @@ def nudge_text(named: list[str], offered: list[str]) -> str:
 @dataclass(frozen=True)
 class Ask:
     request: Any
+    tolerant: bool = False  # an error of this request goes back into the steps, not out
 
 
 @dataclass(frozen=True)
