@@ -219,7 +219,8 @@ def _header(run: Any) -> list[Text]:
     if stats:
         lines.append(
             Text(
-                f"tokens: {stats.get('tokens_in', 0)} in, {stats.get('tokens_out', 0)} out, "
+                f"tokens: {stats.get('tokens_in', 0)} in, {stats.get('tokens_out', 0)} out"
+                f"{' (estimated)' if stats.get('tokens_estimated') else ''}, "
                 f"{stats.get('model_calls', 0)} model calls"
             )
         )

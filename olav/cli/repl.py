@@ -42,7 +42,11 @@ def _short(args: dict[str, Any], width: int = 70) -> str:
 
 def _turn_stats(rescue: dict[str, Any]) -> str:
     """``412 tokens in · 38 out · first token 0.41 s`` and what the rescue layer did."""
-    parts = [f"{rescue.get('tokens_in', 0)} tokens in", f"{rescue.get('tokens_out', 0)} out"]
+    about = "~" if rescue.get("tokens_estimated") else ""  # the engine counted none: estimated
+    parts = [
+        f"{about}{rescue.get('tokens_in', 0)} tokens in",
+        f"{about}{rescue.get('tokens_out', 0)} out",
+    ]
     if rescue.get("first_token_s") is not None:
         parts.append(f"first token {rescue['first_token_s']:.2f} s")
     if rescue.get("salvaged"):

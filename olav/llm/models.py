@@ -207,6 +207,9 @@ def make_chat_model(
             # predate max_completion_tokens) honour only max_tokens (asked for 5 tokens with
             # the new name alone, it wrote 627); the body carries both, the same value
             extra_body={"max_tokens": config["llm.num_predict"]},
+            # usage in the stream from servers that send it when asked (vLLM, llama-server);
+            # where none comes, the rescue layer estimates and says so (tokens_estimated)
+            stream_usage=True,
         )
     if provider == "scripted":
         script = Path(config["llm.script"])

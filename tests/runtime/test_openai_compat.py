@@ -68,6 +68,21 @@ def test_olav_ask_streams_an_answer(tmp_path: Path) -> None:
     assert chat["model"] == MODEL and chat["stream"] is True
     assert chat["max_completion_tokens"] == 4096
     assert chat["max_tokens"] == 4096  # the name older OpenAI-compatible servers honour
+    assert chat["stream_options"] == {"include_usage": True}  # usage asked for in the stream
+    assert (out["rescue"]["tokens_in"], out["rescue"]["tokens_out"]) == (10, 5)
+    assert out["rescue"]["tokens_estimated"] is False
+
+
+@pytest.mark.slow
+def test_a_server_that_sends_no_usage_gets_an_estimate_said_to_be_one(tmp_path: Path) -> None:
+    answer = "There are 4 border routers in the inventory, two per site."
+    state = OpenAIStubState(chat_script=[{"content": answer}], no_stream_usage=True)
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = olav_here(ws, "ask", "how many border routers are there?", "--json")
+    rescue = json.loads(res.stdout)["rescue"]
+    assert rescue["tokens_estimated"] is True  # never a silent 0
+    assert rescue["tokens_in"] > 50 and 5 <= rescue["tokens_out"] <= 40  # the prompt is long
     assert any(path == "/v1/embeddings" for path, _ in state.requests)
     runs, tools = audit_rows(ws)
     assert [(r[1], r[2]) for r in runs] == [("completed", MODEL)] and tools == []

@@ -37,6 +37,8 @@ class OpenAIStubState:
     n_ctx: int | None = None  # when set, GET /props answers like llama.cpp's server with it
     # answer response_format json_schema with a 500, as llama-cpp-python's server does
     refuse_json_schema: bool = False
+    # send no usage in the stream even when asked, as llama-cpp-python's server does
+    no_stream_usage: bool = False
 
 
 def _format_type(data: dict[str, Any]) -> str:
@@ -202,7 +204,8 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
                 "tool_calls" if turn.get("tool_calls") else "stop"
             )
             self._event(data, {}, finish)
-            if (data.get("stream_options") or {}).get("include_usage"):
+            asked = (data.get("stream_options") or {}).get("include_usage")
+            if asked and not state.no_stream_usage:
                 usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
                 tail = {
                     "id": _completion_id(state),

@@ -25,6 +25,7 @@ class RescueState:
     model_calls: int = 0
     tokens_in: int = 0  # what the server counted (prompt_eval_count), summed over calls
     tokens_out: int = 0
+    tokens_estimated: bool = False  # a call the engine sent no counts for: estimated
     last_prompt: int = 0  # the last call's prompt tokens
     reasoning: list[str] = field(default_factory=list)
     first_token_s: float | None = None  # seconds from the run's start to its first token
@@ -42,6 +43,7 @@ class RescueState:
             "model_calls": self.model_calls,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
+            "tokens_estimated": self.tokens_estimated,
             "denied": list(self.denied),
             "approval_s": round(self.approval_s, 3),
             "cut_short": self.cut_short,

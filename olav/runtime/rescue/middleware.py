@@ -44,6 +44,7 @@ from olav.audit.events import (
 from olav.audit.events import REASONING_ROLE as REASONING_ROLE  # for the runner's import
 from olav.audit.events import RUN_STATS_EVENT as RUN_STATS_EVENT  # for the runner's import
 from olav.core.log import get_logger
+from olav.memory.store.tokens import estimate_tokens
 from olav.runtime.middleware import RunContext, last_human_index, message_text
 from olav.runtime.outcome import (
     DELEGATION,
@@ -113,6 +114,7 @@ class RescueMiddleware(AgentMiddleware):
         self._schemas: dict[str, dict[str, Any]] = {}
         self._warned_context = False
         self._unread: Salvage | None = None  # this message's call olav could not read
+        self._prompt = ""  # this call's prompt as text, for an estimate when none is counted
 
     @property
     def name(self) -> str:
@@ -165,6 +167,10 @@ class RescueMiddleware(AgentMiddleware):
             yield Done(AIMessage(content=text))
             return
         request = self._with_thinking(request)
+        self._prompt = "\n".join(
+            [str(getattr(request, "system_prompt", "") or "")]
+            + [message_text(m) for m in request.messages]
+        )
         tools = tool_schemas(list(request.tools or []), self._schemas)
         self._check_fit(request)
         response = yield Ask(request)
@@ -238,8 +244,12 @@ class RescueMiddleware(AgentMiddleware):
             return None
         usage = getattr(msg, "usage_metadata", None) or {}
         prompt = int(usage.get("input_tokens") or 0)
+        written = int(usage.get("output_tokens") or 0)
+        if not prompt and not written:  # the engine sent no counts: an estimate, said so
+            state.tokens_estimated = True
+            prompt, written = estimate_tokens(self._prompt), estimate_tokens(message_text(msg))
         state.tokens_in += prompt
-        state.tokens_out += int(usage.get("output_tokens") or 0)
+        state.tokens_out += written
         state.last_prompt = prompt or state.last_prompt
         if prompt >= TRUNCATION_SHARE * self.policy.num_ctx and not self._warned_context:
             self._warned_context = True
