@@ -107,6 +107,19 @@ def _table(name: str, groups: dict[str, Any], total: dict[str, Any] | None) -> l
     return out
 
 
+def reask(
+    base_url: str = typer.Option(..., "--base-url", help="The engine's OpenAI-compatible /v1."),
+    model: str = typer.Option("local", "--model", help="The model name to send."),
+    repeat: int = typer.Option(12, "--repeat", help="Rounds of the four broken replies."),
+) -> None:
+    """The constrained re-ask on a real engine (benchmarks.reask): schema-valid calls of
+    every re-ask and the time it adds, as JSON."""
+    from benchmarks.reask import run_reask
+
+    print_json(run_reask(base_url, model, repeat=repeat))
+
+
 def register(app: typer.Typer) -> None:
     app.command("relevance")(relevance)
     app.command("relevance-model")(relevance_model)
+    app.command("reask")(reask)

@@ -104,6 +104,12 @@ def read_reply(text: str, tools: Mapping[str, dict[str, Any]]) -> tuple[str, dic
     return name, checked.args
 
 
+def _said(exc: BaseException) -> str:
+    """An engine's error in one line for the audit (a run goes on without the call)."""
+    first = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"the engine failed: {type(exc).__name__}: {first}"
+
+
 def note(why: str) -> str:
     return (
         f"[olav] Your last message held a tool call olav could not read safely ({why}), so "
@@ -138,14 +144,21 @@ def reask(
     settings = {**(getattr(request, "model_settings", None) or {}), **how[1]}
     asked = request.override(messages=messages, tools=[], model_settings=settings)
     try:
-        response = yield Ask(asked, tolerant=how[0] == "json_schema")
-    except Exception:  # the server refused json_schema: json_object with the schema, once
-        remember_refusal(request.model)
+        response = yield Ask(asked, tolerant=True)
+    except Exception as exc:
+        if how[0] != "json_schema":
+            audit({**detail, "constrained": how[0], "valid": False, "problem": _said(exc)})
+            return None
+        remember_refusal(request.model)  # the server refused json_schema: json_object, once
         how = constraint(request.model, schema)
         assert how is not None
         settings = {**(getattr(request, "model_settings", None) or {}), **how[1]}
         asked = request.override(messages=messages, tools=[], model_settings=settings)
-        response = yield Ask(asked)
+        try:
+            response = yield Ask(asked, tolerant=True)
+        except Exception as again_exc:
+            audit({**detail, "constrained": how[0], "valid": False, "problem": _said(again_exc)})
+            return None
     again = account(response)
     ms = round((time.perf_counter() - t0) * 1000, 1)
     usage = getattr(again, "usage_metadata", None) or {}
