@@ -96,6 +96,17 @@ def test_a_server_that_refuses_json_schema_gets_json_object_with_the_schema(
     assert done["valid"] is True and done["constrained"] == "json_object"
 
 
+def test_an_engine_that_fails_the_reask_leaves_the_run_going(tmp_path: Path) -> None:
+    state = OpenAIStubState(refuse_formats=True)
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        state.chat_script[:] = [{"content": UNCLOSED}]
+        out = ask(ws)
+    assert out["status"] == "completed" and not (ws / "exports" / "devices.md").exists()
+    (done,) = out["rescue"]["reasked"]
+    assert done["valid"] is False and done["problem"].startswith("the engine failed")
+
+
 def test_runtime_reask_off_leaves_the_cut_call_unrun(tmp_path: Path) -> None:
     state = StubState()
     with ollama_stub(state) as (url, _):

@@ -37,6 +37,7 @@ class OpenAIStubState:
     n_ctx: int | None = None  # when set, GET /props answers like llama.cpp's server with it
     # answer response_format json_schema with a 500, as llama-cpp-python's server does
     refuse_json_schema: bool = False
+    refuse_formats: bool = False  # a 500 for any response_format at all
     # send no usage in the stream even when asked, as llama-cpp-python's server does
     no_stream_usage: bool = False
 
@@ -130,7 +131,9 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
             elif data.get("model") not in state.models:
                 message = f"The model `{data.get('model')}` does not exist"
                 self._error(404, message, "invalid_request_error", "model_not_found")
-            elif state.refuse_json_schema and _format_type(data) == "json_schema":
+            elif (state.refuse_json_schema and _format_type(data) == "json_schema") or (
+                state.refuse_formats and _format_type(data)
+            ):
                 self._error(500, "Internal Server Error", "server_error", "internal")
             else:
                 turn = state.chat_script.pop(0) if state.chat_script else {"content": "ok"}
