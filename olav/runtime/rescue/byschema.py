@@ -296,8 +296,8 @@ def _paren_end(text: str, start: int) -> int | None:
 
 _DSML = r"(?:｜DSML｜ ?)?"
 _XML_PARAM = re.compile(
-    r"\s*<" + _DSML + r"(?:parameter=([\w.\-]+)|parameter\s+name=[\"']([^\"']+)[\"'][^>]*"
-    r"|arg_key>\s*([\w.\-]+)\s*</arg_key>\s*<arg_value|([\w.\-]+))\s*>"
+    r"\s*+<" + _DSML + r"(?:parameter=([\w.\-]++)|parameter\s++name=[\"']([^\"']++)[\"'][^>]*+"
+    r"|arg_key>\s*+([\w.\-]++)\s*+</arg_key>\s*+<arg_value|([\w.\-]++))\s*+>"
     r"(.*?)</" + _DSML + r"(?:parameter|arg_value|\4)\s*>",
     re.S,
 )
@@ -331,9 +331,13 @@ def _xml(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | Non
 def _key_lines(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
     """``key: value`` (or ``key = value``) lines naming the schema's fields."""
     args: dict[str, Any] = {}
-    line = re.compile(r"[ \t]*[-*]?[ \t]*([\w.\-]+)[ \t]*[:=][ \t]*(.+?)[ \t]*(?:\n|\Z)")
+    line = re.compile(  # a key starts no later than its run of key characters does
+        r"(?:(?<![\w.\-*])[-*][ \t]*+|(?<![\w.\-]))([\w.\-]++)[ \t]*+[:=][ \t]*+([^\n]++)\n?"
+    )
     i = start
     while True:
+        while text[i : i + 1] in (" ", "\t"):  # the indent, outside the pattern (linear)
+            i += 1
         m = line.match(text, i)
         if m is None or m.group(1) not in props:
             break
