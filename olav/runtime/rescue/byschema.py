@@ -25,6 +25,7 @@ only when there are no more of them than fields.
 from __future__ import annotations
 
 import ast
+import html
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -33,8 +34,13 @@ from olav.runtime.rescue.formats import Found, Masked, mask
 from olav.runtime.rescue.lenient import LenientError, closes_at, loads
 
 FAMILY = "schema"
-NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name", "recipient_name")
-ARG_KEYS = ("arguments", "parameters", "args", "input", "params", "tool_input", "kwargs")
+NAME_KEYS = (
+    "name", "function", "tool", "tool_name", "function_name", "recipient_name", "action",
+)  # fmt: skip
+ARG_KEYS = (
+    "arguments", "parameters", "args", "input", "params", "tool_input", "kwargs",
+    "action_input",
+)  # fmt: skip
 _PY_NAMES = {"true": True, "false": False, "null": None, "none": None}
 _PREFIX = r"(?:(?:functions|tools|default_api|api)[.:]|call:\s*)?"
 # a closing tag or token right after a call: </function>, <|python_end|>, <｜tool▁call▁end｜>
@@ -203,9 +209,10 @@ def _named(text: str, tools: Mapping[str, Any]) -> Iterator[Found]:
 # (``name:0``), special tokens (``<|x|>``, ``<｜x｜>``, ``[ARGS]``; a word between two, as
 # Harmony's channel), a fence opening, "json"
 _SEP = re.compile(
-    r"(?:[\"'`]|[ \t\r\n]+|:\d+|[:=>]|<\|[^|>\n]{1,32}\|>(?:\w{1,24}(?=<\|))?"
+    r"(?:```[\w]*+\n|[\"'`]|[ \t\r\n]+|:\d+|[:=>]|<\|[^|>\n]{1,32}\|>(?:\w{1,24}(?=<\|))?"
     r"|<｜[^｜\n]{1,32}｜>|\[[A-Z_]{2,24}\]"
-    r"|```[\w]*\n|json(?=<\||\n|\s*\{))*+"
+    r"|json(?=<\||\n|\s*\{)|tool_call(?=\()"
+    r"|(?i:action[ _]input|arguments|parameters|args)[ \t]*+:)*+"
 )
 
 
@@ -225,9 +232,36 @@ def _arguments(text: str, at: int, schema: Mapping[str, Any]) -> tuple[Any, int,
         return (args, _closer(text, end), True) if isinstance(args, dict) else None
     if ch == "<":
         return _xml(text, i, props)
+    if text.startswith("BEGIN_ARG:", i):  # Continue's TOOL_NAME/BEGIN_ARG/END_ARG blocks
+        return _begin_args(text, i, props)
+    label = r"(?i:input|arguments|parameters|args)[ \t]*+:[ \t]*+[\"'`]?\Z"
+    labelled = re.search(label, text[at:i])
+    if labelled and len(props) == 1:  # ReAct's "Action Input: <the one value>"
+        end = text.find("\n", i)
+        value = text[i : end if end >= 0 else len(text)].strip().strip("\"'")
+        return ({props[0]: value}, end if end >= 0 else len(text), True) if value else None
     if "\n" in text[at:i]:
         return _key_lines(text, i, props)
     return None
+
+
+def _begin_args(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
+    """``BEGIN_ARG: key`` then the value's lines then ``END_ARG``, one block per field."""
+    args: dict[str, Any] = {}
+    i = start
+    while (m := re.compile(r"BEGIN_ARG:[ \t]*+([\w.\-]++)[ \t]*+\n").match(text, i)) is not None:
+        end = text.find("\nEND_ARG", m.end())
+        if m.group(1) not in props:
+            return None
+        if end < 0:
+            return {}, len(text), False  # cut off inside a value: never run
+        value = text[m.end() : end]
+        parsed = _json(value) if value.strip()[:1] in "[{" else None
+        args[m.group(1)] = parsed if parsed is not None else value
+        i = end + len("\nEND_ARG")
+        while text[i : i + 1] in ("\n", " ", "\t"):
+            i += 1
+    return (args, _closer(text, i), True) if args else None
 
 
 def _python_call(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
@@ -318,6 +352,8 @@ def _xml(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | Non
         value = m.group(5)
         if m.group(1):  # qwen3-coder's <parameter=K>: the value on lines of its own
             value = value.removeprefix("\n").removesuffix("\n")
+        if "&" in value:  # an XML value's entities (&gt; for >), as an XML reader reads them
+            value = html.unescape(value)
         parsed = _json(value) if value.strip()[:1] in "[{" else None
         args[key] = parsed if parsed is not None else value
         i = m.end()

@@ -292,9 +292,9 @@ def _json_or_text(text: str) -> Any:
 def _weak_allowed(text: str, found: list[Found]) -> bool:
     """A weak-format call counts only as the message's point: no code shown besides it, no
     example wording, and little prose around it."""
-    if mask(text).other_code:
-        return False
     prose = _without(text, found)
+    if mask(prose).other_code:  # code shown besides the call (a fence the call is in is its own)
+        return False
     if len(prose) > WEAK_PROSE_LIMIT:
         return False
     return not _EXAMPLE_PROSE.search(prose)
