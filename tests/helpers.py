@@ -205,6 +205,14 @@ def audit_rows(root: Path, sql: str) -> list[tuple[Any, ...]]:
         return list(con.execute(sql).fetchall())
 
 
+def audit_events(root: Path, kind: str) -> list[dict[str, Any]]:
+    """The details of the workspace's audit events of ``kind``, oldest first."""
+    import json
+
+    sql = f"SELECT detail FROM events WHERE kind = '{kind}' ORDER BY created_at"
+    return [json.loads(r[0]) for r in audit_rows(root, sql)]
+
+
 # `olav cron serve` with a seconds field (argv[1], e.g. "*/2"): "* * * * *" then fires every
 # few seconds, so a test of the daemon does not wait for minute boundaries. The command itself
 # is this plus opening the workspace in the cwd (its CLI path is tested in-process).

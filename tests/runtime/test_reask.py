@@ -8,11 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from olav.runtime.rescue import reask
-from tests.helpers import olav_here, ollama_workspace, openai_workspace
+from tests.helpers import audit_events, olav_here, ollama_workspace, openai_workspace
 from tests.stubs.ollama_stub import StubState, ollama_stub
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
@@ -27,13 +26,6 @@ def ask(ws: Path) -> dict:  # type: ignore[type-arg]
     res = olav_here(ws, "ask", REQUEST, "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
-
-
-def events(ws: Path, kind: str) -> list[dict]:  # type: ignore[type-arg]
-    db = ws / ".olav" / "databases" / "audit.duckdb"
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT detail FROM events WHERE kind = ?", [kind]).fetchall()
-    return [json.loads(r[0]) for r in rows]
 
 
 @pytest.mark.parametrize(
@@ -61,7 +53,7 @@ def test_ollama_is_asked_again_under_format_and_the_call_runs(tmp_path: Path, fi
     (done,) = out["rescue"]["reasked"]
     assert done["valid"] is True and done["constrained"] == "ollama format"
     assert done["ms"] >= 0 and done["tools"] == ["format_and_export"]
-    assert [e["valid"] for e in events(ws, "reask")] == [True]
+    assert [e["valid"] for e in audit_events(ws, "reask")] == [True]
 
 
 def test_an_answer_that_fails_again_runs_nothing_and_is_asked_once(tmp_path: Path) -> None:
@@ -75,7 +67,7 @@ def test_an_answer_that_fails_again_runs_nothing_and_is_asked_once(tmp_path: Pat
     assert not (ws / "exports" / "devices.md").exists()
     (done,) = out["rescue"]["reasked"]
     assert done["valid"] is False and done["problem"]
-    assert [e["valid"] for e in events(ws, "reask")] == [False]
+    assert [e["valid"] for e in audit_events(ws, "reask")] == [False]
 
 
 def test_a_server_that_refuses_json_schema_gets_json_object_with_the_schema(

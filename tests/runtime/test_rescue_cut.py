@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import duckdb
-
-from tests.helpers import olav_here, ollama_workspace, openai_workspace
+from tests.helpers import audit_events, olav_here, ollama_workspace, openai_workspace
 from tests.stubs.ollama_stub import StubState, ollama_stub
 from tests.stubs.openai_stub import OpenAIStubState, openai_stub
 
@@ -27,13 +25,6 @@ def ask(ws: Path) -> dict:  # type: ignore[type-arg]
     res = olav_here(ws, "ask", REQUEST, "--json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
-
-
-def events(ws: Path, kind: str) -> list[dict]:  # type: ignore[type-arg]
-    db = ws / ".olav" / "databases" / "audit.duckdb"
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT detail FROM events WHERE kind = ?", [kind]).fetchall()
-    return [json.loads(r[0]) for r in rows]
 
 
 def test_a_call_cut_at_the_limit_is_asked_again_and_only_the_whole_one_runs(
@@ -51,7 +42,7 @@ def test_a_call_cut_at_the_limit_is_asked_again_and_only_the_whole_one_runs(
     assert (ws / "exports" / "devices.md").read_text() == DOC  # the whole text, not "- sh1"
     assert out["answer"] == "Saved exports/devices.md"
     assert out["rescue"]["cut_short"] == 1
-    [cut] = events(ws, "cut_short")
+    [cut] = audit_events(ws, "cut_short")
     assert cut["calls"] == ["format_and_export"] and cut["retried"] is True
     # the model was told why, and never saw its cut call as one that ran
     second = [b for p, b in state.requests if p == "/api/chat"][1]["messages"]
@@ -76,7 +67,7 @@ def test_cut_twice_nothing_runs_and_the_person_is_told_the_limit(tmp_path: Path)
     )
     warned = res.stderr + json.dumps(out.get("warnings", []))
     assert "llm.num_predict" in warned and "format_and_export did not run" in warned
-    assert [e["retried"] for e in events(ws, "cut_short")] == [True, False]
+    assert [e["retried"] for e in audit_events(ws, "cut_short")] == [True, False]
 
 
 def test_structured_calls_with_finish_reason_length_do_not_run(tmp_path: Path) -> None:

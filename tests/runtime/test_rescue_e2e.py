@@ -16,6 +16,7 @@ from olav.llm.window import model_window
 from tests.helpers import (
     OlavCli,
     OlavMain,
+    audit_events,
     olav_here,
     ollama_workspace,
     openai_workspace,
@@ -53,13 +54,6 @@ def ask(ws: Path) -> dict:  # type: ignore[type-arg]
     return json.loads(res.stdout)
 
 
-def events(ws: Path, kind: str) -> list[dict]:  # type: ignore[type-arg]
-    db = ws / ".olav" / "databases" / "audit.duckdb"
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT detail FROM events WHERE kind = ?", [kind]).fetchall()
-    return [json.loads(r[0]) for r in rows]
-
-
 def test_the_shipped_corpus_meets_the_targets() -> None:
     cases = load_cases(shipped_corpus())
     report = run_toolcalls(cases, repeat=1)
@@ -86,7 +80,7 @@ def test_a_call_written_as_text_runs_the_real_tool(tmp_path: Path, family: str) 
     assert (ws / "exports" / "devices.md").read_text() == DOC
     assert out["answer"] == "Saved exports/devices.md" and out["outcome"] == "completed"
     assert [s["family"] for s in out["rescue"]["salvaged"]] == [family]
-    assert [e["tool"] for e in events(ws, "salvaged")] == ["format_and_export"]
+    assert [e["tool"] for e in audit_events(ws, "salvaged")] == ["format_and_export"]
     # the model's next step saw a normal tool call and its result, never the raw text
     second = [body for path, body in state.requests if path == "/api/chat"][1]["messages"]
     call_msg = next(m for m in second if m["role"] == "assistant")
@@ -130,7 +124,7 @@ def test_a_narration_is_nudged_once_and_completes(tmp_path: Path) -> None:
     assert nudge["role"] == "user" and nudge["content"].startswith("[olav] You described")
     # the nudge was for that call only: the next call's history has no trace of it
     assert all("[olav] You described" not in m.get("content", "") for m in chats[2]["messages"])
-    assert [e.get("recovered") for e in events(ws, "nudge")] == [None, True]
+    assert [e.get("recovered") for e in audit_events(ws, "nudge")] == [None, True]
 
 
 @pytest.mark.slow
@@ -203,9 +197,9 @@ def test_a_dangerous_call_written_as_text_still_asks_y_n_in_the_chat(
     assert "<tool_call>" not in transcript  # the raw tags never reached the screen
     snaps = list((ws / "exports" / "snapshots").glob("*.json"))
     assert bool(snaps) is (answer == "y")
-    kinds = [k for k in ("approval", "denial") if events(ws, k)]
+    kinds = [k for k in ("approval", "denial") if audit_events(ws, k)]
     assert kinds == (["approval"] if answer == "y" else ["denial"])
-    assert [e["tool"] for e in events(ws, "salvaged")] == ["take_snapshot"]
+    assert [e["tool"] for e in audit_events(ws, "salvaged")] == ["take_snapshot"]
 
 
 @pytest.mark.slow
@@ -227,7 +221,7 @@ def test_the_window_the_server_reports_is_the_one_olav_works_against(
         res = olav_main("ask", "summarise this config:\n" + line * 30, "--json")
         assert res.returncode == 0, res.stderr
         assert "will not fit the model's window (600 tokens)" in res.stderr
-        (full,) = events(ws, "context_full")
+        (full,) = audit_events(ws, "context_full")
         assert full["before"] is True and full["num_ctx"] == 600
         assert full["estimated_tokens"] > 600
         calls = len(state.requests)
@@ -270,7 +264,7 @@ def test_olav_ask_stops_a_model_that_repeats_one_call(tmp_path: Path) -> None:
     db = ws / ".olav" / "databases" / "audit.duckdb"
     with duckdb.connect(str(db), read_only=True) as con:
         (runs,) = con.execute("SELECT count(*) FROM tool_calls WHERE tool = 'db_query'").fetchone()
-    assert runs == 3 and [e.get("stopped") for e in events(ws, "loop_guard")] == [None, True]
+    assert runs == 3 and [e.get("stopped") for e in audit_events(ws, "loop_guard")] == [None, True]
 
 
 @pytest.mark.slow
@@ -286,4 +280,4 @@ def test_olav_ask_caps_the_model_calls_of_a_run(tmp_path: Path) -> None:
         calls = [body for path, body in state.requests if path == "/api/chat" and body.get("tools")]
     assert len(calls) == 3
     assert out["answer"] == "Stopped: this run reached runtime.max_model_calls (3)."
-    assert [e["reason"] for e in events(ws, "loop_guard")] == ["max_model_calls"]
+    assert [e["reason"] for e in audit_events(ws, "loop_guard")] == ["max_model_calls"]

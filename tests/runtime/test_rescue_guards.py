@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from olav.compose import agent_session
 from olav.llm.models import ScriptedChatModel
 from olav.runtime.runner import Session
-from tests.helpers import audit_rows, scripted_ws
+from tests.helpers import audit_events, audit_rows, scripted_ws
 
 LOOP_NOTE = "[olav] You have called"
 NUDGE_NOTE = "[olav] You described"
@@ -47,11 +47,6 @@ def rescue_session(hash_ws: Path) -> Make:
     return make
 
 
-def events(ws: Path, kind: str) -> list[dict[str, Any]]:
-    rows = audit_rows(ws, f"SELECT detail FROM events WHERE kind = '{kind}' ORDER BY created_at")
-    return [json.loads(r[0]) for r in rows]
-
-
 def humans(messages: list[BaseMessage]) -> list[str]:
     return [str(m.content) for m in messages if isinstance(m, HumanMessage)]
 
@@ -74,7 +69,7 @@ def test_a_call_repeated_past_the_limit_is_stopped(rescue_session: Make, hash_ws
     assert result.rescue["loop_stopped"] == "describe_table"
     ran = audit_rows(hash_ws, "SELECT tool FROM tool_calls")
     assert ran == [("describe_table",)] * 3
-    guard = events(hash_ws, "loop_guard")
+    guard = audit_events(hash_ws, "loop_guard")
     assert guard == [
         {"agent": "core", "tool": "describe_table", "limit": 3},
         {"agent": "core", "tool": "describe_table", "stopped": True},
@@ -96,7 +91,7 @@ def test_a_model_that_answers_after_the_loop_note_completes(
     assert LOOP_NOTE in str(model.calls[4][-1].content)
     assert result.answer == "devices has hostname, site and role."
     assert result.outcome == "completed" and result.rescue["loop_stopped"] is None
-    assert [e.get("stopped") for e in events(hash_ws, "loop_guard")] == [None]
+    assert [e.get("stopped") for e in audit_events(hash_ws, "loop_guard")] == [None]
     # the note was for that call only: the thread keeps no trace of it
     state = session.built.graph.get_state({"configurable": {"thread_id": session.thread_id}})
     assert not any(LOOP_NOTE in str(m.content) for m in state.values["messages"])
@@ -112,7 +107,7 @@ def test_the_same_tool_with_new_arguments_is_no_loop(rescue_session: Make, hash_
     assert result.answer == "done" and result.outcome != "tool_error"
     assert len(model.calls) == 5
     assert not any(LOOP_NOTE in h for call in model.calls for h in humans(call))
-    assert events(hash_ws, "loop_guard") == []
+    assert audit_events(hash_ws, "loop_guard") == []
 
 
 # -- runtime.max_model_calls ---------------------------------------------------------------
@@ -130,7 +125,7 @@ def test_a_run_stops_at_max_model_calls(rescue_session: Make, hash_ws: Path) -> 
     assert result.rescue["model_calls"] == 3
     assert result.rescue["loop_stopped"] == "max_model_calls" and result.outcome == "tool_error"
     assert len(audit_rows(hash_ws, "SELECT id FROM tool_calls")) == 3
-    assert events(hash_ws, "loop_guard") == [{"reason": "max_model_calls", "limit": 3}]
+    assert audit_events(hash_ws, "loop_guard") == [{"reason": "max_model_calls", "limit": 3}]
     # the next run starts counting again
     model.turns.append({"content": "fresh answer"})
     model.position = len(model.turns) - 1
@@ -157,7 +152,7 @@ def test_a_full_context_is_audited_and_warned_once(rescue_session: Make, hash_ws
     assert result.answer == "done"
     assert result.rescue["tokens_in"] == 2 * full + 100
     assert result.rescue["tokens_out"] == 10
-    assert events(hash_ws, "context_full") == [{"prompt_tokens": full, "num_ctx": NUM_CTX}]
+    assert audit_events(hash_ws, "context_full") == [{"prompt_tokens": full, "num_ctx": NUM_CTX}]
     assert len(warnings) == 1
     assert f"({full} of {NUM_CTX} tokens)" in warnings[0]
 
@@ -172,7 +167,7 @@ def test_a_prompt_below_the_share_is_not_full(rescue_session: Make, hash_ws: Pat
     session.run.on_warning = warnings.append
     result = session.ask("hello")
     assert result.rescue["tokens_in"] == below
-    assert events(hash_ws, "context_full") == [] and warnings == []
+    assert audit_events(hash_ws, "context_full") == [] and warnings == []
 
 
 # -- the nudge -------------------------------------------------------------------------------
@@ -202,7 +197,7 @@ def test_a_narration_is_nudged_once_for_that_call_only(rescue_session: Make, has
     stored = state.values["messages"]
     assert not any(NUDGE_NOTE in str(m.content) for m in stored)
     assert not any(str(m.content) == NARRATION for m in stored)  # replaced by the call
-    assert [e.get("recovered") for e in events(hash_ws, "nudge")] == [None, True]
+    assert [e.get("recovered") for e in audit_events(hash_ws, "nudge")] == [None, True]
 
 
 def test_a_second_narration_is_not_nudged_again(rescue_session: Make, hash_ws: Path) -> None:
@@ -220,7 +215,7 @@ def test_a_second_narration_is_not_nudged_again(rescue_session: Make, hash_ws: P
     # the person sees (and the thread keeps) the first announcement once, not both
     assert result.answer == NARRATION
     assert result.outcome == "narrated"
-    assert [e.get("recovered") for e in events(hash_ws, "nudge")] == [None, False]
+    assert [e.get("recovered") for e in audit_events(hash_ws, "nudge")] == [None, False]
 
 
 @pytest.mark.parametrize(
@@ -242,7 +237,7 @@ def test_a_plain_answer_is_never_asked_again(
     )
     result = session.ask(request_text)
     assert len(model.calls) == 1 and result.answer == answer
-    assert events(hash_ws, "nudge") == []
+    assert audit_events(hash_ws, "nudge") == []
 
 
 def test_a_question_answered_with_a_narration_is_asked_again(
@@ -276,7 +271,7 @@ def test_no_nudge_when_it_is_off(rescue_session: Make, hash_ws: Path) -> None:
     result = session.ask(REQUEST)
     assert len(model.calls) == 1
     assert result.answer == NARRATION and result.outcome == "narrated"
-    assert events(hash_ws, "nudge") == []
+    assert audit_events(hash_ws, "nudge") == []
 
 
 # -- salvage in the loop -----------------------------------------------------------------------
@@ -296,7 +291,7 @@ def test_a_call_written_as_text_runs_as_a_tool_call(rescue_session: Make, hash_w
     call = next(m for m in model.calls[1] if isinstance(m, AIMessage) and m.tool_calls)
     assert call.tool_calls[0]["name"] == "format_and_export"
     assert "<tool_call>" not in str(call.content) and "<think>" not in str(call.content)
-    assert [e["tool"] for e in events(hash_ws, "salvaged")] == ["format_and_export"]
+    assert [e["tool"] for e in audit_events(hash_ws, "salvaged")] == ["format_and_export"]
 
 
 def test_a_call_written_as_text_runs_nothing_when_salvage_is_off(

@@ -55,7 +55,8 @@ def read_calls(
     """Every call of an offered tool written in ``text``, in order, outside code the answer
     shows (``tools``: name to argument schema). ``objects=False`` reads only a name followed
     by arguments (in Harmony's channels, JSON that names a tool is the answer's content)."""
-    if not text or not tools or not any(_bare(t) in text.lower() for t in tools):
+    low = text.lower() if text else ""
+    if not text or not tools or not any(_bare(t) in low for t in tools):
         return []  # no offered tool is named: nothing here is a call
     masked = masked or mask(text)
     found: list[Found] = []
@@ -125,8 +126,9 @@ def _objects(text: str, tools: Mapping[str, Any]) -> Iterator[Found]:
             yield Found(call[0], call[1], FAMILY, i, end, closed=closed)
             i = text.find("{", end)
             continue
-        if not closed and _names_a_tool(text[i:], tools):  # cut off inside a call
-            yield Found(_names_a_tool(text[i:], tools) or "", {}, FAMILY, i, len(text), False)
+        named = None if closed else _names_a_tool(text[i:], tools)
+        if named is not None:  # cut off inside a call
+            yield Found(named, {}, FAMILY, i, len(text), False)
             return
         i = text.find("{", i + 1)
 
@@ -154,7 +156,7 @@ def _call_of(obj: dict[str, Any], tools: Mapping[str, Any]) -> tuple[str, Any] |
     if isinstance(inner, dict):  # OpenAI's {"type": "function", "function": {...}}
         return _call_of(inner, tools)
     name = next((obj[k] for k in NAME_KEYS if isinstance(obj.get(k), str)), None)
-    if name is None or _tool(name, tools) is None:
+    if name is None or offered_name(name, tools) is None:
         return None
     args = next((obj[k] for k in ARG_KEYS if k in obj), None)
     if isinstance(args, str):
@@ -164,13 +166,9 @@ def _call_of(obj: dict[str, Any], tools: Mapping[str, Any]) -> tuple[str, Any] |
     return (name, args) if isinstance(args, dict) else None
 
 
-def _tool(name: str, tools: Mapping[str, Any]) -> str | None:
-    return offered_name(name, tools)
-
-
 def _names_a_tool(text: str, tools: Mapping[str, Any]) -> str | None:
     for m in re.finditer(r'"(?:' + "|".join(NAME_KEYS) + r')"\s*:\s*"([^"]{1,80})"', text):
-        if _tool(m.group(1), tools):
+        if offered_name(m.group(1), tools):
             return m.group(1)
     return None
 
@@ -245,11 +243,14 @@ def _arguments(text: str, at: int, schema: Mapping[str, Any]) -> tuple[Any, int,
     return None
 
 
+_BEGIN_ARG = re.compile(r"BEGIN_ARG:[ \t]*+([\w.\-]++)[ \t]*+\n")
+
+
 def _begin_args(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
     """``BEGIN_ARG: key`` then the value's lines then ``END_ARG``, one block per field."""
     args: dict[str, Any] = {}
     i = start
-    while (m := re.compile(r"BEGIN_ARG:[ \t]*+([\w.\-]++)[ \t]*+\n").match(text, i)) is not None:
+    while (m := _BEGIN_ARG.match(text, i)) is not None:
         end = text.find("\nEND_ARG", m.end())
         if m.group(1) not in props:
             return None
@@ -265,7 +266,7 @@ def _begin_args(text: str, start: int, props: list[str]) -> tuple[Any, int, bool
 
 
 def _python_call(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
-    end = _paren_end(text, start)
+    end = closes_at(text, start, "([{", ")]}")  # strings skipped
     if end is None:
         return {}, len(text), False
     inner = text[start + 1 : end - 1].strip()
@@ -305,29 +306,6 @@ def _literal(node: ast.expr) -> Any:
         raise ValueError("not a literal") from None
 
 
-def _paren_end(text: str, start: int) -> int | None:
-    """Just past the ``)`` closing the ``(`` at ``start``, strings skipped; None if never."""
-    depth, i, n = 0, start, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "\"'":
-            j = i + 1
-            while j < n and text[j] != ch:
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                return None
-            i = j + 1
-            continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
-
-
 _DSML = r"(?:｜DSML｜ ?)?"
 _XML_PARAM = re.compile(
     r"\s*+<" + _DSML + r"(?:parameter=([\w.\-]++)|parameter\s++name=[\"']([^\"']++)[\"'][^>]*+"
@@ -364,17 +342,19 @@ def _xml(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | Non
     return args, _closer(text, i), True
 
 
+_KEY_LINE = re.compile(  # a key starts no later than its run of key characters does
+    r"(?:(?<![\w.\-*])[-*][ \t]*+|(?<![\w.\-]))([\w.\-]++)[ \t]*+[:=][ \t]*+([^\n]++)\n?"
+)
+
+
 def _key_lines(text: str, start: int, props: list[str]) -> tuple[Any, int, bool] | None:
     """``key: value`` (or ``key = value``) lines naming the schema's fields."""
     args: dict[str, Any] = {}
-    line = re.compile(  # a key starts no later than its run of key characters does
-        r"(?:(?<![\w.\-*])[-*][ \t]*+|(?<![\w.\-]))([\w.\-]++)[ \t]*+[:=][ \t]*+([^\n]++)\n?"
-    )
     i = start
     while True:
         while text[i : i + 1] in (" ", "\t"):  # the indent, outside the pattern (linear)
             i += 1
-        m = line.match(text, i)
+        m = _KEY_LINE.match(text, i)
         if m is None or m.group(1) not in props:
             break
         raw = m.group(2).strip().strip(",")

@@ -146,9 +146,10 @@ def scan_value(text: str, start: int) -> int:
     return n
 
 
-def closes_at(text: str, start: int) -> int | None:
+def closes_at(text: str, start: int, opens: str = "{[", shuts: str = "}]") -> int | None:
     """The offset just past the JSON object or array opening at ``start``, or None when
-    the text ends before its last bracket (or inside a string): the model never closed it."""
+    the text ends before its last bracket (or inside a string): the model never closed it.
+    ``opens`` and ``shuts`` are the brackets counted (``"([{"``, ``")]}"`` for a call)."""
     depth = 0
     i, n = start, len(text)
     while i < n:
@@ -163,9 +164,9 @@ def closes_at(text: str, start: int) -> int | None:
                 return None
             i = end + 1
             continue
-        if ch in "{[":
+        if ch in opens:
             depth += 1
-        elif ch in "}]":
+        elif ch in shuts:
             depth -= 1
             if depth == 0:
                 return i + 1

@@ -63,6 +63,7 @@ from olav.runtime.rescue.response import (
     call_key,
     cut_short,
     nudge_text,
+    prompt_text,
     rebuilt,
     replace_ai,
     tool_schemas,
@@ -114,7 +115,7 @@ class RescueMiddleware(AgentMiddleware):
         self._schemas: dict[str, dict[str, Any]] = {}
         self._warned_context = False
         self._unread: Salvage | None = None  # this message's call olav could not read
-        self._prompt = ""  # this call's prompt as text, for an estimate when none is counted
+        self._request: Any = None  # this call's request, for an estimate when none is counted
 
     @property
     def name(self) -> str:
@@ -167,10 +168,7 @@ class RescueMiddleware(AgentMiddleware):
             yield Done(AIMessage(content=text))
             return
         request = self._with_thinking(request)
-        self._prompt = "\n".join(
-            [str(getattr(request, "system_prompt", "") or "")]
-            + [message_text(m) for m in request.messages]
-        )
+        self._request = request
         tools = tool_schemas(list(request.tools or []), self._schemas)
         self._check_fit(request)
         response = yield Ask(request)
@@ -247,7 +245,8 @@ class RescueMiddleware(AgentMiddleware):
         written = int(usage.get("output_tokens") or 0)
         if not prompt and not written:  # the engine sent no counts: an estimate, said so
             state.tokens_estimated = True
-            prompt, written = estimate_tokens(self._prompt), estimate_tokens(message_text(msg))
+            prompt = estimate_tokens(prompt_text(self._request))
+            written = estimate_tokens(message_text(msg))
         state.tokens_in += prompt
         state.tokens_out += written
         state.last_prompt = prompt or state.last_prompt

@@ -118,6 +118,12 @@ def note(why: str) -> str:
     )
 
 
+def _held(request: Any, messages: list[Any], settings: dict[str, Any]) -> Any:
+    """The request asked again: these messages, no tools, the constraint's settings."""
+    base = getattr(request, "model_settings", None) or {}
+    return request.override(messages=messages, tools=[], model_settings={**base, **settings})
+
+
 def reask(
     request: Any,
     msg: AIMessage,
@@ -141,10 +147,8 @@ def reask(
     plain = AIMessage(content=str(msg.content or ""))
     messages = [*request.messages, plain, HumanMessage(content=note(why))]
     t0 = time.perf_counter()
-    settings = {**(getattr(request, "model_settings", None) or {}), **how[1]}
-    asked = request.override(messages=messages, tools=[], model_settings=settings)
     try:
-        response = yield Ask(asked, tolerant=True)
+        response = yield Ask(_held(request, messages, how[1]), tolerant=True)
     except Exception as exc:
         if how[0] != "json_schema":
             audit({**detail, "constrained": how[0], "valid": False, "problem": _said(exc)})
@@ -152,10 +156,8 @@ def reask(
         remember_refusal(request.model)  # the server refused json_schema: json_object, once
         how = constraint(request.model, schema)
         assert how is not None
-        settings = {**(getattr(request, "model_settings", None) or {}), **how[1]}
-        asked = request.override(messages=messages, tools=[], model_settings=settings)
         try:
-            response = yield Ask(asked, tolerant=True)
+            response = yield Ask(_held(request, messages, how[1]), tolerant=True)
         except Exception as again_exc:
             audit({**detail, "constrained": how[0], "valid": False, "problem": _said(again_exc)})
             return None

@@ -132,3 +132,11 @@ def rebuilt(msg: AIMessage, content: str, reasoning: str, calls: list[dict[str, 
         id=msg.id,
         name=msg.name,
     )
+
+
+def prompt_text(request: Any) -> str:
+    """A model request's prompt as text: its system prompt and messages ("" for none)."""
+    if request is None:
+        return ""
+    parts = [str(getattr(request, "system_prompt", "") or "")]
+    return "\n".join(parts + [message_text(m) for m in request.messages])
