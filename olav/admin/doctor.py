@@ -82,7 +82,9 @@ def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
             "ollama",
             "warn",
             f"not reachable at {base_url} ({type(exc).__name__})",
-            "Start it with `ollama serve`, or set llm.base_url; memory works without it",
+            "Start it with `ollama serve`, or set llm.base_url; memory works without it. "
+            "With no model server, `olav engine start` runs a small one here (SmolLM2-135M: "
+            "for trying olav, not for work)",
         )
     names = {m.get("name") for m in resp.json().get("models", [])}
     names |= {n.split(":")[0] for n in list(names) if n and n.endswith(":latest")}
@@ -91,6 +93,37 @@ def check_ollama(base_url: str, model: str, timeout: float = 2.0) -> Check:
             "ollama", "warn", f"reachable, but {model} is not pulled", f"Run `ollama pull {model}`"
         )
     return Check("ollama", "ok", f"{base_url} serves {model}")
+
+
+def check_openai(config: Any, timeout: float = 2.0) -> Check:
+    """An OpenAI-compatible server: it answers, and the window it reports (olav.llm.window)."""
+    import httpx
+
+    from olav.core.net import tls_context
+
+    base = str(config["llm.base_url"]).rstrip("/")
+    try:
+        resp = httpx.get(base + "/models", timeout=timeout, verify=tls_context())
+    except httpx.HTTPError as exc:
+        return Check(
+            "model server",
+            "warn",
+            f"not reachable at {base} ({type(exc).__name__})",
+            "Start it (llama-server, vllm serve, LM Studio), or `olav engine start` for the "
+            "small one olav runs itself (SmolLM2-135M: for trying olav, not for work)",
+        )
+    if resp.status_code != 200:
+        return Check("model server", "warn", f"{base}/models answered {resp.status_code}",
+                     "Check llm.base_url: it must end in /v1")  # fmt: skip
+    from olav.llm.window import model_window
+
+    window = model_window(config)
+    said = (
+        f"window {window.reported} tokens ({window.source})"
+        if window.reported
+        else f"it reports no window: llm.num_ctx ({window.requested}) is taken as its window"
+    )
+    return Check("model server", "ok", f"{base} answers; {said}")
 
 
 def check_leftovers(memory_path: Path, *, repair: bool) -> Check:
@@ -294,4 +327,6 @@ def run_checks(start: Path | None = None, *, repair: bool = False) -> list[Check
     checks.append(_audit_check(ws.audit_path))
     if ws.config["llm.provider"] == "ollama":
         checks.append(check_ollama(ws.config["llm.base_url"], ws.config["llm.model"]))
+    elif ws.config["llm.provider"] == "openai":
+        checks.append(check_openai(ws.config))
     return checks

@@ -95,8 +95,13 @@ def sync_template(root: Path, report: InitReport) -> None:
 
 
 def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
-    """Write ``memory.*`` keys (``uri``, ``storage_options.endpoint`` ...) into olav.yaml,
-    keeping its comments when the key's line is there, as ``olav init`` writes it."""
+    """Write ``memory.*`` keys (``uri``, ``storage_options.endpoint`` ...) into olav.yaml."""
+    set_settings(config_path, "memory", values)
+
+
+def set_settings(config_path: Path, section: str, values: dict[str, Any]) -> None:
+    """Write ``section.*`` keys into olav.yaml, keeping its comments when the key's line is
+    in that section's block, as ``olav init`` writes it (else the file is written anew)."""
     import re
 
     import yaml
@@ -106,17 +111,27 @@ def set_memory_settings(config_path: Path, values: dict[str, Any]) -> None:
     text = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     for key, value in values.items():
         line = f"  {key}: {json.dumps(value)}"
+        block = re.search(rf"^{re.escape(section)}:[ \t]*\n(?:(?:[ \t][^\n]*+)?\n)*+", text, re.M)
         pattern = re.compile(rf"^  {re.escape(key)}: .*$", re.M)
-        if len(pattern.findall(text)) == 1 and re.search(r"^memory:\s*$", text, re.M):
-            text = pattern.sub(line.replace("\\", "\\\\"), text)
+        found = len(pattern.findall(block.group(0))) if block is not None else -1
+        if block is not None and found == 1:
+            body = pattern.sub(line.replace("\\", "\\\\"), block.group(0))
+            text = text[: block.start()] + body + text[block.end() :]
+            continue
+        if block is not None and found == 0 and "." not in key:  # a new line at its end
+            body = block.group(0)
+            kept = body.rstrip("\n") + "\n"
+            text = (
+                text[: block.start()] + kept + line + "\n" + body[len(kept) :] + text[block.end() :]
+            )
             continue
         data = yamltext.safe_load(text) or {}
-        section = data.setdefault("memory", {})
+        part = data.setdefault(section, {})
         head, _, rest = key.partition(".")
         if rest:
-            section.setdefault(head, {})[rest] = value
+            part.setdefault(head, {})[rest] = value
         else:
-            section[key] = value
+            part[key] = value
         text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     config_path.write_text(text, encoding="utf-8")
 

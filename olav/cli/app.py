@@ -7,7 +7,7 @@ import os
 import typer
 
 from olav import __version__
-from olav.cli import agent, bench, chat, cron, doctor, init, kb, learn, log, memory, threads
+from olav.cli import agent, bench, chat, cron, doctor, engine, init, kb, learn, log, memory, threads
 from olav.cli import mcp as mcp_cmd
 from olav.cli import serve as serve_cmd
 
@@ -50,6 +50,7 @@ app.add_typer(bench.app, name="bench", help="Evaluate memory and tool calls on y
 app.add_typer(cron.app, name="cron", help="Scheduled jobs: the nightly reflector and friends.")
 app.add_typer(threads.app, name="threads", help="Conversations: list, show, search, export.")
 app.add_typer(log.app, name="log", help="Audited runs: list, show, export as datasets.")
+app.add_typer(engine.app, name="engine", help="A small local model server, for trying olav.")
 app.add_typer(
     serve_cmd.app,
     name="serve",

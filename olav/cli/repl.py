@@ -75,7 +75,7 @@ class Chat:
         self.thread = thread  # the conversation to continue (None: a new one)
         self.console = console or Console(highlight=False)
         self.auto_approve = auto_approve
-        self._streamed = False
+        self._streamed = self._turn_streamed = False
         self.agent_name = agent  # the prompt shows it without waiting for the engine
         self.model = model or ws.config["llm.model"]
         self._session: Any = None
@@ -129,7 +129,7 @@ class Chat:
     def token(self, text: str) -> None:
         if text:
             self._quiet()
-            self._streamed = True
+            self._streamed = self._turn_streamed = True
             sys.stdout.write(text)
             sys.stdout.flush()
 
@@ -332,7 +332,8 @@ class Chat:
     def turn(self, text: str) -> None:
         from olav.runtime.runner import RunCancelled
 
-        self._streamed = False
+        self._streamed = False  # the cursor is after streamed text, mid-line
+        self._turn_streamed = False  # this turn's answer streamed (some of it)
         session = self.session  # its start-up first: the spinner times the request only
         self._status = self._waiting()
         try:
@@ -349,12 +350,13 @@ class Chat:
             raise
         finally:
             self._quiet()
-        if not self._streamed and result.answer:
+        if not self._turn_streamed and result.answer:
             self.console.print(result.answer, markup=False)
-        elif self._streamed:
+        elif self._turn_streamed:  # a warning or a tool line may have come after the stream
             if result.unshown:  # the end of the answer the stream held back
-                sys.stdout.write("\n" + result.unshown)
-            sys.stdout.write("\n")
+                sys.stdout.write(("\n" if self._streamed else "") + result.unshown)
+            if self._streamed or result.unshown:
+                sys.stdout.write("\n")
             sys.stdout.flush()
         self.console.print(Text(_turn_stats(result.rescue), style="dim"))
 

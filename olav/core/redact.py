@@ -158,8 +158,8 @@ def redact_text(text: str) -> str:
 
 def _secret_value(key: str, value: Any) -> bool:
     """A secret key's value, except counts of tokens (``prompt_tokens: 812`` is not an API
-    token)."""
-    if value in (None, "") or not is_secret_key(key):
+    token) and flags (``tokens_estimated: true`` holds no secret; no boolean can)."""
+    if value in (None, "") or isinstance(value, bool) or not is_secret_key(key):
         return False
     is_count = isinstance(value, int | float) and not isinstance(value, bool)
     return not (is_count and "tokens" in key.lower())

@@ -188,7 +188,7 @@ def make_chat_model(
         )
     if provider == "openai":
         try:
-            from langchain_openai import ChatOpenAI
+            from olav.llm.openai_chat import OpenAIChat
         except ImportError:
             raise ConfigError(
                 "llm.provider openai needs the langchain-openai package",
@@ -197,7 +197,7 @@ def make_chat_model(
         key = os.environ.get(config["llm.api_key_env"]) or "not-needed"
         from pydantic import SecretStr
 
-        return ChatOpenAI(
+        return OpenAIChat(
             model=name,
             base_url=config["llm.base_url"],
             api_key=SecretStr(key),
@@ -291,12 +291,38 @@ def _openai_error(exc: BaseException, config: Any, model: str) -> ModelError | N
             hint=f"List its models with `curl {base.rstrip('/')}/models` and set llm.model; "
             "llm.base_url must end in /v1",
         )
+    if isinstance(exc, openai.BadRequestError):
+        return _too_long(exc, base)
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
         return ModelError(
             f"the server at {base} refused the API key ({exc.status_code})",
             hint=f"Export the key as {config['llm.api_key_env']} (named by llm.api_key_env)",
         )
     return None
+
+
+# OpenAI's wording, which llama-cpp-python's server and vLLM use too
+_WINDOW = re.compile(r"maximum context length is (\d++) tokens")
+_ASKED = re.compile(r"(?<!\d)(\d++) in the messages")
+
+
+def _too_long(exc: Any, base: str) -> ModelError | None:
+    """A prompt longer than the server's window (``400 context_length_exceeded``): the window
+    as the server says it, and what to do."""
+    message = str(getattr(exc, "message", "") or exc)
+    body = getattr(exc, "body", None)
+    code = (body.get("code") if isinstance(body, dict) else None) or getattr(exc, "code", None)
+    window = _WINDOW.search(message)
+    if code != "context_length_exceeded" and window is None:
+        return None
+    said = f" ({window.group(1)} tokens, as the server says)" if window else ""
+    asked = _ASKED.search(message)
+    size = f" ({asked.group(1)} tokens)" if asked else ""
+    return ModelError(
+        f"the prompt{size} is longer than the model's window at {base}{said}",
+        hint="Start the server with a larger window (llama.cpp -c / --n_ctx, vLLM "
+        "--max-model-len) and set llm.num_ctx to it, shorten the request, or /new",
+    )
 
 
 def translate_model_error(
@@ -318,7 +344,17 @@ def translate_model_error(
             "memory or been restarted)",
         )
     if config["llm.provider"] == "openai":
-        return _openai_error(exc, config, model)
+        # the server's own error may sit beneath another's (deepagents' summarization raises
+        # ContextOverflowError from the 400 it could not recover from)
+        seen: BaseException | None = exc
+        for _ in range(8):
+            if seen is None:
+                break
+            translated = _openai_error(seen, config, model)
+            if translated is not None:
+                return translated
+            seen = seen.__cause__ or seen.__context__
+        return None
     if isinstance(exc, json.JSONDecodeError) and config["llm.provider"] == "ollama":
         return ModelError(
             f"the connection to {base} broke off mid-response",

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -20,9 +21,21 @@ if not os.environ.get("ENGINE_PYTHON"):
     collect_ignore_glob = ["test_*.py"]  # make test: this suite is make test-engine's
 
 
+@dataclass(frozen=True)
+class Engine:
+    url: str  # its base URL, ending in /v1
+    log: Path  # what the server prints (its requests, and the hang-ups it saw)
+
+
+@pytest.fixture
+def engine(engine_server: Engine) -> str:
+    """The engine's base URL (``…/v1``)."""
+    return engine_server.url
+
+
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The engine's base URL (``…/v1``), the server running for the whole session."""
+def engine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """The engine, its server running for the whole session."""
     python, model = os.environ["ENGINE_PYTHON"], os.environ.get("ENGINE_MODEL", "")
     assert Path(python).is_file() and Path(model).is_file(), "run `make engine` first"
     with socket.socket() as s:
@@ -46,7 +59,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             late = time.monotonic() >= deadline
             assert not late, "the engine did not start: " + log.read_text()[-2000:]
             time.sleep(0.2)  # a poll interval, not a synchronisation: the loop waits on the answer
-        yield url
+        yield Engine(url, log)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

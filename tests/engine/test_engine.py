@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
+
 from tests.helpers import HASH_CONFIG, olav_here, workspace_from_template
 
 
@@ -25,10 +27,26 @@ def test_olav_ask_answers_from_the_real_engine(engine: str, tmp_path: Path) -> N
     out = ask(workspace(tmp_path / "ws", engine), "Say hello in one short sentence.")
     assert out["status"] == "completed" and out["answer"].strip()
     rescue = out["rescue"]
-    # llama-cpp-python's stream carries no usage even when asked: counted, and said to be
-    # an estimate, never a silent 0
-    assert rescue["tokens_in"] > 0 and rescue["tokens_out"] > 0
-    assert rescue["tokens_estimated"] is True
+    # llama-cpp-python's stream carries no usage even when asked: its tokenizer counts
+    # (/extras/tokenize/count), never a silent 0 and not a guess
+    assert rescue["counted_by"] == "tokenizer" and rescue["tokens_estimated"] is False
+    said = httpx.post(
+        engine.removesuffix("/v1") + "/extras/tokenize/count", json={"input": out["answer"]}
+    ).json()["count"]
+    assert abs(rescue["tokens_out"] - said) <= 2  # the answer as the engine splits it
+    assert rescue["tokens_in"] > 200  # the system prompt, the tools' guides, the block
+
+
+def test_a_prompt_longer_than_the_engines_window_is_one_line_naming_it(
+    engine: str, tmp_path: Path
+) -> None:
+    ws = workspace(tmp_path / "ws", engine)
+    res = olav_here(ws, "ask", "Summarise: " + "the link flapped again " * 1200)
+    assert res.returncode == 1
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "longer than the model's window" in lines[0]
+    assert "(4096 tokens, as the server says)" in lines[0] and "--n_ctx" in lines[0]
 
 
 def test_num_predict_caps_the_answer_on_an_engine_that_honours_only_max_tokens(

@@ -185,3 +185,14 @@ def test_redacting_twice_changes_nothing(text: str) -> None:
 
     once = redact_text(text)
     assert redact_text(once) == once
+
+
+def test_a_runs_counters_and_flags_survive_redaction_its_secrets_do_not() -> None:
+    """A run's stats are keyed by "tokens…": their counts and flags are no secret, and an
+    "(estimated)" read from a masked flag was a lie; a token's value still goes."""
+    from olav.core.redact import REDACTED, redact
+
+    stats = {"tokens_in": 812, "tokens_estimated": False, "counted_by": "tokenizer"}
+    assert redact(stats) == stats
+    kept = redact({"api_token": "hunter2-not-a-flag", "token": True, "token_s": "abc"})
+    assert kept == {"api_token": REDACTED, "token": True, "token_s": REDACTED}

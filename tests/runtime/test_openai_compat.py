@@ -14,7 +14,7 @@ from olav.core.config import Workspace
 from olav.core.errors import ModelError
 from olav.llm.models import make_chat_model, translate_model_error
 from tests.helpers import OPENAI_MODEL, olav_entry, olav_here, openai_workspace
-from tests.stubs.openai_stub import OpenAIStubState, openai_stub
+from tests.stubs.openai_stub import OpenAIStubState, openai_stub, stub_tokens
 
 MODEL = OPENAI_MODEL
 EXPORT_TURNS: list[dict[str, Any]] = [
@@ -86,6 +86,64 @@ def test_a_server_that_sends_no_usage_gets_an_estimate_said_to_be_one(tmp_path: 
     assert any(path == "/v1/embeddings" for path, _ in state.requests)
     runs, tools = audit_rows(ws)
     assert [(r[1], r[2]) for r in runs] == [("completed", MODEL)] and tools == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["extras", "llama-server"])
+def test_a_server_that_sends_no_usage_but_tokenizes_is_counted_by_its_tokenizer(
+    tmp_path: Path, route: str
+) -> None:
+    answer = "There are 4 border routers in the inventory, two per site."
+    state = OpenAIStubState(chat_script=[{"content": answer}], no_stream_usage=True)
+    state.tokenize = route  # llama-cpp-python's /extras/tokenize/count, llama-server's /tokenize
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = olav_here(ws, "ask", "how many border routers are there?", "--json")
+    rescue = json.loads(res.stdout)["rescue"]
+    assert rescue["counted_by"] == "tokenizer" and rescue["tokens_estimated"] is False
+    assert rescue["tokens_out"] == stub_tokens(answer)  # the engine's count, not a guess
+    (chat,) = chat_requests(state)
+    sent = "\n".join(str(m.get("content") or "") for m in chat["messages"])
+    assert rescue["tokens_in"] == stub_tokens(sent)  # the prompt's text, as the engine splits it
+    counted = [p for p, _ in state.requests if p in ("/extras/tokenize/count", "/tokenize")]
+    used = "/tokenize" if route == "llama-server" else "/extras/tokenize/count"
+    assert counted.count(used) == 2  # the prompt and the answer
+    assert len(counted) <= 3  # the other route tried once at most, and only on the first count
+    (run,) = json.loads(olav_here(ws, "log", "list", "--json").stdout)
+    shown = olav_here(ws, "log", "show", run["id"]).stdout
+    assert "(the engine's tokenizer)" in shown
+
+
+@pytest.mark.slow
+def test_a_prompt_longer_than_the_servers_window_names_the_window_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    # llama-cpp-python's server: an empty 200 stream; the same request unstreamed says why
+    state = OpenAIStubState(window=400)
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = olav_entry(ws, "ask", "summarise this: " + "interface down " * 300)
+    assert res.returncode == 1
+    line = one_line(res.stderr)
+    assert "is longer than the model's window" in line
+    assert "(400 tokens, as the server says)" in line
+    assert "--n_ctx" in line and "llm.num_ctx" in line
+    assert "Traceback" not in res.stderr and "No generations" not in res.stderr
+    streamed = [c for c in chat_requests(state) if c.get("stream")]
+    assert streamed and any(not c.get("stream") for c in chat_requests(state))
+    runs, _ = audit_rows(ws)
+    assert [r[1] for r in runs] == ["error"]
+
+
+@pytest.mark.slow
+def test_a_stream_that_brings_nothing_is_answered_unstreamed(tmp_path: Path) -> None:
+    state = OpenAIStubState(chat_script=[{"content": ""}, {"content": "the answer, unstreamed"}])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        state.empty_stream = True  # a 200 stream with no chunk at all (a broken proxy)
+        res = olav_here(ws, "ask", "hello", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["answer"] == "the answer, unstreamed"
 
 
 @pytest.mark.slow
@@ -205,3 +263,17 @@ def test_workspace_chat_model_reads_the_workspace_from_any_directory(
     model = workspace_chat_model(ws)
     assert isinstance(model, ScriptedChatModel)
     assert model.invoke("hello").content == "from the script"
+
+
+@pytest.mark.slow
+def test_an_answer_cut_short_of_num_predict_blames_the_servers_window(tmp_path: Path) -> None:
+    # llama.cpp ends an answer that fills its window with finish_reason length, as it ends
+    # one that reaches max_tokens: 5 tokens of 4096 is the window, and the fix is the server's
+    state = OpenAIStubState(chat_script=[{"content": "The border", "finish_reason": "length"}])
+    with openai_stub(state) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url)
+        res = olav_here(ws, "ask", "describe the border routers", "--json")
+    out = json.loads(res.stdout)
+    told = res.stderr + json.dumps(out.get("warnings", []))
+    assert "cut off after 5 tokens, short of llm.num_predict (4096)" in told
+    assert "the server's window was full" in told and "--n_ctx" in told

@@ -106,3 +106,33 @@ def test_a_long_answer_cut_at_the_limit_is_kept_and_the_person_told(tmp_path: Pa
     assert out["answer"] == "The border routers peer with"
     assert len([b for p, b in state.requests if p == "/api/chat"]) == 1  # not asked again
     assert "cut off at its token limit" in res.stderr + json.dumps(out.get("warnings", []))
+
+
+def test_a_cut_answer_streamed_in_the_chat_is_printed_once_with_the_warning_after(
+    tmp_path: Path,
+) -> None:
+    """The warning ends the streamed line; the turn's end must not take that for "nothing
+    streamed" and print the whole answer a second time."""
+    import pexpect
+
+    from tests.helpers import spawn_olav
+
+    answer = " ".join(f"border-router-{i:02d} peers with its upstream" for i in range(12))
+    answer += " over eBGP sessions"
+    state = StubState(word_delay=0.02)  # it streams: the answer is on the screen before the cut
+    with ollama_stub(state) as (url, _):
+        ws = ollama_workspace(tmp_path / "ws", url, "runtime:\n  nudge: false\n")
+        state.chat_script[:] = [{"content": answer, "done_reason": "length"}]
+        chat = spawn_olav(ws, "chat")
+        try:
+            chat.expect("core> ")
+            chat.sendline("describe the border routers")
+            chat.expect("tokens in")
+            screen = chat.before
+            chat.expect("core> ")
+            chat.sendline("/exit")
+            chat.expect(pexpect.EOF)
+        finally:
+            chat.close(force=True)
+    assert screen.count("eBGP sessions") == 1, screen
+    assert screen.index("eBGP sessions") < screen.index("cut off at its token limit")

@@ -148,7 +148,7 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/x-ndjson")
             self.end_headers()
             if state.word_delay and not turn.get("tool_calls"):
-                self._stream_words(model, message["content"])
+                self._stream_words(model, message["content"], turn.get("done_reason", "stop"))
                 return
             if state.drop_chat:
                 self.wfile.write(b'{"message": {"role": "assistant", "content": "par')
@@ -166,7 +166,7 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             }
             self.wfile.write((json.dumps(final) + "\n").encode())
 
-        def _stream_words(self, model: str, content: str) -> None:
+        def _stream_words(self, model: str, content: str, reason: str = "stop") -> None:
             import time
 
             words = content.split(" ")
@@ -191,7 +191,7 @@ def _handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                     "model": model,
                     "message": {"role": "assistant", "content": ""},
                     "done": True,
-                    "done_reason": "stop",
+                    "done_reason": reason,
                     "prompt_eval_count": 10,
                     "eval_count": len(words),
                 }

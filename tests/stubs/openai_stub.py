@@ -12,6 +12,7 @@ A test tool, not a product.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -40,6 +41,22 @@ class OpenAIStubState:
     refuse_formats: bool = False  # a 500 for any response_format at all
     # send no usage in the stream even when asked, as llama-cpp-python's server does
     no_stream_usage: bool = False
+    # the tokenizer route it answers: "extras" (llama-cpp-python's /extras/tokenize/count),
+    # "llama-server" (/tokenize), or None for neither; a token is a word or a punctuation mark
+    tokenize: str | None = None
+    # a window (in those tokens): a longer prompt gets llama-cpp-python's answers, a 400
+    # context_length_exceeded unstreamed and an empty 200 stream when streamed
+    window: int | None = None
+    empty_stream: bool = False  # answer streamed requests with an empty 200 stream
+
+
+def stub_tokens(text: str) -> int:
+    """The stub's tokenizer: words and punctuation marks."""
+    return len(re.findall(r"\w+|[^\w\s]", text))
+
+
+def _prompt_tokens(data: dict[str, Any]) -> int:
+    return sum(stub_tokens(str(m.get("content") or "")) for m in data.get("messages") or [])
 
 
 def _format_type(data: dict[str, Any]) -> str:
@@ -124,6 +141,8 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
             state.requests.append((self.path, data))
             if self.path == "/v1/embeddings":
                 self._embed(data)
+            elif self.path in ("/extras/tokenize/count", "/tokenize"):
+                self._tokenize(data)
             elif self.path != "/v1/chat/completions":
                 self._error(404, f"no route {self.path}", "invalid_request_error", "not_found")
             elif state.api_key and self.headers.get("Authorization") != f"Bearer {state.api_key}":
@@ -135,12 +154,44 @@ def _handler(state: OpenAIStubState) -> type[BaseHTTPRequestHandler]:
                 state.refuse_formats and _format_type(data)
             ):
                 self._error(500, "Internal Server Error", "server_error", "internal")
+            elif state.window is not None and _prompt_tokens(data) > state.window:
+                self._overflow(data)
+            elif state.empty_stream and data.get("stream"):
+                state.chat_script.pop(0) if state.chat_script else None
+                self._empty_stream()
             else:
                 turn = state.chat_script.pop(0) if state.chat_script else {"content": "ok"}
                 if data.get("stream"):
                     self._stream(data, turn)
                 else:
                     self._complete(data, turn)
+
+        def _tokenize(self, data: dict[str, Any]) -> None:
+            if self.path == "/extras/tokenize/count" and state.tokenize == "extras":
+                self._send(200, {"count": stub_tokens(str(data.get("input", "")))})
+            elif self.path == "/tokenize" and state.tokenize == "llama-server":
+                self._send(200, {"tokens": list(range(stub_tokens(str(data["content"]))))})
+            else:
+                self._error(404, f"no route {self.path}", "invalid_request_error", "not_found")
+
+        def _empty_stream(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self._chunk(b"")
+
+        def _overflow(self, data: dict[str, Any]) -> None:
+            if data.get("stream"):  # llama-cpp-python: 200, and a stream with nothing in it
+                self._empty_stream()
+                return
+            asked = _prompt_tokens(data)
+            message = (
+                f"This model's maximum context length is {state.window} tokens. However, you "
+                f"requested {asked + 16} tokens ({asked} in the messages, 16 in the completion)."
+            )
+            self._error(400, message, "invalid_request_error", "context_length_exceeded")
 
         def _embed(self, data: dict[str, Any]) -> None:
             dim = state.embed_models.get(data.get("model", ""))

@@ -26,6 +26,9 @@ class RescueState:
     tokens_in: int = 0  # what the server counted (prompt_eval_count), summed over calls
     tokens_out: int = 0
     tokens_estimated: bool = False  # a call the engine sent no counts for: estimated
+    # who counted: "engine" (its usage), "tokenizer" (its tokenizer, asked after the call, for
+    # a stream that carried no usage) or "estimate" (neither could); the least exact of the run
+    counted_by: str = "engine"
     last_prompt: int = 0  # the last call's prompt tokens
     reasoning: list[str] = field(default_factory=list)
     first_token_s: float | None = None  # seconds from the run's start to its first token
@@ -44,6 +47,7 @@ class RescueState:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "tokens_estimated": self.tokens_estimated,
+            "counted_by": self.counted_by,
             "denied": list(self.denied),
             "approval_s": round(self.approval_s, 3),
             "cut_short": self.cut_short,

@@ -54,6 +54,7 @@ from olav.runtime.outcome import (
     named_tools,
     narrates,
 )
+from olav.runtime.rescue.counts import call_tokens, cut_warning
 from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.reask import reask
 from olav.runtime.rescue.response import (
@@ -63,7 +64,6 @@ from olav.runtime.rescue.response import (
     call_key,
     cut_short,
     nudge_text,
-    prompt_text,
     rebuilt,
     replace_ai,
     tool_schemas,
@@ -116,6 +116,7 @@ class RescueMiddleware(AgentMiddleware):
         self._warned_context = False
         self._unread: Salvage | None = None  # this message's call olav could not read
         self._request: Any = None  # this call's request, for an estimate when none is counted
+        self._last_call = (0, 0)  # the last call's (prompt, answer) tokens
 
     @property
     def name(self) -> str:
@@ -213,7 +214,6 @@ class RescueMiddleware(AgentMiddleware):
         compression (a huge tool result, a long pasted file): the server would cut it."""
         if self._warned_context:
             return
-        from olav.memory.store.tokens import estimate_tokens
 
         parts = [message_text(m) for m in request.messages]
         system = getattr(request, "system_message", None)
@@ -240,13 +240,8 @@ class RescueMiddleware(AgentMiddleware):
         msg = ai_of(response)
         if msg is None:
             return None
-        usage = getattr(msg, "usage_metadata", None) or {}
-        prompt = int(usage.get("input_tokens") or 0)
-        written = int(usage.get("output_tokens") or 0)
-        if not prompt and not written:  # the engine sent no counts: an estimate, said so
-            state.tokens_estimated = True
-            prompt = estimate_tokens(prompt_text(self._request))
-            written = estimate_tokens(message_text(msg))
+        prompt, written = call_tokens(state, self._request, msg)
+        self._last_call = (prompt, written)
         state.tokens_in += prompt
         state.tokens_out += written
         state.last_prompt = prompt or state.last_prompt
@@ -421,11 +416,7 @@ class RescueMiddleware(AgentMiddleware):
         shown = found.answer if tools else answer
         if not names or state.cut_short > 1:
             what = f": {', '.join(sorted(set(names)))} did not run" if names else ""
-            self.run.warn(
-                f"the model's answer was cut off at its token limit (llm.num_predict = {limit})"
-                f"{what}. Raise llm.num_predict in olav.yaml (and the server's limit), or ask "
-                "for less at once"
-            )
+            self.run.warn(cut_warning(limit, self._last_call, what, self.policy.provider))
             if names and not shown.strip():  # what the person and the thread keep of the turn
                 shown = f"(The answer was cut off at the model's token limit{what}.)"
             return rebuilt(msg, shown, reasoning, [])

@@ -29,6 +29,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from olav.llm.tokenize import engine_of, is_openai
 from olav.runtime.rescue.lenient import LenientError, loads
 from olav.runtime.rescue.response import Ask
 from olav.runtime.rescue.schema import coerce
@@ -53,22 +54,14 @@ def call_schema(tools: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-def _engine(model: Any) -> Any:
-    """The chat model behind bindings and wrappers (``RunnableBinding.bound``)."""
-    seen = 0
-    while hasattr(model, "bound") and seen < 4:
-        model, seen = model.bound, seen + 1
-    return model
-
-
 def constraint(model: Any, schema: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """How to hold ``model``'s next answer to ``schema``: (what, model settings), or None
     when its engine cannot be constrained."""
-    engine = _engine(model)
+    engine = engine_of(model)
     kind = type(engine).__name__
     if kind in ("ChatOllama", "ScriptedChatModel"):
         return "ollama format", {"format": schema}
-    if kind in ("ChatOpenAI", "AzureChatOpenAI"):
+    if is_openai(engine):
         base = str(getattr(engine, "openai_api_base", "") or "")
         if _TAKES.get(base) == "json_object":
             return "json_object", {"response_format": {"type": "json_object", "schema": schema}}
@@ -79,7 +72,7 @@ def constraint(model: Any, schema: dict[str, Any]) -> tuple[str, dict[str, Any]]
 
 def remember_refusal(model: Any) -> None:
     """The server refused ``json_schema``: ask it with ``json_object`` from now on."""
-    engine = _engine(model)
+    engine = engine_of(model)
     _TAKES[str(getattr(engine, "openai_api_base", "") or "")] = "json_object"
 
 

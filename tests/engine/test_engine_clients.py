@@ -1,0 +1,90 @@
+"""The terminal chat and `olav serve` on the real engine: the chat under a pty streams the
+model's answer and Ctrl-C hangs up on the server mid-answer (the server says it saw the client
+go); LangGraph's JavaScript SDK streams the engine's answer from `olav serve` token by token,
+and the thread keeps what was streamed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pexpect
+
+from tests.engine.conftest import Engine
+from tests.engine.test_engine import workspace
+from tests.helpers import olav_here, spawn_olav, wait_until
+
+JS = Path(__file__).resolve().parents[1] / "js"
+HANG_UP = "Disconnected from client"  # llama-cpp-python's server, when a stream's client goes
+
+
+def test_the_chat_streams_the_engines_answer_and_ctrl_c_hangs_up_on_it(
+    engine_server: Engine, tmp_path: Path
+) -> None:
+    ws = workspace(tmp_path / "ws", engine_server.url, "  num_predict: 2000\n")
+    seen = engine_server.log.read_text().count(HANG_UP)
+    chat = spawn_olav(ws, "chat")
+    try:
+        chat.expect("core> ")
+        chat.sendline("Count from one to five hundred in words, one number per line.")
+        chat.expect("per line.\r\r\n")  # the echo of what was typed
+        chat.expect(r"[A-Za-z]{3,}")  # the model's first word, on the screen while it talks
+        chat.sendintr()
+        chat.expect("cancelled")
+        chat.expect("core> ")
+        wait_until(
+            lambda: engine_server.log.read_text().count(HANG_UP) > seen,
+            60,
+            "the engine to see its client hang up",
+        )
+        chat.sendline("Say hello.")
+        chat.expect("tokens in")  # a turn of its own, answered to its end
+        chat.expect("core> ")
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+    finally:
+        chat.close(force=True)
+    listed = json.loads(olav_here(ws, "threads", "list", "--json").stdout)
+    shown = json.loads(olav_here(ws, "threads", "show", listed[0]["id"], "--json").stdout)
+    turns = [(m["role"], m["content"]) for m in shown["turns"]]
+    assert [r for r, _ in turns] == ["user", "assistant", "user", "assistant"], turns
+    assert turns[1][1].endswith("(cancelled by the user)")
+
+
+def test_olav_serve_streams_the_engines_answer_to_the_javascript_sdk(
+    engine: str, tmp_path: Path
+) -> None:
+    from olav.core.config import Workspace
+    from olav.serve.tokens import TokenStore
+    from tests.serve._support import start_server, stop_server
+
+    node = shutil.which("node")
+    assert node and (JS / "node_modules" / "@langchain" / "langgraph-sdk").is_dir(), (
+        "the JavaScript SDK needs node and tests/js/node_modules (make install)"
+    )
+    ws = workspace(tmp_path / "ws", engine, "  num_predict: 64\n")
+    store = TokenStore.for_workspace(Workspace.open(ws), touch_interval=None)
+    _, token = store.create("alice", note="engine", role="admin")
+    proc, url = start_server(ws)
+    try:
+        env = {
+            "OLAV_URL": url,
+            "OLAV_TOKEN": token,
+            "OLAV_ASK": "Say hello.",
+            "PATH": "/usr/bin:/bin",
+        }
+        done = subprocess.run(
+            [node, str(JS / "engine_stream.mjs")], cwd=JS, env=env, capture_output=True,
+            text=True, timeout=240,
+        )  # fmt: skip
+    finally:
+        err = stop_server(proc)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + err[-2000:]
+    assert "Traceback" not in err, err[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"messages", "values"} <= set(out["kinds"])
+    assert len(out["pieces"]) >= 3  # token by token, not the answer in one piece
+    assert out["type"] == "ai" and out["kept"].strip()
+    assert "".join(out["pieces"]).strip() == out["kept"].strip()  # what streamed is what it kept
