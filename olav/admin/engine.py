@@ -202,24 +202,31 @@ def start(home: Path, *, port: int = PORT, window: int = WINDOW, threads: int = 
             "--port", str(port), "--n_ctx", str(window), "--n_threads", str(threads)]  # fmt: skip
     log = home / "server.log"
     with log.open("w", encoding="utf-8") as out:
-        proc = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,  # it outlives this command, and the terminal's Ctrl-C
+        # spawned in a session of its own: it outlives this command and the terminal's Ctrl-C,
+        # and no Popen is left behind to be collected while it runs
+        pid = os.posix_spawn(
+            args[0], args, dict(os.environ),
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, out.fileno(), 2),
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            ],
+            setsid=True,
         )  # fmt: skip
     deadline = time.monotonic() + START_S
     while not answers(url, timeout=1.0):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            if proc.poll() is None:
-                proc.terminate()
+        if not _alive(pid) or time.monotonic() > deadline:
+            if _alive(pid):
+                os.kill(pid, signal.SIGTERM)
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
             raise OlavError(
                 f"the engine did not start: {tail[0][:200] if tail else 'no output'}",
                 hint=f"See {log}",
             )
         time.sleep(0.25)  # a poll interval: the server says nothing until it listens
-    info = {"pid": proc.pid, "url": url, "window": window, "port": port}
+    info = {"pid": pid, "url": url, "window": window, "port": port}
     (home / "server.json").write_text(json.dumps(info), encoding="utf-8")
-    return Running(url, proc.pid, window, started=True)
+    return Running(url, pid, window, started=True)
 
 
 def stop(home: Path) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import HASH_CONFIG, olav_here, workspace_from_template
+from tests.helpers import HASH_CONFIG, olav_entry, olav_here, workspace_from_template
 
 
 def workspace(root: Path, url: str, extra: str = "") -> Path:
@@ -41,7 +41,7 @@ def test_a_prompt_longer_than_the_engines_window_is_one_line_naming_it(
     engine: str, tmp_path: Path
 ) -> None:
     ws = workspace(tmp_path / "ws", engine)
-    res = olav_here(ws, "ask", "Summarise: " + "the link flapped again " * 1200)
+    res = olav_entry(ws, "ask", "Summarise: " + "the link flapped again " * 1200)
     assert res.returncode == 1
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr

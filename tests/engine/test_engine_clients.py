@@ -88,3 +88,41 @@ def test_olav_serve_streams_the_engines_answer_to_the_javascript_sdk(
     assert len(out["pieces"]) >= 3  # token by token, not the answer in one piece
     assert out["type"] == "ai" and out["kept"].strip()
     assert "".join(out["pieces"]).strip() == out["kept"].strip()  # what streamed is what it kept
+
+
+def test_olav_engine_start_points_a_fresh_workspace_at_a_working_model(tmp_path: Path) -> None:
+    """What a person with no model server runs: the engine make engine built (the same
+    folder olav engine build makes), started, the workspace pointed at it, an answer."""
+    import os
+    import socket
+
+    import yaml
+
+    from tests.helpers import HASH_CONFIG, workspace_from_template
+
+    home = str(Path(os.environ["ENGINE_PYTHON"]).parents[2])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    ws = workspace_from_template(tmp_path / "ws", "hash", HASH_CONFIG)
+    started = olav_here(ws, "engine", "start", "--home", home, "--port", port, "--ctx", "4096")
+    try:
+        assert started.returncode == 0, started.stderr
+        assert f"started at http://127.0.0.1:{port}/v1" in started.stdout
+        assert "not for work" in started.stdout
+        llm = yaml.safe_load((ws / ".olav" / "olav.yaml").read_text())["llm"]
+        assert llm["provider"] == "openai" and llm["base_url"] == f"http://127.0.0.1:{port}/v1"
+        assert llm["model"] == "smollm2" and llm["num_ctx"] == 4096
+        status = json.loads(olav_here(ws, "engine", "status", "--home", home, "--json").stdout)
+        assert status["running"] and status["url"] == llm["base_url"]
+        again = olav_here(ws, "engine", "start", "--home", home, "--port", port)
+        assert "already running" in again.stdout  # reused, not a second server
+        out = json.loads(olav_here(ws, "ask", "Say hello.", "--json").stdout)
+        assert out["status"] == "completed" and out["answer"].strip()
+        doctor = olav_here(ws, "doctor").stdout
+        assert f"http://127.0.0.1:{port}/v1 answers" in doctor
+    finally:
+        stopped = olav_here(ws, "engine", "stop", "--home", home)
+    assert "stopped the engine" in stopped.stdout
+    gone = json.loads(olav_here(ws, "engine", "status", "--home", home, "--json").stdout)
+    assert gone["running"] is False
