@@ -4,6 +4,7 @@ by kind of request (:mod:`benchmarks.relevance`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -119,7 +120,20 @@ def reask(
     print_json(run_reask(base_url, model, repeat=repeat))
 
 
+def placement(
+    base_url: str = typer.Option(..., "--base-url", help="The engine's OpenAI-compatible /v1."),
+    workspace: Path = typer.Option(..., "--workspace", help="A workspace (its guides, embedder)."),
+    model: str = typer.Option("smollm2", "--model", help="The model name to send."),
+) -> None:
+    """Where the block goes (benchmarks.placement): right answers to guide-only questions
+    with no block, the block before the request, in the system prompt, or after it."""
+    from benchmarks.placement import run_placement
+
+    print_json(run_placement(base_url, workspace, model))
+
+
 def register(app: typer.Typer) -> None:
     app.command("relevance")(relevance)
     app.command("relevance-model")(relevance_model)
     app.command("reask")(reask)
+    app.command("placement")(placement)

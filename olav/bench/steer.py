@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from olav.bench.steer_stats import MODES as MODES
 from olav.bench.steer_stats import markdown_steer as markdown_steer
@@ -60,13 +60,29 @@ class Scenario(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)
     agent: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
     prompt: str = Field(pattern=r"\S")
-    expect_tool: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    expect_artifact: str = Field(pattern=r"\S")
+    expect_tool: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    expect_artifact: str | None = Field(default=None, pattern=r"\S")
     expect_contains: str | None = Field(default=None, min_length=1)
+    # a question whose answer is in memory: any of these in the answer (case aside) is right
+    expect_answer: list[str] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _expects_something(self) -> Scenario:
+        if self.expect_tool is None and self.expect_artifact is not None:
+            raise ValueError("'expect_artifact' needs 'expect_tool', the tool that makes it")
+        if self.expect_artifact is None and self.expect_tool is not None:
+            raise ValueError("'expect_tool' needs 'expect_artifact', the file it leaves")
+        if self.expect_answer is None and self.expect_tool is None:
+            raise ValueError("give 'expect_tool' and 'expect_artifact', or 'expect_answer'")
+        if self.expect_answer is not None and not all(a.strip() for a in self.expect_answer):
+            raise ValueError("expect_answer: every answer must hold text")
+        return self
 
     @field_validator("expect_artifact")
     @classmethod
-    def _relative_glob(cls, value: str) -> str:
+    def _relative_glob(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         path = PurePosixPath(value.strip().replace("\\", "/"))
         if path.is_absolute() or ".." in path.parts or ":" in path.parts[0]:
             raise ValueError("must be a glob relative to the workspace, e.g. exports/*.py")
@@ -142,7 +158,7 @@ def check_scenarios(ws: Workspace, scenarios: Sequence[Scenario]) -> None:
         reach = set(agents[s.agent].spec.tools)
         if s.agent == ORCHESTRATOR:  # the orchestrator delegates to every other agent
             reach |= {"task"}.union(*(a.spec.tools for a in agents.values()))
-        if s.expect_tool not in reach:
+        if s.expect_tool is not None and s.expect_tool not in reach:
             raise OlavError(
                 f"scenario {s.id!r}: field 'expect_tool': {s.agent} cannot call {s.expect_tool!r}",
                 hint="Its tools: " + ", ".join(sorted(reach)),
@@ -189,7 +205,9 @@ def _sandbox(
     return Workspace(root=root, config=Config(values={**values, **paths}, agents=agents))
 
 
-def _artifacts(root: Path, s: Scenario) -> tuple[list[str], bool]:
+def _artifacts(root: Path, s: Scenario) -> tuple[list[str], bool | None]:
+    if s.expect_artifact is None:
+        return [], None  # a question: no file is expected
     found = sorted(p for p in root.glob(s.expect_artifact) if p.is_file())
     ok = bool(found)
     if ok and s.expect_contains is not None:
@@ -244,7 +262,8 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
         "salvaged": [c["family"] for c in rescue.get("salvaged", [])],
         "nudged": bool(rescue.get("nudged")),
         "seconds": round(seconds, 3),
-        "tool_called": s.expect_tool in tools,
+        "tool_called": s.expect_tool in tools if s.expect_tool else None,
+        "answered": _answered(answer, s.expect_answer),
         "tool_calls": len(tools),
         "tools": tools,
         "artifact": artifact,
@@ -252,6 +271,14 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
         "recalled": sorted({i for r in session.run.recalls for i in r.injected_ids}),
         "answer": " ".join(answer.split())[:ANSWER_CHARS],
     }
+
+
+def _answered(answer: str, expected: list[str] | None) -> bool | None:
+    """Whether ``answer`` holds one of the expected answers (None: the scenario asks none)."""
+    if expected is None:
+        return None
+    said = " ".join(answer.split()).casefold()
+    return any(" ".join(e.split()).casefold() in said for e in expected)
 
 
 def _drop_log_handlers(folder: Path) -> None:

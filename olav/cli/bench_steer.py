@@ -15,12 +15,14 @@ def _table(report: dict[str, Any]) -> Any:
     from rich.table import Table
 
     from olav.bench.steer import MODES
+    from olav.bench.steer_stats import pct
 
     table = Table(title="memory on vs off", title_justify="left")
     table.add_column("scenario", style="bold", no_wrap=True)
     table.add_column("agent", no_wrap=True)
     table.add_column("memory")
-    names = ("tool called", "tool calls", "artifact", "salvaged", "nudged", "mean s", "p95 s")
+    names = ("tool called", "tool calls", "artifact", "answered", "salvaged", "nudged", "mean s")
+    names += ("p95 s",)
     for name in (*names, "errors"):
         table.add_column(name, justify="right")
     for s in report["scenarios"]:
@@ -30,9 +32,10 @@ def _table(report: dict[str, Any]) -> Any:
                 s["id"] if mode == MODES[0] else "",
                 s["agent"] if mode == MODES[0] else "",
                 mode,
-                f"{m['tool_called'] * 100:.0f}%",
+                pct(m["tool_called"]),
                 f"{m['tool_calls_mean']:.2f}",
-                f"{m['artifact'] * 100:.0f}%",
+                pct(m["artifact"]),
+                pct(m.get("answered")),
                 f"{m.get('salvaged', 0) * 100:.0f}%",
                 f"{m.get('nudged', 0) * 100:.0f}%",
                 f"{m['seconds_mean']:.1f}",

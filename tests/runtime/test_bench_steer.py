@@ -135,6 +135,43 @@ def test_memory_on_calls_the_tool_and_memory_off_narrates(hash_ws: Path, tmp_pat
     assert summary["line"] in md
 
 
+def test_a_question_is_answered_from_memory_and_not_without_it(
+    hash_ws: Path, tmp_path: Path
+) -> None:
+    said = "The sh1 management subnet is 10.10.0.0/24."
+    ws = without_nudge(
+        scripted_ws(hash_ws, [{"when": MARK, "content": said, "otherwise": {"content": "No idea."}}])
+    )
+    path = tmp_path / "questions.yaml"
+    path.write_text(
+        "scenarios:\n  - id: subnet\n    agent: netops\n"
+        "    prompt: Which management subnet does the sh1 site use?\n"
+        '    expect_answer: ["10.10.0.0/24"]\n',
+        encoding="utf-8",
+    )
+    report = run_steer(ws, load_scenarios(path), runs=2)
+    (question,) = report["scenarios"]
+    assert (question["on"]["answered"], question["off"]["answered"]) == (1, 0)
+    assert question["on"]["tool_called"] is None and question["on"]["artifact"] is None
+    summary = report["summary"]
+    assert summary["answered_delta"] == 1 and summary["tool_called_delta"] is None
+    assert "memory on: answered 100%" in summary["line"]
+    assert "memory adds +100 pp right answers" in summary["line"]
+    assert "tool called" not in summary["line"]
+    assert "| subnet | netops | on | - | 0.00 | - | 100% |" in markdown_steer(report)
+
+
+def test_the_shipped_questions_are_answered_by_the_template_guides(hash_ws: Path) -> None:
+    from olav.bench.steer import DEFAULT_SCENARIOS as TOOLS
+
+    questions = load_scenarios(TOOLS.parent / "guide_answers.yaml")
+    assert len(questions) >= 8 and all(q.expect_answer for q in questions)
+    check_scenarios(Workspace.open(hash_ws), questions)
+    for q in questions:  # each answer is in a guide of its agent: memory can answer it
+        guides = " ".join(p.read_text() for p in (hash_ws / q.agent / "guides").glob("*.yaml"))
+        assert any(a.strip(".") in guides for a in q.expect_answer or []), q.id
+
+
 def test_a_failing_run_is_counted_not_fatal(hash_ws: Path, tmp_path: Path) -> None:
     ws = scripted_ws(hash_ws, [{"error": "the model crashed"}])
     scenarios = load_scenarios(scenario_file(tmp_path))[:1]
