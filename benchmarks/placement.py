@@ -66,7 +66,11 @@ def run_placement(base_url: str, workspace: Path, model: str = "smollm2") -> dic
         expected = list(s.expect_answer or [])
         rec = Recaller.for_config(store, ws.config, agent=s.agent, tier=tier)
         block = rec.recall(s.prompt, dry_run=True).block
-        row: dict[str, Any] = {"id": s.id, "block": bool(block), "in_block": _right(block, expected)}
+        row: dict[str, Any] = {
+            "id": s.id,
+            "block": bool(block),
+            "in_block": _right(block, expected),
+        }
         for where in PLACEMENTS:
             took = time.perf_counter()
             reply = chat.invoke(_messages(RULES, block, s.prompt, where))

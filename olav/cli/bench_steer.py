@@ -21,8 +21,8 @@ def _table(report: dict[str, Any]) -> Any:
     table.add_column("scenario", style="bold", no_wrap=True)
     table.add_column("agent", no_wrap=True)
     table.add_column("memory")
-    names = ("tool called", "tool calls", "artifact", "answered", "salvaged", "nudged", "mean s")
-    names += ("p95 s",)
+    names: tuple[str, ...] = ("tool called", "tool calls", "artifact", "answered", "salvaged")
+    names += ("nudged", "mean s", "p95 s")
     for name in (*names, "errors"):
         table.add_column(name, justify="right")
     for s in report["scenarios"]:

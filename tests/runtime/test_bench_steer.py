@@ -140,7 +140,9 @@ def test_a_question_is_answered_from_memory_and_not_without_it(
 ) -> None:
     said = "The sh1 management subnet is 10.10.0.0/24."
     ws = without_nudge(
-        scripted_ws(hash_ws, [{"when": MARK, "content": said, "otherwise": {"content": "No idea."}}])
+        scripted_ws(
+            hash_ws, [{"when": MARK, "content": said, "otherwise": {"content": "No idea."}}]
+        )
     )
     path = tmp_path / "questions.yaml"
     path.write_text(

@@ -795,3 +795,20 @@ def test_an_address_with_example_in_it_is_not_a_request_for_an_example() -> None
     assert not asks_for_example("fetch https://example.org/devices.csv into the inventory")
     assert asks_for_example("show me an example of the export call")
     assert asks_for_example("mail ops@example.com an example of the report")
+
+
+def test_an_offered_tools_name_is_not_a_request_for_an_example() -> None:
+    tools = ["example_tool", "render-template", "backup_device_config"]
+    assert not asks_for_example("Run the example tool with value1 and 42.", tools)
+    assert not asks_for_example("use example_tool on sh1-border01", tools)
+    assert not asks_for_example("render template for the core switches", tools)
+    # the word outside the name still asks for one, and without the tool it is the word
+    assert asks_for_example("show me an example of calling example_tool", tools)
+    assert asks_for_example("Run the example tool with value1 and 42.")
+    call = '[TOOL_CALLS]example_tool[ARGS]{"arg1": "value1", "arg2": 42}'
+    schema = {
+        "type": "object",
+        "properties": {"arg1": {"type": "string"}, "arg2": {"type": "integer"}},
+    }
+    found = salvage(call, {"example_tool": schema}, request="Run the example tool with value1.")
+    assert [c.name for c in found.calls] == ["example_tool"]

@@ -321,7 +321,7 @@ class RescueMiddleware(AgentMiddleware):
         if not self.policy.nudge or self.run.rescue.nudged or not tools:
             return False
         text = self._request_text(request)
-        if asks_for_example(text):  # showing a call is the answer, not a narration
+        if asks_for_example(text, tools):  # showing a call is the answer, not a narration
             return False
         offered = set(tools) - {"task"}
         if any(ev.tool != DELEGATION for ev in self.run.tool_events):

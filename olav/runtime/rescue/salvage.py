@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -110,8 +110,18 @@ _ADDRESSES = re.compile(
 )
 
 
-def asks_for_example(request: str) -> bool:
-    return bool(request and _EXAMPLE_REQUEST.search(_ADDRESSES.sub(" ", request)))
+def asks_for_example(request: str, tools: Iterable[str] = ()) -> bool:
+    """Whether the person asks to be shown a call rather than to have one made. The names of
+    the offered ``tools`` are no such words: "run the example tool" names ``example_tool``,
+    "render the template" may name ``template_render``."""
+    if not request:
+        return False
+    text = _ADDRESSES.sub(" ", request)
+    for name in tools:
+        parts = [re.escape(p) for p in re.split(r"[_\-\s.]+", name) if p]
+        if len(parts) > 1 and any(_EXAMPLE_REQUEST.fullmatch(p) for p in parts):
+            text = re.sub(r"\b" + r"[\s_.\-]?".join(parts) + r"\b", " ", text, flags=re.I)
+    return bool(_EXAMPLE_REQUEST.search(text))
 
 
 def salvage(
@@ -139,7 +149,7 @@ def salvage(
         out.skipped = "no tools offered"
         out.answer = scrub(answer)
         return out
-    if asks_for_example(request):
+    if asks_for_example(request, tools):
         out.skipped = "the request asks for an example"
         return out
     # a message in Harmony's channels has its own call syntax: JSON in its answer is content
