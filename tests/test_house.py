@@ -50,3 +50,25 @@ def test_every_audit_event_kind_is_named_in_the_audit_vocabulary() -> None:
                 ):
                     literal.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not literal, "name the kind in olav/audit/events.py: " + ", ".join(literal)
+
+
+def test_no_module_imports_a_private_name_of_another_package() -> None:
+    """``from olav.memory.store.scopes import _name`` in olav.serve leans on what scopes may
+    change at will: a name another package needs is public. Inside one package (olav.cli,
+    olav.memory.golden…) a module may share its siblings' helpers."""
+    leaning = []
+    for path in sorted((ROOT / "olav").rglob("*.py")):
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("olav"):
+                continue
+            source = str(node.module)
+            home = (
+                source if (ROOT / Path(*source.split("."))).is_dir() else source.rsplit(".", 1)[0]
+            )
+            private = [
+                a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+            if private and home != package and not home.startswith(package + "."):
+                leaning.append(f"{path.relative_to(ROOT)}: {source}.{', '.join(private)}")
+    assert not leaning, "make these public, or move them: " + "; ".join(leaning)

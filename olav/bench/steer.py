@@ -112,7 +112,7 @@ def _validation_error(path: Path, raw: Any, err: ValidationError) -> OlavError:
 def load_scenarios(path: Path | str = DEFAULT_SCENARIOS) -> list[Scenario]:
     """Read and strictly validate a scenario file; a bad one raises a one-line OlavError that
     names the file, the scenario and the field."""
-    from olav.core.config import _StrictLoader  # refuses duplicate keys
+    from olav.core.config import StrictLoader  # refuses duplicate keys
 
     path = Path(path)
     if not path.is_file():
@@ -121,7 +121,7 @@ def load_scenarios(path: Path | str = DEFAULT_SCENARIOS) -> list[Scenario]:
             hint="Pass --scenarios FILE, or leave it out for the shipped set",
         )
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_StrictLoader)
+        raw = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=StrictLoader)
     except UnicodeDecodeError:
         raise OlavError(f"{path} is not UTF-8 text", hint="Save it as UTF-8") from None
     except yaml.YAMLError as exc:

@@ -91,7 +91,7 @@ def _coerce(setting: Setting, value: Any, source: str) -> Any:
     return out
 
 
-class _StrictLoader(SafeLoader):  # type: ignore[valid-type,misc]
+class StrictLoader(SafeLoader):  # type: ignore[valid-type,misc]
     """Safe loading that also refuses duplicate keys: a second `embedder:` block must not
     silently replace the first."""
 
@@ -108,7 +108,7 @@ def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool =
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(
+StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _no_duplicates,
 )
@@ -155,7 +155,7 @@ class Config:
         raw: dict[str, Any] = {}
         if path is not None and path.exists():
             try:
-                loaded = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_StrictLoader) or {}
+                loaded = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=StrictLoader) or {}
             except UnicodeDecodeError:
                 raise ConfigError(f"{path} is not UTF-8 text", hint="Save it as UTF-8") from None
             except yaml.YAMLError as exc:

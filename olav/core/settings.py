@@ -353,6 +353,10 @@ AGENT_OVERRIDE_KEYS = ("model",)
 PROCESS_VARS: dict[str, str] = {
     "OLAV_HOME": "Workspace root. Without it, the nearest parent directory holding .olav/.",
     "OLAV_DEBUG": "Set to 1 to print full tracebacks.",
+    "OLAV_ENGINE_HOME": (
+        "The folder of `olav engine` (llama.cpp's server and SmolLM2), shared by every "
+        "workspace. Default: ~/.cache/olav/engine."
+    ),
     "OLAV_ALLOW_DESTRUCTIVE_DIM_MIGRATION": (
         "Set to 1 to let olav drop and recreate the memory table when the embedder dimension "
         "changes. Destroys every row; prefer `olav kb re-embed`."

@@ -44,7 +44,7 @@ from typing import Any
 from olav.core.errors import NotFoundError, OlavError
 from olav.core.fsutil import atomic_write_text
 from olav.memory.store.roles import OPERATOR, TOKEN_ROLES
-from olav.memory.store.scopes import _name
+from olav.memory.store.scopes import scope_name
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ _Snapshot = tuple[tuple[int, int, int, int] | None, dict[str, _Record]]
 def operator_name(raw: str) -> str:
     """An operator's name as memory scopes spell it (``user:<name>``): lower case, other
     characters than ``[a-z0-9_.-]`` become ``-``."""
-    name = _name(raw or "")
+    name = scope_name(raw or "")
     if not name:
         raise OlavError(
             f"{raw!r} is not an operator name",

@@ -5,6 +5,10 @@ tokenizer, template, stream and constrained decoding."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -64,3 +68,75 @@ def test_the_constrained_reask_gives_schema_valid_calls_from_the_real_model(engi
     report = run_reask(engine, "smollm2", repeat=2)  # 8 re-asks, the product's own path
     assert report["constraints"] == ["json_object"]  # json_schema refused (a 500), remembered
     assert report["valid"] >= 6, report
+
+
+@contextmanager
+def recording(upstream: str) -> Iterator[tuple[str, list[dict]]]:  # type: ignore[type-arg]
+    """A proxy in front of the engine that keeps every chat request's body: what olav sent,
+    as the engine received it (streams are passed through as they come)."""
+    bodies: list[dict] = []  # type: ignore[type-arg]
+    root = upstream.removesuffix("/v1")
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            res = httpx.get(root + self.path, timeout=30)
+            self._reply(res.status_code, res.headers.get("content-type", ""), [res.content])
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path.endswith("/chat/completions"):
+                bodies.append(json.loads(raw))
+            with httpx.stream("POST", root + self.path, content=raw, timeout=300,
+                              headers={"content-type": "application/json"}) as res:  # fmt: skip
+                self._reply(res.status_code, res.headers.get("content-type", ""), res.iter_raw())
+
+        def _reply(self, code: int, kind: str, parts: Iterable[bytes]) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in parts:
+                if part:
+                    self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", bodies
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_recalls_block_reaches_the_engine_in_the_persons_turn_within_its_window(
+    engine: str, tmp_path: Path
+) -> None:
+    question = "Which management subnet does the sh1 site use?"
+    with recording(engine) as (url, bodies):
+        ws = workspace(tmp_path / "ws", url, "  num_predict: 64\n")
+        out = ask_agent(ws, question, "netops")
+    assert out["status"] == "completed"
+    first = bodies[0]
+    user = [m for m in first["messages"] if m["role"] == "user"][-1]["content"]
+    # the block the model reads: in the person's turn, before the request, holding the guide
+    assert user.startswith("<relevant-memories>") and user.endswith(question)
+    assert "10.10.0.0/24" in user.split("</relevant-memories>")[0]
+    assert first["stream"] is True and first["max_tokens"] == 64
+    # and the whole prompt, as the engine's tokenizer counts it, fits its 4096-token window:
+    # nothing of it was cut before the model read it
+    count = engine.removesuffix("/v1") + "/extras/tokenize/count"
+    text = "\n".join(str(m.get("content") or "") for m in first["messages"])
+    tools = json.dumps(first.get("tools") or [])
+    size = sum(httpx.post(count, json={"input": t}).json()["count"] for t in (text, tools))
+    assert size + 4 * len(first["messages"]) + 64 < 4096, size
+
+
+def ask_agent(ws: Path, question: str, agent: str) -> dict:  # type: ignore[type-arg]
+    res = olav_here(ws, "ask", question, "--agent", agent, "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)  # type: ignore[no-any-return]

@@ -37,7 +37,9 @@ def _setting(config: Any, key: str) -> str:
         return ""
 
 
-def _name(raw: str) -> str:
+def scope_name(raw: str) -> str:
+    """``raw`` as a name inside a scope: lower case, other characters ``-`` ("Alice B" is
+    ``alice-b``), "" when nothing is left."""
     return _NAME.sub("-", raw.strip().lower()).strip("-")
 
 
@@ -49,7 +51,7 @@ def user_name(config: Any) -> str:
             raw = getpass.getuser()
         except (KeyError, OSError):  # no login name (a container without a passwd entry)
             raw = "operator"
-    return _name(raw) or "operator"
+    return scope_name(raw) or "operator"
 
 
 def user_scope(config: Any) -> str:
@@ -57,7 +59,7 @@ def user_scope(config: Any) -> str:
 
 
 def team_scope(config: Any) -> str | None:
-    team = _name(_setting(config, "memory.team"))
+    team = scope_name(_setting(config, "memory.team"))
     return TEAM_PREFIX + team if team else None
 
 
