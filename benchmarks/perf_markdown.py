@@ -253,7 +253,7 @@ def _rss_rows(r: dict[str, Any]) -> list[list[Any]]:
         [f"RSS after opening {r['memories']:,} memories", f"{fmt(r['rss_after_open_mb'])} MB"],
         [f"peak RSS (VmHWM) after {r['recalls']} recalls", f"{fmt(r['vmhwm_mb'])} MB"],
         [
-            "the second opinion on lessons, once loaded (olav.memory.recall.second_opinion)",
+            "the second opinion on lessons, once loaded (olav.memory.recall.lesson_encoder)",
             f"+{fmt(r.get('second_opinion_mb'))} MB",
         ],
         ["the table on disk", f"{fmt(r.get('table_mb'))} MB"],

@@ -225,10 +225,10 @@ def rss_probe_main() -> None:
     # an hour (olav.memory.store.maintenance.RETENTION); read after the peak was
     out["data_mb"] = round(store.table.stats()["total_bytes"] / 1e6, 1)
     # what the second opinion on lessons adds once a lesson is recalled (its weights)
-    from olav.memory.recall import second_opinion
+    from olav.memory.recall import lesson_encoder
 
-    if second_opinion.wanted(config):
-        second_opinion.shared().vectors(["probe"])
+    if lesson_encoder.wanted(config):
+        lesson_encoder.shared().vectors(["probe"])
         loaded, before = _proc_status_mb("VmRSS"), out["rss_end_mb"]
         if loaded is not None and before is not None:
             out["second_opinion_mb"] = round(loaded - before, 1)

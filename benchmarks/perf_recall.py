@@ -151,10 +151,10 @@ def _recaller_kwargs(e5: Any, config: Any, tier: str) -> dict[str, Any]:
 
     policy = policy_for(config)
     options = RecallOptions(tier=tier, token_budget=policy.token_budget, policy=policy)
-    from olav.memory.recall import second_opinion
+    from olav.memory.recall import lesson_encoder
 
     # lessons are decided with the second opinion as in chat (its weights load untimed here)
-    margins = second_opinion.margins_for(None) if second_opinion.wanted(config) else None
+    margins = lesson_encoder.margins_for(None) if lesson_encoder.wanted(config) else None
     if margins is not None:
         margins.opinion.vectors(["warm"])
     return {

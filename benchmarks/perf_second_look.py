@@ -83,7 +83,7 @@ def measure_second_look(rows: int = ROWS, queries: int = QUERIES) -> dict[str, A
     from olav.memory.recall.recaller import Recaller, RecallOptions
     from olav.memory.recall.relevance import load_background
     from olav.memory.recall.rerank import Reranker
-    from olav.memory.recall.second_look import RerankFloors, SecondLook
+    from olav.memory.recall.rerank_judge import RerankFloors, SecondLook
     from olav.memory.store.embedders import HashEmbedder
     from olav.memory.store.schema import MemoryRecord
     from olav.memory.store.table import MemoryStore

@@ -19,7 +19,7 @@ from olav.memory.ingest.diagrams import detect_diagram_format
 from olav.memory.ingest.documents import import_document_file
 from olav.memory.store.filters import SearchFilter
 from olav.memory.store.scopes import EVERYONE
-from olav.memory.store.tokens import estimate_tokens
+from olav.memory.store.token_counts import estimate_tokens
 from tests.curator_support import RUNBOOK, drafts_in, open_store, propose
 from tests.helpers import OlavCli, audit_rows
 

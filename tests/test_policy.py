@@ -211,7 +211,7 @@ def test_the_second_look_takes_its_band_close_calls_and_first_floors_from_the_po
 ) -> None:
     from types import SimpleNamespace
 
-    from olav.memory.recall.second_look import RerankFloors, close_calls, for_config
+    from olav.memory.recall.rerank_judge import RerankFloors, close_calls, for_config
 
     cfg = _config(
         tmp_path,
@@ -409,7 +409,7 @@ def test_no_memory_decision_constant_lives_outside_the_policy() -> None:
             "DEFAULT_HALF_LIFE_DAYS",
         ),
         "olav.memory.recall.episodes": ("EVERY_N_TURNS",),
-        "olav.memory.recall.second_look": ("MAX_CLOSE", "DEFAULT_BAND", "UNCALIBRATED"),
+        "olav.memory.recall.rerank_judge": ("MAX_CLOSE", "DEFAULT_BAND", "UNCALIBRATED"),
     }.items():
         mod = importlib.import_module(module)
         assert [n for n in names if hasattr(mod, n)] == [], module

@@ -244,7 +244,7 @@ def test_the_typed_fields_select_what_they_say(tmp_path: Path) -> None:
 
 def test_the_why_json_is_one_shape_with_the_second_look_when_there_is_one() -> None:
     from olav.memory.recall.recaller import RecallResult
-    from olav.memory.recall.second_look import Look, SecondLook
+    from olav.memory.recall.rerank_judge import Look, SecondLook
 
     plain = RecallResult("q", "core", "small").to_json()
     assert list(plain) == ["query", "agent", "tier", "candidates", "injected", "block"]

@@ -87,7 +87,7 @@ def calibrate_cmd(
         console.print("Nothing saved.")
         return
     if rerank:
-        from olav.memory.recall.second_look import RerankFloors, save_rerank_floors
+        from olav.memory.recall.rerank_judge import RerankFloors, save_rerank_floors
 
         chosen = RerankFloors.from_json(rerank["floors"])
         where = save_rerank_floors(ws.databases, rerank["key"], chosen, rerank["test"])
@@ -110,7 +110,7 @@ def _rerank(cfg: Any, embedder: Any, *, show: bool, ceiling: bool) -> dict[str, 
     from olav.core.errors import OlavError
     from olav.memory.golden.rerank import KEYS, calibrate_rerank, golden_rows, measure
     from olav.memory.recall.rerank import Reranker
-    from olav.memory.recall.second_look import RerankFloors, reranker_key
+    from olav.memory.recall.rerank_judge import RerankFloors, reranker_key
 
     reranker = Reranker.from_config(cfg)
     assert reranker is not None

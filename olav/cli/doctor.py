@@ -79,7 +79,7 @@ def _calibrated_keys(ws: object) -> set[str]:
         if source.endswith("calibration.json"):
             out.add("memory.relevance")
     if cfg["reranker.provider"] != "none" and str(cfg["reranker.floors"]).lower() == "auto":
-        from olav.memory.recall.second_look import read_rerank_floors, reranker_key
+        from olav.memory.recall.rerank_judge import read_rerank_floors, reranker_key
 
         if read_rerank_floors(ws.databases, reranker_key(cfg)) is not None:
             out.add("reranker.floors")

@@ -17,7 +17,7 @@ def check_fits(window: int | None, text: str) -> None:
     the window warning)."""
     if not window or len(text) < window:  # at most a token per character
         return
-    from olav.memory.store.tokens import estimate_tokens
+    from olav.memory.store.token_counts import estimate_tokens
 
     size = estimate_tokens(text)
     if size >= window:

@@ -105,7 +105,7 @@ def _days(rows: list[dict[str, Any]], *keep: str) -> dict[str, tuple[Any, ...]]:
 
 
 def test_the_json_twin_counts_alices_runs_and_recalls(served: Served) -> None:
-    from olav.memory.store.tokens import estimate_tokens
+    from olav.memory.store.token_counts import estimate_tokens
 
     with session(served) as alice:
         got = alice.get("/health", params={"format": "json", "days": "7"})

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from olav.memory.policy import Floors
 from olav.memory.recall.recaller import Candidate, render_block, select
 from olav.memory.recall.relevance import decide
-from olav.memory.store.tokens import estimate_tokens
+from olav.memory.store.token_counts import estimate_tokens
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ def replay(r: Recalled, floors: Floors, tier: str, budget: int) -> list[Candidat
 
 def without_second_opinion(rows: Sequence[Recalled]) -> list[Recalled]:
     """The same candidates as the embedder alone judges them: a lesson's margin back to the
-    embedder's own (the mean with olav.memory.recall.second_opinion undone)."""
+    embedder's own (the mean with olav.memory.recall.lesson_encoder undone)."""
     out = []
     for r in rows:
         cands = []

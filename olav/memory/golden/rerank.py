@@ -4,7 +4,7 @@ Every golden query is recalled once (:func:`golden_rows`, through the suite's ow
 :class:`Recaller`); its candidates keep their signals. A reranker's scores are then laid on
 those candidates, and the block is replayed with the product's own
 :func:`~olav.memory.recall.relevance.decide`,
-:func:`~olav.memory.recall.second_look.overrule` and :func:`~olav.memory.recall.recaller.select`:
+:func:`~olav.memory.recall.rerank_judge.overrule` and :func:`~olav.memory.recall.recaller.select`:
 
 - :func:`calibrate_rerank` chooses ``accept`` and ``reject`` on the calibration half, with the
   same objective as the margin floors (the most targets met, then the worst slack), the grid
@@ -29,7 +29,7 @@ from olav.memory.golden.block import TARGETS, Recalled, _better, _score, block_m
 from olav.memory.policy import Floors
 from olav.memory.recall.recaller import Candidate, select
 from olav.memory.recall.relevance import decide
-from olav.memory.recall.second_look import RerankFloors, overrule
+from olav.memory.recall.rerank_judge import RerankFloors, overrule
 
 ACCEPT = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, math.inf)
 REJECT = (-math.inf, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from olav.memory.store.tokens import CJK, char_counts, estimate_tokens, tokens_from_counts
+from olav.memory.store.token_counts import CJK, char_counts, estimate_tokens, tokens_from_counts
 
 CHUNK_TOKENS = 500
 # The shortest title that leaves only blanks and #s after it. It never ends inside a run of

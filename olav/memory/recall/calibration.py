@@ -40,17 +40,17 @@ def reference_floors() -> Floors:
 
 
 def calibrated_floors(embedder_name: str) -> Floors | None:
-    """olav's floors for this floors key (olav.memory.recall.second_opinion.floors_key): the entry
+    """olav's floors for this floors key (olav.memory.recall.lesson_encoder.floors_key): the entry
     whose name is the longest prefix of it, so "e5:…+use-m3" never takes plain e5's."""
     return DEFAULTS.default_floors(embedder_name)
 
 
 def floors_key(config: Any, embedder_name: str) -> str:
     """The name this workspace's floors are kept under: the embedder's, with the second
-    opinion's when it decides lessons too (olav.memory.recall.second_opinion)."""
-    from olav.memory.recall import second_opinion
+    opinion's when it decides lessons too (olav.memory.recall.lesson_encoder)."""
+    from olav.memory.recall import lesson_encoder
 
-    return second_opinion.floors_key(embedder_name, second_opinion.wanted(config))
+    return lesson_encoder.floors_key(embedder_name, lesson_encoder.wanted(config))
 
 
 def relevance_floors(

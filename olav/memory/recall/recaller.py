@@ -18,7 +18,7 @@ from typing import Any
 from olav.core.log import get_logger
 from olav.memory.lifecycle.decay import decay_weight, rank_factor
 from olav.memory.policy import DEFAULTS, MemoryPolicy
-from olav.memory.recall import learned, second_opinion
+from olav.memory.recall import learned, lesson_encoder
 from olav.memory.recall.block import memory_body, render_block
 from olav.memory.recall.episodes import TEMPORAL, recent_episodes
 from olav.memory.recall.relevance import (
@@ -36,7 +36,7 @@ from olav.memory.store.filters import SearchFilter
 from olav.memory.store.hits import Hit
 from olav.memory.store.scopes import Reader
 from olav.memory.store.table import MemoryStore
-from olav.memory.store.tokens import estimate_tokens
+from olav.memory.store.token_counts import estimate_tokens
 from olav.memory.store.writer import shared_writer
 
 SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
@@ -85,7 +85,7 @@ class RecallResult:
     candidates: list[Candidate] = field(default_factory=list)
     block: str = ""
     latency_ms: float = 0.0
-    # the reranker's and the judge's part (olav.memory.recall.second_look); None: neither is on
+    # the reranker's and the judge's part (olav.memory.recall.rerank_judge); None: neither is on
     look: Any = None
 
     @property
@@ -152,7 +152,7 @@ class Recaller:
         floors: Floors | None = None,
         background: Background | None = None,
         audit: Any = None,
-        lesson_margins: second_opinion.LessonMargins | None = None,
+        lesson_margins: lesson_encoder.LessonMargins | None = None,
         second_look: Any = None,
         model: learned.Model | None = None,
     ) -> None:
@@ -167,9 +167,9 @@ class Recaller:
         # floors without a background: words alone decide (the background could not load)
         self.floors = floors
         self.background = background
-        # a second encoder's margin for lessons (olav.memory.recall.second_opinion); None: e5 alone
+        # a second encoder's margin for lessons (olav.memory.recall.lesson_encoder); None: e5 alone
         self.lesson_margins = lesson_margins
-        # a reranker and the chat model as judge (olav.memory.recall.second_look.SecondLook)
+        # a reranker and the chat model as judge (olav.memory.recall.rerank_judge.SecondLook)
         self.second_look = second_look
         # the learned decision for guides (olav.memory.recall.learned); None: the floors
         self.model = model if floors is not None and background is not None else None
@@ -195,7 +195,7 @@ class Recaller:
         reranker and judge they ask for (``judge_model``: the chat model for verdicts,
         :func:`olav.llm.models.verdict_model`; without it, no judge)."""
         from olav.memory.policy import policy_for
-        from olav.memory.recall import second_look
+        from olav.memory.recall import rerank_judge
         from olav.memory.recall.calibration import relevance_floors
         from olav.memory.store.scopes import personal_scopes
 
@@ -203,8 +203,8 @@ class Recaller:
         floors = relevance_floors(config, store.embedder.name, store.path.parent)
         background = None if floors is None else _background(store)
         margins = None
-        if floors is not None and background is not None and second_opinion.wanted(config):
-            margins = second_opinion.margins_for(store.path.parent / "cache")
+        if floors is not None and background is not None and lesson_encoder.wanted(config):
+            margins = lesson_encoder.margins_for(store.path.parent / "cache")
         options = RecallOptions(
             tier=tier,
             token_budget=policy.token_budget,
@@ -217,7 +217,7 @@ class Recaller:
             model = learned.model_for(store.embedder.name, second=margins is not None)
         look = None
         if floors is not None:  # relevance off: the nearest memories, nothing to overrule
-            look = second_look.for_config(config, store.path.parent, judge_model)
+            look = rerank_judge.for_config(config, store.path.parent, judge_model)
         return cls(
             store,
             agent=agent,

@@ -75,7 +75,7 @@ class Signals:
     relevant: bool = False
     reason: str = ""
     floor: float | None = None  # the floor its evidence earned (None: decided by words alone)
-    # a second look (olav.memory.recall.second_look): the reranker's score in [0, 1], and the chat
+    # a second look (olav.memory.recall.rerank_judge): the reranker's score in [0, 1], and the chat
     # model's verdict on a close call; None when not asked
     rerank: float | None = None
     judged: bool | None = None

@@ -29,7 +29,7 @@ class CompressionMiddleware(AgentMiddleware):
         return f"olav_compression_{self.agent_name}"
 
     def _compress(self, request: Any) -> Any:
-        from olav.memory.store.tokens import estimate_tokens
+        from olav.memory.store.token_counts import estimate_tokens
 
         messages = list(request.messages)
         total = sum(estimate_tokens(message_text(m)) + 4 for m in messages)

@@ -34,7 +34,7 @@ def call_tokens(state: RescueState, request: Any, msg: AIMessage) -> tuple[int, 
     if counts is not None:
         _counted(state, "tokenizer")
         return counts[0], counts[1]
-    from olav.memory.store.tokens import estimate_tokens
+    from olav.memory.store.token_counts import estimate_tokens
 
     _counted(state, "estimate")
     state.tokens_estimated = True

@@ -44,7 +44,7 @@ from olav.audit.events import (
 from olav.audit.events import REASONING_ROLE as REASONING_ROLE  # for the runner's import
 from olav.audit.events import RUN_STATS_EVENT as RUN_STATS_EVENT  # for the runner's import
 from olav.core.log import get_logger
-from olav.memory.store.tokens import estimate_tokens
+from olav.memory.store.token_counts import estimate_tokens
 from olav.runtime.middleware import RunContext, last_human_index, message_text
 from olav.runtime.outcome import (
     DELEGATION,

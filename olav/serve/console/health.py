@@ -2,7 +2,7 @@
 logged-in operator.
 
 - **Memory blocks:** the share of runs that got a ``<relevant-memories>`` block, and the
-  tokens per block (the one token estimate, :func:`olav.memory.store.tokens.estimate_tokens`).
+  tokens per block (the one token estimate, :func:`olav.memory.store.token_counts.estimate_tokens`).
 - **Outcomes:** runs per day by outcome.
 - **Memory growth:** rows created per day per category, cumulative (every row the operator
   may read, retired ones too: they were created), for the categories that grew in the window.
@@ -69,7 +69,7 @@ def health_data(ctx: Ctx, days: int) -> dict[str, Any]:
 
 
 def _block_tokens(blocks: list[tuple[date, str]]) -> list[dict[str, Any]]:
-    from olav.memory.store.tokens import estimate_tokens
+    from olav.memory.store.token_counts import estimate_tokens
 
     by_day: dict[date, list[int]] = {}
     for day, block in blocks:

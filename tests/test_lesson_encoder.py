@@ -1,4 +1,4 @@
-"""The second opinion on lessons (olav.memory.recall.second_opinion): the bundled multilingual USE
+"""The second opinion on lessons (olav.memory.recall.lesson_encoder): the bundled multilingual USE
 encoder, its shipped background, its margins in recall, and what happens without it."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from olav.admin.doctor import check_relevance
 from olav.core.config import Workspace
-from olav.memory.recall import relevance, second_opinion
+from olav.memory.recall import lesson_encoder, relevance
+from olav.memory.recall.lesson_encoder import SecondOpinion, margins_for
 from olav.memory.recall.lessons import lesson_record
-from olav.memory.recall.second_opinion import SecondOpinion, margins_for
 from olav.memory.store.table import MemoryStore
 
 DUMP_LESSON = (
@@ -29,13 +29,13 @@ UNRELATED = "tell me a joke about cats"
 def fresh_opinion(monkeypatch: pytest.MonkeyPatch) -> SecondOpinion:
     """This test's own encoder, not the process's shared one."""
     opinion = SecondOpinion()
-    monkeypatch.setattr(second_opinion, "_SHARED", opinion)
+    monkeypatch.setattr(lesson_encoder, "_SHARED", opinion)
     return opinion
 
 
 def test_the_shipped_background_is_the_encoders_own() -> None:
     relevance._LOADED.clear()
-    opinion = second_opinion.shared()
+    opinion = lesson_encoder.shared()
     shipped = relevance.load_background(opinion)  # read from the package
     texts = relevance.background_texts()
     assert shipped.vectors.shape == (len(texts), 512)
@@ -130,10 +130,10 @@ def test_without_the_package_the_floors_are_the_embedders_alone(
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name == second_opinion.PACKAGE else real(name, *a),
+        lambda name, *a: None if name == lesson_encoder.PACKAGE else real(name, *a),
     )
     config = {"memory.relevance": "auto"}
-    assert not second_opinion.wanted(config)
+    assert not lesson_encoder.wanted(config)
     from olav.memory.recall.calibration import floors_key
 
     assert floors_key(config, "e5:multilingual-e5-small") == "e5:multilingual-e5-small"
