@@ -248,10 +248,10 @@ def test_a_store_that_read_a_good_file_fails_closed_when_it_turns_corrupt(hash_w
 
 
 def test_operator_names_are_normalised_like_memory_scopes() -> None:
-    from olav.memory.store.scopes import _name
+    from olav.memory.store.scopes import scope_name
 
     for raw in ("Alice", " Bob Smith ", "ops.team_1", "Zoë"):
-        assert operator_name(raw) == _name(raw)
+        assert operator_name(raw) == scope_name(raw)
     assert operator_name("Bob Smith") == "bob-smith"
     for bad in ("", "   ", "!!!"):
         with pytest.raises(OlavError) as caught:

@@ -10,9 +10,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
+from olav.serve.follow import follow
 from olav.serve.run import Run
 
-HEARTBEAT_S = 15.0
 # LangGraph's stream modes, as the SDKs name them (each emits what LangGraph emits for it;
 # one with nothing to say in a run stays quiet)
 STREAM_MODES = (
@@ -271,25 +271,21 @@ def sse_response(
 async def _events(
     run: Run, after: int, only: frozenset[str] | None = None, cancel: bool = False
 ) -> AsyncIterator[bytes]:
-    sent = after
     finished = False
     try:
-        while True:
-            events, done = await run.next_events(sent, HEARTBEAT_S)
+        async for events in follow(run, after):
+            if not events:
+                yield b": heartbeat\n\n"
+                continue
             chunk = []  # the events ready now, in one write: a burst costs one send, not one each
             for number, event, data in events:
-                sent = number
                 if only is not None and event not in only:
                     continue
                 payload = json.dumps(data, ensure_ascii=False, default=str)
                 chunk.append(f"id: {number}\nevent: {event}\ndata: {payload}\n\n")
             if chunk:
                 yield "".join(chunk).encode()
-            if done and sent >= run.last_event:
-                finished = True
-                return
-            if not events:
-                yield b": heartbeat\n\n"
+        finished = True
     finally:
         if cancel and not finished and not run.done.is_set():
             run.cancel.set()  # on_disconnect "cancel": nobody listens to it any more

@@ -20,7 +20,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
-from olav.serve.http import HEARTBEAT_S, HTTPError, content_text, ident, shown
+from olav.serve.follow import follow
+from olav.serve.http import HTTPError, content_text, ident, shown
 from olav.serve.run import Run
 from olav.serve.server import Server
 
@@ -169,20 +170,16 @@ async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[by
         return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
     yield chunk({"role": "assistant", "content": ""})
-    sent, streamed = 0, False
-    while True:
-        events, done = await run.next_events(sent, HEARTBEAT_S)
-        for number, event, data in events:
-            sent = number
+    streamed = False
+    async for events in follow(run):
+        if not events:
+            yield b": heartbeat\n\n"
+        for _, event, data in events:
             if event == "messages":
                 piece = str(data[0].get("content") or "")
                 if piece:
                     streamed = True
                     yield chunk({"content": piece})
-        if done and sent >= len(run.events):
-            break
-        if not events:
-            yield b": heartbeat\n\n"
     if run.status != "success":
         error = {"error": {"message": f"the run failed: {run.error or run.status}"}}
         yield f"data: {json.dumps(error)}\n\n".encode()

@@ -389,21 +389,16 @@ def _sse(event: str, data: Any) -> bytes:
 async def _events(ctx: Ctx, run: Any) -> AsyncIterator[bytes]:
     import anyio
 
-    from olav.serve.http import HEARTBEAT_S
+    from olav.serve.follow import follow
 
     yield _sse("thread", {"thread": run.known_as, "agent": run.assistant_id})
     seen: set[str] = set()
-    sent = 0
-    while True:
-        events, done = await run.next_events(sent, HEARTBEAT_S)
-        for number, kind, data in events:
-            sent = number
-            for name, payload in translate(kind, data, seen):
-                yield _sse(name, payload)
-        if done and sent >= run.last_event:
-            break
+    async for events in follow(run):
         if not events:
             yield b": heartbeat\n\n"
+        for _, kind, data in events:
+            for name, payload in translate(kind, data, seen):
+                yield _sse(name, payload)
     yield _sse("done", await anyio.to_thread.run_sync(_done, ctx, run))
 
 
