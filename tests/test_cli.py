@@ -130,7 +130,23 @@ def test_doctor_reports_each_check(hash_ws: Path, olav: OlavCli) -> None:
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["ollama"]["status"] == "warn"
     assert "ollama serve" in checks["ollama"]["fix"]
+    assert "`olav engine start`" in checks["ollama"]["fix"]  # with no server, the small one
     assert res.exit_code == 0
+
+
+def test_doctor_reads_an_openai_compatible_servers_window(tmp_path: Path) -> None:
+    from tests.helpers import olav_here, openai_workspace
+    from tests.stubs.openai_stub import OpenAIStubState, openai_stub
+
+    with openai_stub(OpenAIStubState(n_ctx=8192)) as (url, _):
+        ws = openai_workspace(tmp_path / "ws", url, embedder="hash")
+        up = json.loads(olav_here(ws, "doctor", "--json").stdout)
+    (server,) = [c for c in up if c["name"] == "model server"]
+    assert server["status"] == "ok" and "window 8192 tokens (/props n_ctx)" in server["detail"]
+    down = json.loads(olav_here(ws, "doctor", "--json").stdout)  # the stub has stopped
+    (gone,) = [c for c in down if c["name"] == "model server"]
+    assert gone["status"] == "warn" and "not reachable" in gone["detail"]
+    assert "`olav engine start`" in gone["fix"]
 
 
 def test_doctor_warns_about_a_fragmented_table_and_gc_fixes_it(

@@ -93,6 +93,9 @@ def test_chat_without_a_server_shows_recall_preview_and_hint(hash_ws: Path) -> N
     assert "Memory works without the model" in res.stdout
     assert "relevance is off for this embedder" in res.stdout  # no floors for a hash embedder
     assert "ollama serve" in res.stdout
+    # and, for a machine with no model server at all, the one olav runs itself, said plainly
+    said = " ".join(res.stdout.split())
+    assert "`olav engine start`" in said and "not for work" in said
 
 
 @pytest.mark.slow
