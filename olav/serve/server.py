@@ -17,6 +17,7 @@ from olav.core.config import Workspace
 from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
 from olav.memory.store.roles import Operator
+from olav.runtime.threads.model import ThreadInfo
 from olav.serve.approvals import AnswerError, check_answer, command_of, read_answer
 from olav.serve.http import (
     HTTPError,
@@ -166,14 +167,14 @@ class Server:
             "updated_at": self.started,
         }
 
-    def thread(self, operator: str, thread_id: str) -> Any:
+    def thread(self, operator: str, thread_id: str) -> ThreadInfo:
         """The operator's thread with this id (404 when they have none)."""
         info = self.own_thread(operator, thread_id)
         if info is None:
             raise HTTPError(404, f"no thread {thread_id!r}")
         return info
 
-    def own_thread(self, operator: str, thread_id: str) -> Any:
+    def own_thread(self, operator: str, thread_id: str) -> ThreadInfo | None:
         """The operator's thread with exactly this id, None when they have none. Thread ids
         are per operator: another operator's thread with this id is another thread, which
         nothing here finds, so an id reveals nothing. Every route looks a client's thread up
@@ -181,7 +182,7 @@ class Server:
         ident(thread_id, "thread_id")
         return self.threads.owned(operator, thread_id) if thread_id else None
 
-    def claimed(self, info: Any) -> bool:
+    def claimed(self, info: ThreadInfo) -> bool:
         """Whether a live run holds the thread (this server's, or a terminal's in another
         process). The claim of a process that died (a server killed with -9 mid-run) holds
         nothing: the thread's next run takes it over."""
@@ -343,8 +344,10 @@ class Server:
         if thread_id is None:
             info = self.threads.create(agent, uuid.uuid4().hex, owner=operator)
         else:
-            info = self.own_thread(operator, thread_id)
-            if info is None:  # whether another operator has this id changes nothing here
+            owned = self.own_thread(operator, thread_id)
+            if owned is not None:
+                info = owned
+            if owned is None:  # whether another operator has this id changes nothing here
                 if body.get("if_not_exists") != "create":
                     raise HTTPError(404, f"no thread {thread_id!r}")
                 if answers:  # a new thread waits for nothing
