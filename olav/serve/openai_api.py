@@ -140,7 +140,7 @@ def _start(server: Server, operator: str, agent: str, text: str, history: list[A
         operator=operator,
         text=text,
         history=history,
-        stream_modes=("messages",),
+        stream_modes=("messages-tuple",),  # "messages" events: the text as it comes
         stateless=True,
         interruptible=False,
     )

@@ -79,8 +79,19 @@ def test_olav_serve_streams_the_engines_answer_to_the_javascript_sdk(
             [node, str(JS / "engine_stream.mjs")], cwd=JS, env=env, capture_output=True,
             text=True, timeout=240,
         )  # fmt: skip
+        # and OpenAI's client on /v1: the engine's answer as it comes, not one delta at the end
+        import openai
+
+        with openai.OpenAI(base_url=url + "/v1", api_key=token, max_retries=0) as client:
+            stream = client.chat.completions.create(
+                model="core",
+                messages=[{"role": "user", "content": "Write a long story about a router."}],
+                stream=True,
+            )
+            deltas = [c.choices[0].delta.content for c in stream if c.choices]
     finally:
         err = stop_server(proc)
+    assert len([d for d in deltas if d]) >= 10, deltas
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + err[-2000:]
     assert "Traceback" not in err, err[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

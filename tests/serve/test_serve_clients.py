@@ -319,6 +319,24 @@ def oai(served: Served, operator: str = "") -> openai.OpenAI:
     )
 
 
+def test_openai_streaming_sends_the_text_as_the_model_writes_it(served: Served) -> None:
+    """Not the whole answer in one delta at the end: each piece the model streams is a delta
+    of its own, past the rescue layer's short hold on call-shaped text."""
+    request = " ".join(f"configuration-line-{i:02d}" for i in range(30))
+    served.state.word_delay = 0.005  # the stub streams word by word, as a model does
+    try:
+        with oai(served) as client:
+            stream = client.chat.completions.create(
+                model="olav/core", messages=[{"role": "user", "content": request}], stream=True
+            )
+            pieces = [c.choices[0].delta.content for c in stream if c.choices]
+    finally:
+        served.state.word_delay = 0.0
+    text = [p for p in pieces if p]
+    assert "".join(text) == f"answer to {request}"
+    assert len(text) >= 20, text  # 33 words: most of them deltas of their own
+
+
 def test_openai_models_and_completions(served: Served) -> None:
     with oai(served) as client:
         ids = [m.id for m in client.models.list()]
