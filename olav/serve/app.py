@@ -47,6 +47,7 @@ from olav.serve.http import (
     MAX_ID,
     HTTPError,
     error_response,
+    oai_error,
     shown,
 )
 from olav.serve.limits import Sparse
@@ -190,7 +191,8 @@ class _Auth:
                     token = self.server.token_of(request)
                     operator = Operator(token.operator, token.role)
                 except HTTPError as exc:
-                    await error_response(exc.status, exc.detail, exc.headers)(
+                    shape = oai_error if path.startswith("/v1/") else error_response
+                    await shape(exc.status, exc.detail, headers=exc.headers)(
                         scope, receive, sending
                     )
                     return

@@ -58,6 +58,28 @@ def error_response(status: int, detail: str, headers: dict[str, str] | None = No
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 
+_OAI_TYPES = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}
+_OAI_CODES = {400: "unsupported_parameter", 401: "invalid_api_key", 404: "not_found",
+              409: "conflict", 413: "request_too_large", 421: "misdirected_request",
+              422: "invalid_request", 429: "rate_limit_exceeded", 502: "run_failed",
+              503: "unavailable"}  # fmt: skip
+
+
+def oai_error(
+    status: int, message: str, *, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An error in OpenAI's shape, for everything under ``/v1``: ``{"error": {"message",
+    "type", "param", "code"}}``, its ``code`` a string as OpenAI's is, so every OpenAI
+    client (LiteLLM included) shows the message."""
+    body = {
+        "message": message,
+        "type": _OAI_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error"),
+        "param": param,
+        "code": _OAI_CODES.get(status, str(status)),
+    }
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
 def shown(text: str, width: int = 80) -> str:
     """``text`` cut to ``width`` characters for a message (a client's path or value is never
     echoed whole: it may be a megabyte)."""

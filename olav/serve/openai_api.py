@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from olav.serve.follow import follow
-from olav.serve.http import HTTPError, content_text, ident, shown
+from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
 from olav.serve.run import Run
 from olav.serve.server import Server
 
@@ -29,13 +29,44 @@ PREFIX = "olav/"
 CREATED = int(time.time())
 
 
-def _oai_error(status: int, message: str) -> JSONResponse:
-    kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}.get(
-        status, "invalid_request_error"
-    )
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": status}}, status_code=status
-    )
+def _oai_error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    return oai_error(status, message, param=param)
+
+
+# what a client may ask for that olav's agents do not do: refused with a 400 that names the
+# field, never dropped without a word (docs/http-api.md has the whole table)
+REFUSED = {
+    "tools": "the agent runs its own tools; a client's tools are not offered to the model",
+    "tool_choice": "the agent chooses among its own tools",
+    "functions": "the agent runs its own tools; a client's functions are not offered",
+    "function_call": "the agent chooses among its own tools",
+    "response_format": "the agent's answer is its own text; olav does not constrain it here",
+    "logprobs": "olav does not return log probabilities",
+    "top_logprobs": "olav does not return log probabilities",
+    "logit_bias": "olav does not pass logit biases to the engine",
+    "audio": "olav answers in text",
+    "prediction": "olav does not take predicted outputs",
+}
+UNSET: tuple[Any, ...] = (None, False, [], {}, "")
+
+
+def _refused(body: dict[str, Any]) -> None:
+    """A 400 naming the first field olav would otherwise drop."""
+    for field, why in REFUSED.items():
+        if body.get(field) not in UNSET:
+            raise _Refusal(field, f"{field} is not supported: {why}; leave it out")
+    n = body.get("n")
+    if n not in (None, 1):
+        raise _Refusal("n", "n must be 1: olav answers with one choice")
+    modalities = body.get("modalities")
+    if modalities not in (None, ["text"]):
+        raise _Refusal("modalities", 'modalities must be ["text"]: olav answers in text')
+
+
+class _Refusal(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
 
 
 def models(server: Server, request: Request, operator: str) -> Any:
@@ -44,6 +75,15 @@ def models(server: Server, request: Request, operator: str) -> Any:
         for name in sorted(server.agents)
     ]
     return {"object": "list", "data": data}
+
+
+def model_get(server: Server, request: Request, operator: str) -> Any:
+    """One agent as a model (``GET /v1/models/{id}``: the SDKs' ``models.retrieve``)."""
+    name = str(request.path_params["model"])
+    wanted = PREFIX + name if request.url.path.startswith("/v1/models/" + PREFIX) else name
+    if name not in server.agents:
+        return _oai_error(404, f"no model {shown(wanted, 80)!r}; the models are: {_names(server)}")
+    return {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
 
 
 def _agent(server: Server, model: Any) -> str:
@@ -92,6 +132,7 @@ def _conversation(messages: Any) -> tuple[str, list[Any]]:
 async def completions(server: Server, request: Request, operator: str) -> Any:
     try:
         body = await server.body(request)
+        _refused(body)
         agent = _agent(server, body.get("model"))
         text, history = _conversation(body.get("messages"))
         stream = body.get("stream", False)
@@ -104,6 +145,8 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
         run = _start(server, operator, agent, text, history)
     except HTTPError as exc:
         return _oai_error(exc.status, exc.detail)
+    except _Refusal as exc:
+        return _oai_error(400, exc.message, exc.field)
     model = body["model"]
     if stream:
         return StreamingResponse(
@@ -197,5 +240,7 @@ async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[by
 
 ROUTES: list[tuple[str, str, Any]] = [
     ("/v1/models", "GET", models),
+    ("/v1/models/{model}", "GET", model_get),
+    ("/v1/models/olav/{model}", "GET", model_get),  # an id's "olav/" is a segment of the path
     ("/v1/chat/completions", "POST", completions),
 ]

@@ -72,6 +72,7 @@ def _empty(description: str) -> dict[str, Any]:
 
 
 ERRORS = {
+    "400": "a field olav does not do (tools, response_format, n > 1…): the error names it",
     "401": "no token, a wrong one or a revoked one",
     "403": "a store delete of a shared memory or a guide",
     "404": "no such route, assistant, thread, run or item (or another operator's)",
@@ -135,7 +136,8 @@ SCHEMAS: dict[str, Any] = {
                 "properties": {
                     "message": {"type": "string"},
                     "type": {"type": "string"},
-                    "code": {"type": "integer"},
+                    "param": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                    "code": {"type": "string"},
                 },
             }
         },
@@ -292,19 +294,17 @@ SCHEMAS: dict[str, Any] = {
             "confirm": {"type": "string", "description": "the command that confirms it"},
         },
     },
+    "Model": {
+        "type": "object",
+        "required": ["id", "object"],
+        "properties": {"id": {"type": "string"}, "object": {"const": "model"}},
+    },
     "Models": {
         "type": "object",
         "required": ["object", "data"],
         "properties": {
             "object": {"const": "list"},
-            "data": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["id", "object"],
-                    "properties": {"id": {"type": "string"}, "object": {"const": "model"}},
-                },
-            },
+            "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}},
         },
     },
     "ChatCompletion": {
@@ -723,6 +723,20 @@ def paths() -> dict[str, dict[str, Any]]:
                 {"200": _json(_ref("Models"), "the models"), **_errors()},
             )
         },
+        "/v1/models/{model}": {
+            "get": _op(
+                "one agent as a model, by its name",
+                {"200": _json(_ref("Model"), "the model"), **_errors("404", "422", openai=True)},
+                parameters=[_path("model", "the agent's name")],
+            )
+        },
+        "/v1/models/olav/{model}": {
+            "get": _op(
+                "one agent as a model, by its id olav/<agent>",
+                {"200": _json(_ref("Model"), "the model"), **_errors("404", "422", openai=True)},
+                parameters=[_path("model", "the agent's name")],
+            )
+        },
         "/v1/chat/completions": {
             "post": _op(
                 "the agent's answer, streamed or not",
@@ -735,7 +749,7 @@ def paths() -> dict[str, dict[str, Any]]:
                         },
                     },
                     "502": _json(_ref("OpenAIError"), "the run failed"),
-                    **_errors("404", "409", "413", "422", openai=True),
+                    **_errors("400", "404", "409", "413", "422", openai=True),
                 },
                 requestBody=_body("ChatRequest", required=True),
             )

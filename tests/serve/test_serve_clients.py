@@ -337,6 +337,46 @@ def test_openai_streaming_sends_the_text_as_the_model_writes_it(served: Served) 
     assert len(text) >= 20, text  # 33 words: most of them deltas of their own
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tools", [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]),
+        ("tool_choice", "required"),
+        ("response_format", {"type": "json_object"}),
+        ("n", 2),
+        ("logprobs", True),
+        ("logit_bias", {"50256": -100}),
+    ],
+)
+def test_a_field_olav_does_not_do_is_refused_by_name_never_dropped(
+    served: Served, field: str, value: object
+) -> None:
+    with oai(served) as client, pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="olav/core",
+            messages=[{"role": "user", "content": "hello"}],
+            extra_body={field: value},
+        )
+    error = refused.value.body
+    assert isinstance(error, dict) and error["param"] == field and field in error["message"]
+    assert error["code"] == "unsupported_parameter"  # a string, as OpenAI's codes are
+
+
+def test_openai_models_retrieve_and_errors_in_openais_shape(served: Served) -> None:
+    with oai(served) as client:
+        assert client.models.retrieve("olav/core").id == "olav/core"
+        assert client.models.retrieve("netops").id == "olav/netops"
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.models.retrieve("olav/nobody")
+        assert "olav/core" in str(missing.value)  # the models there are
+    stranger = openai.OpenAI(base_url=served.url + "/v1", api_key="olav_wrong", max_retries=0)
+    with stranger, pytest.raises(openai.AuthenticationError) as refused:
+        stranger.models.list()
+    body = refused.value.body
+    assert isinstance(body, dict) and body["code"] == "invalid_api_key"  # not {"detail": …}
+    assert body["type"] == "authentication_error" and body["message"]
+
+
 def test_openai_models_and_completions(served: Served) -> None:
     with oai(served) as client:
         ids = [m.id for m in client.models.list()]

@@ -31,6 +31,8 @@ DOCS = ROOT / "docs" / "http-api.md"
 OLAV_ROUTES = {
     "GET /openapi.json": "olav's OpenAPI document (LangGraph serves its own at /openapi.json too)",
     "GET /v1/models": "the OpenAI-compatible endpoint",
+    "GET /v1/models/{model}": "the OpenAI-compatible endpoint (models.retrieve)",
+    "GET /v1/models/olav/{model}": "the OpenAI-compatible endpoint (an olav/<agent> id)",
     "POST /v1/chat/completions": "the OpenAI-compatible endpoint",
 }
 # success statuses that differ, and why
