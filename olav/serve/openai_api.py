@@ -63,6 +63,45 @@ def _refused(body: dict[str, Any]) -> None:
         raise _Refusal("modalities", 'modalities must be ["text"]: olav answers in text')
 
 
+def _asked(body: dict[str, Any]) -> dict[str, Any]:
+    """The model settings a client asked for, checked (olav.runtime.rescue.asked applies them):
+    ``max_tokens``/``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``."""
+    out: dict[str, Any] = {}
+    for field in ("max_completion_tokens", "max_tokens"):  # the newer name wins
+        value = body.get(field)
+        if value is None or "max_tokens" in out:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise HTTPError(422, f"{field} must be a whole number of at least 1")
+        out["max_tokens"] = value
+    for field, top in (("temperature", 2.0), ("top_p", 1.0)):
+        value = body.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= top:
+            raise HTTPError(422, f"{field} must be a number from 0 to {top:g}")
+        out[field] = float(value)
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        ok = isinstance(stops, list) and len(stops) <= 4
+        if not ok or not all(isinstance(x, str) and 0 < len(x) <= 200 for x in stops):
+            raise HTTPError(422, "stop must be a string or a list of up to 4 strings")
+        out["stop"] = list(stops)
+    seed = body.get("seed")
+    if seed is not None:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise HTTPError(422, "seed must be a whole number")
+        out["seed"] = seed
+    return out
+
+
+def _finish(run: Run) -> str:
+    """``length`` when the model stopped on its token limit (the client's ``max_tokens`` or
+    the agent's own), else ``stop``."""
+    return "length" if run.usage.get("cut_short") else "stop"
+
+
 class _Refusal(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
@@ -142,7 +181,8 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
         if not isinstance(options, dict):
             raise HTTPError(422, "stream_options must be an object")
         include_usage = bool(options.get("include_usage"))
-        run = _start(server, operator, agent, text, history)
+        asked = _asked(body)
+        run = _start(server, operator, agent, text, history, asked)
     except HTTPError as exc:
         return _oai_error(exc.status, exc.detail)
     except _Refusal as exc:
@@ -166,14 +206,16 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": run.answer},
-                "finish_reason": "stop",
+                "finish_reason": _finish(run),
             }
         ],
         "usage": _usage(run),
     }
 
 
-def _start(server: Server, operator: str, agent: str, text: str, history: list[Any]) -> Run:
+def _start(
+    server: Server, operator: str, agent: str, text: str, history: list[Any], asked: dict[str, Any]
+) -> Run:
     thread = server.threads.create(agent, uuid.uuid4().hex, owner=operator)
     run = Run(
         run_id=uuid.uuid4().hex,
@@ -186,6 +228,7 @@ def _start(server: Server, operator: str, agent: str, text: str, history: list[A
         stream_modes=("messages-tuple",),  # "messages" events: the text as it comes
         stateless=True,
         interruptible=False,
+        asked=asked,
     )
     return server.start(run)
 
@@ -231,7 +274,7 @@ async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[by
     rest = run.unshown if streamed else run.answer
     if rest:
         yield chunk({"content": rest})
-    yield chunk({}, "stop")
+    yield chunk({}, _finish(run))
     if include_usage:
         data = {**base, "choices": [], "usage": _usage(run)}
         yield f"data: {json.dumps(data)}\n\n".encode()

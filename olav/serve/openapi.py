@@ -440,6 +440,25 @@ SCHEMAS: dict[str, Any] = {
                 "type": "object",
                 "properties": {"include_usage": {"type": "boolean"}},
             },
+            "max_tokens": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "capped by llm.num_predict",
+            },
+            "max_completion_tokens": {"type": "integer", "minimum": 1},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+            "stop": {
+                "anyOf": [
+                    {"type": "string", "minLength": 1, "maxLength": 200},
+                    {
+                        "type": "array",
+                        "maxItems": 4,
+                        "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                    },
+                ]
+            },
+            "seed": {"type": "integer"},
         },
     },
     "StorePut": {

@@ -130,6 +130,7 @@ class Run:
     answer: str = ""
     unshown: str = ""  # the end of the answer the token stream held back
     usage: dict[str, Any] = field(default_factory=dict)  # the run's model calls and tokens
+    asked: dict[str, Any] = field(default_factory=dict)  # of the model, by the client (/v1)
     outcome: str = ""
     audit_run_id: str = ""
     values: dict[str, Any] = field(default_factory=dict)

@@ -284,6 +284,7 @@ class RunManager:
             with self.pool.session(run.operator, run.assistant_id) as pooled:
                 pooled.sink.run = run
                 session = pooled.session
+                session.run.asked = dict(run.asked)  # every run sets it: a pooled one's is gone
                 session.thread_id = run.thread_id
                 session.step_modes = run.graph_modes()
                 run.on_start()

@@ -89,9 +89,16 @@ def test_olav_serve_streams_the_engines_answer_to_the_javascript_sdk(
                 stream=True,
             )
             deltas = [c.choices[0].delta.content for c in stream if c.choices]
+            capped = client.chat.completions.create(
+                model="core",
+                messages=[{"role": "user", "content": "Write a long story about a switch."}],
+                max_tokens=8,
+            )  # the client's cap reaches the engine (max_tokens, which it honours)
     finally:
         err = stop_server(proc)
     assert len([d for d in deltas if d]) >= 10, deltas
+    assert capped.choices[0].finish_reason == "length"
+    assert len((capped.choices[0].message.content or "").split()) <= 12
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + err[-2000:]
     assert "Traceback" not in err, err[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

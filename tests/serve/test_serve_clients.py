@@ -377,6 +377,45 @@ def test_openai_models_retrieve_and_errors_in_openais_shape(served: Served) -> N
     assert body["type"] == "authentication_error" and body["message"]
 
 
+def test_the_clients_max_tokens_temperature_stop_and_seed_reach_the_engine(
+    served: Served,
+) -> None:
+    """Honoured, not dropped: the model call goes out with them (Ollama's options), capped by
+    the agent's own num_predict, and a reply cut on the limit finishes with "length"."""
+    before = len(served.state.requests)
+    reply = served.state.chat_reply
+    served.state.chat_reply = lambda body: {"content": "cut", "done_reason": "length"}
+    try:
+        with oai(served) as client:
+            done = client.chat.completions.create(
+                model="olav/core",
+                messages=[{"role": "user", "content": "describe the border routers"}],
+                max_tokens=7, temperature=0.3, top_p=0.9, stop=["END"], seed=5,
+            )  # fmt: skip
+            huge = client.chat.completions.create(
+                model="olav/core",
+                messages=[{"role": "user", "content": "and again"}],
+                max_completion_tokens=10**6,
+            )
+            with pytest.raises(openai.UnprocessableEntityError) as bad:
+                client.chat.completions.create(
+                    model="olav/core",
+                    messages=[{"role": "user", "content": "hello"}],
+                    temperature=7,
+                )
+    finally:
+        served.state.chat_reply = reply
+    assert done.choices[0].finish_reason == "length"
+    assert huge.choices[0].finish_reason == "length"
+    assert "temperature" in str(bad.value)
+    chats = [b for p, b in served.state.requests[before:] if p == "/api/chat"]
+    options = [b["options"] for b in chats if "describe the border routers" in str(b)]
+    assert options and all(o["num_predict"] == 7 and o["temperature"] == 0.3 for o in options)
+    assert all(o["top_p"] == 0.9 and o["stop"] == ["END"] and o["seed"] == 5 for o in options)
+    again = [b["options"] for b in chats if "and again" in str(b)]
+    assert again and all(o["num_predict"] == 4096 for o in again)  # the agent's own cap holds
+
+
 def test_openai_models_and_completions(served: Served) -> None:
     with oai(served) as client:
         ids = [m.id for m in client.models.list()]

@@ -96,6 +96,9 @@ class RunContext:
     on_warning: Callable[[str], None] | None = None
     rescue: RescueState = field(default_factory=RescueState)
     thinking: bool | None = None  # this turn's thinking switch (/think, /no_think); None: config
+    # what a client asked of the model for this run (olav serve's /v1: max_tokens, temperature,
+    # top_p, stop, seed), applied to each model call (olav.runtime.rescue.asked)
+    asked: dict[str, Any] = field(default_factory=dict)
     # the approver may pause the run with a LangGraph interrupt (olav serve): the runner then
     # ends the run "interrupted" and the person's answer continues it (Session.answer)
     interrupts: bool = False

@@ -54,6 +54,7 @@ from olav.runtime.outcome import (
     named_tools,
     narrates,
 )
+from olav.runtime.rescue.asked import with_asked
 from olav.runtime.rescue.counts import call_tokens, cut_warning
 from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.reask import reask
@@ -169,6 +170,7 @@ class RescueMiddleware(AgentMiddleware):
             yield Done(AIMessage(content=text))
             return
         request = self._with_thinking(request)
+        request = with_asked(request, self.run.asked, self.policy.provider, self.policy.num_predict)
         self._request = request
         tools = tool_schemas(list(request.tools or []), self._schemas)
         self._check_fit(request)
