@@ -39,13 +39,8 @@ def _messages(rules: str, block: str, question: str, where: str) -> list[Any]:
     return [SystemMessage(content=system), HumanMessage(content=human)]
 
 
-def _right(answer: str, expected: list[str]) -> bool:
-    said = " ".join(answer.split()).casefold()
-    return any(" ".join(e.split()).casefold() in said for e in expected)
-
-
 def run_placement(base_url: str, workspace: Path, model: str = "smollm2") -> dict[str, Any]:
-    from olav.bench.steer import load_scenarios
+    from olav.bench.steer import answered, load_scenarios
     from olav.core.config import Config, Workspace
     from olav.llm.models import make_chat_model
     from olav.llm.tiers import model_tier
@@ -69,14 +64,14 @@ def run_placement(base_url: str, workspace: Path, model: str = "smollm2") -> dic
         row: dict[str, Any] = {
             "id": s.id,
             "block": bool(block),
-            "in_block": _right(block, expected),
+            "in_block": answered(block, expected),
         }
         for where in PLACEMENTS:
             took = time.perf_counter()
             reply = chat.invoke(_messages(RULES, block, s.prompt, where))
             answer = str(reply.content)
             row[where] = {
-                "right": _right(answer, expected),
+                "right": bool(answered(answer, expected)),
                 "seconds": round(time.perf_counter() - took, 2),
                 "answer": " ".join(answer.split())[:160],
             }

@@ -263,7 +263,7 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
         "nudged": bool(rescue.get("nudged")),
         "seconds": round(seconds, 3),
         "tool_called": s.expect_tool in tools if s.expect_tool else None,
-        "answered": _answered(answer, s.expect_answer),
+        "answered": answered(answer, s.expect_answer),
         "tool_calls": len(tools),
         "tools": tools,
         "artifact": artifact,
@@ -273,7 +273,7 @@ def _one_run(box: Workspace, store: Any, s: Scenario, mode: str) -> dict[str, An
     }
 
 
-def _answered(answer: str, expected: list[str] | None) -> bool | None:
+def answered(answer: str, expected: list[str] | None) -> bool | None:
     """Whether ``answer`` holds one of the expected answers (None: the scenario asks none)."""
     if expected is None:
         return None

@@ -341,13 +341,12 @@ class Server:
             exists = not stateless and self.own_thread(operator, str(thread_id)) is not None
             if not exists:
                 raise HTTPError(404, f"a new thread has no checkpoint {checkpoint!r}")
+        info: ThreadInfo | None = None
         if thread_id is None:
             info = self.threads.create(agent, uuid.uuid4().hex, owner=operator)
         else:
-            owned = self.own_thread(operator, thread_id)
-            if owned is not None:
-                info = owned
-            if owned is None:  # whether another operator has this id changes nothing here
+            info = self.own_thread(operator, thread_id)
+            if info is None:  # whether another operator has this id changes nothing here
                 if body.get("if_not_exists") != "create":
                     raise HTTPError(404, f"no thread {thread_id!r}")
                 if answers:  # a new thread waits for nothing
