@@ -277,3 +277,19 @@ def test_an_answer_cut_short_of_num_predict_blames_the_servers_window(tmp_path: 
     told = res.stderr + json.dumps(out.get("warnings", []))
     assert "cut off after 5 tokens, short of llm.num_predict (4096)" in told
     assert "the server's window was full" in told and "--n_ctx" in told
+
+
+def test_a_thinking_switch_keeps_the_token_cap_the_engine_honours(tmp_path: Path) -> None:
+    """/think and /no_think go out in extra_body; a call's extra_body replaces the model's, so
+    it must keep the model's max_tokens (llama-cpp-python honours only that name)."""
+    from olav.compose import agent_session
+
+    with openai_stub(OpenAIStubState(chat_script=[{"content": "ok"}])) as (url, state):
+        ws = Workspace.open(openai_workspace(tmp_path / "ws", url, embedder="hash"))
+        session = agent_session(ws, agent="core", learn_from_failures=False)
+        session.run.thinking = False
+        session.ask("hello")
+        session.wait_background()
+    (chat,) = chat_requests(state)
+    assert chat["chat_template_kwargs"] == {"enable_thinking": False}
+    assert chat["max_tokens"] == 4096 and chat["max_completion_tokens"] == 4096

@@ -25,6 +25,13 @@ _OLLAMA_OPTIONS = ("mirostat", "mirostat_eta", "mirostat_tau", "num_ctx", "num_g
                    "stop", "tfs_z", "top_k", "top_p")  # fmt: skip
 
 
+def extra_body(request: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``extra_body`` a call's settings send: the model's own (the ``max_tokens`` the model
+    factory puts there) under this call's, since a call's ``extra_body`` replaces the model's."""
+    own = getattr(engine_of(request.model), "extra_body", None) or {}
+    return {**own, **(settings.get("extra_body") or {})}
+
+
 def with_asked(request: Any, asked: dict[str, Any], provider: str, num_predict: int) -> Any:
     """``request`` with what the client asked for in its model settings."""
     if not asked:
@@ -45,10 +52,7 @@ def with_asked(request: Any, asked: dict[str, Any], provider: str, num_predict: 
         if "max_tokens" in wanted:
             cap = wanted.pop("max_tokens")
             settings["max_completion_tokens"] = cap
-            body = dict(settings.get("extra_body") or {})
-            engine = engine_of(request.model)
-            body = {**(getattr(engine, "extra_body", None) or {}), **body, "max_tokens": cap}
-            settings["extra_body"] = body
+            settings["extra_body"] = {**extra_body(request, settings), "max_tokens": cap}
         settings.update(wanted)
     else:
         return request

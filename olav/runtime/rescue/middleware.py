@@ -54,7 +54,7 @@ from olav.runtime.outcome import (
     named_tools,
     narrates,
 )
-from olav.runtime.rescue.asked import with_asked
+from olav.runtime.rescue.asked import extra_body, with_asked
 from olav.runtime.rescue.counts import call_tokens, cut_warning
 from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.reask import reask
@@ -204,7 +204,7 @@ class RescueMiddleware(AgentMiddleware):
         if self.policy.provider == "ollama":
             settings["reasoning"] = thinking
         elif self.policy.provider == "openai":
-            body = dict(settings.get("extra_body") or {})
+            body = extra_body(request, settings)  # the model's max_tokens kept beside it
             body["chat_template_kwargs"] = {"enable_thinking": thinking}
             settings["extra_body"] = body
         else:
