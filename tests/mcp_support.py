@@ -4,22 +4,27 @@ the workspace's store and audit as the tests read them back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters, types
+from mcp.client.streamable_http import streamable_http_client
 
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
+from olav.memory.store.scopes import user_name
 from olav.memory.store.table import MemoryStore
+from olav.serve.tokens import TokenStore
 from tests.helpers import clean_env
 
 OLAV = [sys.executable, "-c", "from olav.cli.app import main; main()"]
@@ -41,12 +46,26 @@ def stdio(root: Path, *args: str) -> StdioServerParameters:
     )
 
 
+@contextlib.asynccontextmanager
+async def bearer(url: str, token: str) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP transport to ``url`` with ``token`` in every request."""
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
+
+
 def drive(server: Any, scenario: Scenario, **client: Any) -> Any:
-    """Connect the SDK client to ``server`` (stdio parameters or a URL) and run ``scenario``."""
+    """Connect the SDK client to ``server`` (stdio parameters, an :class:`HttpServer` with its
+    owner's token, or a transport) and run ``scenario``."""
 
     async def main() -> Any:
+        target = bearer(server.url, server.token) if isinstance(server, HttpServer) else server
         with anyio.fail_after(DEADLINE):
-            async with Client(server, **{"client_info": CLIENT, **client}) as c:
+            async with Client(target, **{"client_info": CLIENT, **client}) as c:
                 return await scenario(c)
 
     return anyio.run(main)
@@ -84,10 +103,13 @@ def events(root: Path, kind: str) -> list[dict[str, Any]]:
 
 
 class HttpServer:
-    """`olav mcp --http --port 0` in a subprocess; ``url`` is what it announced."""
+    """`olav mcp --http --port 0` in a subprocess; ``url`` is what it announced, ``token`` a
+    token of the workspace's own operator (``olav serve token create``'s store)."""
 
     def __init__(self, root: Path, *args: str) -> None:
         self.root = root
+        self.operator = user_name(Workspace.open(root).config)
+        self.token = self.token_for(self.operator)
         self.log = root / "mcp-server.log"
         with self.log.open("w") as err:
             self.proc = subprocess.Popen(
@@ -110,6 +132,10 @@ class HttpServer:
                 raise AssertionError(f"olav mcp exited: {self.log.read_text()[-2000:]}")
             time.sleep(0.05)
         raise AssertionError("olav mcp --http never announced its URL")
+
+    def token_for(self, operator: str, role: str = "operator") -> str:
+        store = TokenStore.for_workspace(Workspace.open(self.root))
+        return store.create(operator, note="mcp tests", role=role)[1]
 
     def stop(self) -> None:
         if self.proc.poll() is None:

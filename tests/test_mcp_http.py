@@ -10,18 +10,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client, MCPError, types
 
 from olav.audit.queries import runs_to_learn
 from olav.core.config import Workspace
 from olav.memory.store.scopes import EVERYONE, private_scope
+from olav.serve.tokens import TokenStore
 from tests.helpers import wait_until
 from tests.mcp_support import (
     BACKUP,
     HttpServer,
     answering,
     audit_of,
+    bearer,
     copy_workspace,
     drive,
     events,
@@ -49,7 +52,7 @@ def test_http_lists_every_tool_with_a_strict_schema(http_server: HttpServer) -> 
     async def scenario(c: Client) -> Any:
         return (await c.list_tools()).tools
 
-    tools = {t.name: t for t in drive(http_server.url, scenario)}
+    tools = {t.name: t for t in drive(http_server, scenario)}
     assert list(tools) == ["recall", "search", "get", "remember", "confirm", "record_outcome"]
     for tool in tools.values():
         assert tool.input_schema["additionalProperties"] is False
@@ -68,7 +71,7 @@ def test_http_accepted_elicitation_stores(http_server: HttpServer, mode: str) ->
         return await c.call_tool("confirm", {"draft_id": drafted.structured_content["draft_id"]})  # type: ignore[index]
 
     result = drive(
-        http_server.url,
+        http_server,
         scenario,
         mode=mode,
         elicitation_callback=answering("accept", {"store": True}, asked),
@@ -108,9 +111,7 @@ def test_http_a_declined_elicitation_stores_nothing(
         drafted = await c.call_tool("remember", {"text": memory, "category": "decision"})
         return await c.call_tool("confirm", {"draft_id": drafted.structured_content["draft_id"]})  # type: ignore[index]
 
-    result = drive(
-        http_server.url, scenario, elicitation_callback=answering(action, content, asked)
-    )
+    result = drive(http_server, scenario, elicitation_callback=answering(action, content, asked))
     draft_id = result.structured_content["draft_id"]
     assert result.structured_content["stored"] is False and len(asked) == 1
     assert store_of(http_server.root).read(f"decision_{draft_id}", EVERYONE) is None
@@ -153,7 +154,7 @@ def test_http_a_bad_argument_is_a_structured_error(
     async def scenario(c: Client) -> Any:
         return await c.call_tool(tool, args)
 
-    result = drive(http_server.url, scenario)
+    result = drive(http_server, scenario)
     assert result.is_error
     message = text(result)
     assert says in message and "\n" not in message and "Traceback" not in message
@@ -166,9 +167,10 @@ def test_http_another_agents_memory_is_invisible(http_server: HttpServer) -> Non
         shared = await c.call_tool("get", {"id": "guide_core_delegate_network_tasks_to_netops"})
         return found, hidden, shared
 
-    found, hidden, shared = drive(http_server.url, scenario)
+    found, hidden, shared = drive(http_server, scenario)
     scopes = {h["scope"] for h in found.structured_content["hits"]}
-    assert scopes and scopes <= {"core", "global"}
+    # the agent's scopes, and the private scope of the token's operator (their own writes)
+    assert scopes and scopes <= {"core", "global", f"user:{http_server.operator}"}
     assert hidden.is_error and "no memory with id" in text(hidden)
     assert not shared.is_error and shared.structured_content["scope"] == "global"
     assert (
@@ -186,7 +188,7 @@ def test_http_record_outcome_narrated_feeds_trace_review(http_server: HttpServer
             {"request": request, "tools_called": [], "outcome": "narrated", "answer": answer},
         )
 
-    result = drive(http_server.url, scenario)
+    result = drive(http_server, scenario)
     assert not result.is_error, text(result)
     run_id = result.structured_content["run_id"]
     since = datetime.now(UTC) - timedelta(hours=1)
@@ -220,7 +222,7 @@ def test_http_record_outcome_captures_successful_writes(http_server: HttpServer)
             {"request": "save R1 and push R2", "tools_called": calls, "outcome": "tool_error"},
         )
 
-    result = drive(http_server.url, scenario)
+    result = drive(http_server, scenario)
     captured = result.structured_content["captured"]
     assert len(captured) == 1  # the read and the failed push are not precedents
     row = store_of(http_server.root).read(captured[0], EVERYONE)
@@ -238,7 +240,7 @@ def test_http_every_call_is_audited(http_server: HttpServer) -> None:
         await c.call_tool("get", {"id": "no_such_memory_7f3a"})
         await c.read_resource("olav://lessons")
 
-    drive(http_server.url, scenario, client_info=probe)
+    drive(http_server, scenario, client_info=probe)
 
     def rows() -> list[dict[str, Any]]:
         return [e for e in events(http_server.root, "mcp_call") if e["client"] == "audit-probe"]
@@ -266,7 +268,7 @@ def test_http_resources_and_prompt(http_server: HttpServer) -> None:
         prompt = await c.get_prompt("use_olav_memory")
         return listed, guides, lessons, episodes, prompt
 
-    listed, guides, lessons, episodes, prompt = drive(http_server.url, scenario)
+    listed, guides, lessons, episodes, prompt = drive(http_server, scenario)
     assert sorted(str(r.uri) for r in listed.resources) == [
         "olav://episodes",
         "olav://guides",
@@ -312,7 +314,7 @@ def test_http_a_client_cannot_answer_a_question_it_was_not_asked(http_server: Ht
 
     unused: list[str] = []
     first, second, forged, replayed, honest = drive(
-        http_server.url, scenario, elicitation_callback=answering("decline", None, unused)
+        http_server, scenario, elicitation_callback=answering("decline", None, unused)
     )
     assert isinstance(forged, types.InputRequiredResult)
     assert isinstance(replayed, types.InputRequiredResult | MCPError), replayed
@@ -322,3 +324,91 @@ def test_http_a_client_cannot_answer_a_question_it_was_not_asked(http_server: Ht
         honest.structured_content["stored"] is True
         and store.read(f"fact_{first}", EVERYONE) is not None
     )
+
+
+# -- a token on every request (MCP's authorization rules) ----------------------------------------
+
+
+def _initialize(url: str, token: str | None) -> httpx.Response:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    return httpx.post(url, json=body, headers=headers, timeout=30)
+
+
+def test_http_refuses_a_request_without_a_live_token(http_server: HttpServer) -> None:
+    revoked = http_server.token_for("carol")
+    store = TokenStore.for_workspace(Workspace.open(http_server.root))
+    store.revoke(revoked.split("_")[1])
+    for token in (None, "olav_0123456789ab_" + "x" * 43, revoked, "not-a-token"):
+        got = _initialize(http_server.url, token)
+        assert got.status_code == 401, (token, got.text)
+        challenge = got.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+        assert "resource_metadata=" in challenge
+    assert _initialize(http_server.url, http_server.token).status_code == 200
+    # where a client learns how to authenticate (RFC 9728), as the challenge says
+    meta_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+    meta = httpx.get(meta_url, timeout=30).json()
+    assert meta["resource"] == http_server.url and "olav:memory" in meta["scopes_supported"]
+
+
+def test_http_each_token_sees_its_own_operators_memory(http_server: HttpServer) -> None:
+    alice = http_server.token_for("alice")
+    bob = http_server.token_for("bob")
+    secret = "alice's lab VPN PSK is kept in vault path ops/vpn-alpha"
+
+    async def remember(c: Client) -> Any:
+        drafted = await c.call_tool("remember", {"text": secret, "category": "fact"})
+        return await c.call_tool("confirm", {"draft_id": drafted.structured_content["draft_id"]})  # type: ignore[index]
+
+    async def look(c: Client) -> Any:
+        found = await c.call_tool("search", {"query": "lab VPN PSK vault path", "k": 10})
+        recalled = await c.call_tool("recall", {"request": "where is the lab VPN PSK kept?"})
+        return found.structured_content, recalled.structured_content
+
+    asked: list[str] = []
+    accept = answering("accept", {"store": True}, asked)
+    stored = drive(bearer(http_server.url, alice), remember, elicitation_callback=accept)
+    assert stored.structured_content["stored"] is True, text(stored)
+    row = store_of(http_server.root).read(f"fact_{stored.structured_content['draft_id']}", EVERYONE)
+    assert row is not None and row.scope == "user:alice"
+
+    theirs = json.dumps(drive(bearer(http_server.url, bob), look))
+    assert "ops/vpn-alpha" not in theirs
+    mine = json.dumps(drive(bearer(http_server.url, alice), look))
+    assert "ops/vpn-alpha" in mine
+    # the audit names who called, not the workspace's owner
+    who = {e["operator"] for e in events(http_server.root, "mcp_call") if e["tool"] == "search"}
+    assert {"alice", "bob"} <= who
+
+
+def test_http_a_session_answers_only_the_token_that_opened_it(http_server: HttpServer) -> None:
+    alice = http_server.token_for("alice")
+    opened = _initialize(http_server.url, alice)
+    session = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+    def call(token: str) -> httpx.Response:
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {token}",
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-11-25",
+        }
+        return httpx.post(http_server.url, json=listing, headers=headers, timeout=30)
+
+    borrowed = call(http_server.token_for("mallory"))
+    assert borrowed.status_code in (403, 404), borrowed.text
+    assert "recall" not in borrowed.text
+    assert call(alice).status_code == 200

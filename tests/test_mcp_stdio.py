@@ -98,7 +98,7 @@ def test_a_killed_server_leaves_no_lock_behind(e5_ws: Path) -> None:
                 server.proc.send_signal(signal.SIGKILL)
                 tg.cancel_scope.cancel()
 
-        drive(server.url, scenario)
+        drive(server, scenario)
         assert server.proc.wait(30) == -signal.SIGKILL
     finally:
         server.stop()

@@ -14,7 +14,10 @@ def mcp(
         False, "--read-only", help="Leave out remember, confirm and record_outcome."
     ),
     http: bool = typer.Option(
-        False, "--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio."
+        False,
+        "--http",
+        help="Serve streamable HTTP on 127.0.0.1 instead of stdio; every request needs a "
+        "token of `olav serve token create`.",
     ),
     port: int | None = typer.Option(
         None, "--port", min=0, max=65535, help="HTTP port (default 8765; 0 picks a free one)."

@@ -49,6 +49,7 @@ class CallAudit:
                 "method": ctx.method,
                 "tool": _target(ctx.params or {}),
                 "agent": self.svc.agent,
+                "operator": self.svc.author.name,  # over HTTP: the session's token's
                 "transport": self.transport,
                 "latency_ms": round((time.perf_counter() - started) * 1000, 1),
                 "status": status,

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
@@ -323,8 +325,16 @@ def _add_resources(server: MCPServer, svc: MemoryService) -> None:
         return USAGE_PROMPT
 
 
-def build_server(svc: MemoryService, *, read_only: bool = False, transport: str = "stdio") -> Any:
-    """The MCP server over ``svc``; ``read_only`` leaves out every tool that writes."""
+def build_server(
+    svc: MemoryService,
+    *,
+    read_only: bool = False,
+    transport: str = "stdio",
+    auth: AuthSettings | None = None,
+    tokens: TokenVerifier | None = None,
+) -> Any:
+    """The MCP server over ``svc``; ``read_only`` leaves out every tool that writes. Over HTTP,
+    ``auth`` and ``tokens`` make every request need a bearer token (olav.mcp.auth)."""
     tools = _read_tools(svc) + ([] if read_only else _write_tools(svc))
     server = MCPServer(
         "olav",
@@ -332,6 +342,8 @@ def build_server(svc: MemoryService, *, read_only: bool = False, transport: str 
         version=__version__,
         tools=tools,
         log_level="WARNING",
+        auth=auth,
+        token_verifier=tokens,
     )
     server.middleware.append(CallAudit(svc, tools, transport))
     _add_resources(server, svc)

@@ -35,7 +35,7 @@ from olav.memory.ingest.capture import ToolEvent, capture
 from olav.memory.recall.episodes import recent_episodes
 from olav.memory.recall.recaller import Recaller, memory_body
 from olav.memory.store.filters import BY_ID, SearchFilter
-from olav.memory.store.roles import Author
+from olav.memory.store.roles import OWNER, Author
 from olav.memory.store.schema import PENDING_EXTERNAL, MemoryRecord
 from olav.memory.store.scopes import Reader, private_scope
 from olav.memory.store.table import VECTOR_COLUMNS, MemoryStore
@@ -246,7 +246,9 @@ class MemoryService:
             category=category,
             agent=self.agent,
         )
-        propose_draft(self.ws.root, request)
+        who = self.author
+        # a token's operator (olav mcp --http) proposes as themselves: their scope, their draft
+        propose_draft(self.ws.root, request, author=None if who.role == OWNER else who)
         return {
             "draft_id": intent,
             "stored": False,
