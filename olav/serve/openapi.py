@@ -370,6 +370,36 @@ SCHEMAS: dict[str, Any] = {
             }
         },
     },
+    "ThreadCount": {
+        "type": "object",
+        "properties": {
+            "metadata": METADATA,
+            "status": {"enum": ["idle", "busy", "interrupted", "error"]},
+        },
+    },
+    "StateUpdate": {
+        "type": "object",
+        "required": ["values"],
+        "properties": {
+            "values": {
+                "type": "object",
+                "required": ["messages"],
+                "properties": {"messages": {"type": ["array", "object"]}},
+                "additionalProperties": False,
+                "description": "messages to add through the graph's reducer",
+            },
+            "as_node": {"type": ["string", "null"]},
+            "checkpoint": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            "checkpoint_id": {"anyOf": [ID, {"type": "null"}]},
+        },
+    },
+    "StateAt": {
+        "type": "object",
+        "properties": {
+            "checkpoint": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            "subgraphs": {"type": "boolean"},
+        },
+    },
     "History": {
         "type": "object",
         "properties": {
@@ -621,6 +651,13 @@ def paths() -> dict[str, dict[str, Any]]:
                 requestBody=_body("ThreadSearch"),
             )
         },
+        "/threads/count": {
+            "post": _op(
+                "how many of the operator's threads the filters keep",
+                {"200": _json({"type": "integer"}, "the count"), **_errors("413", "422")},
+                requestBody=_body("ThreadCount"),
+            )
+        },
         "/threads/{thread_id}": {
             **on_thread,
             "get": _op(
@@ -641,10 +678,36 @@ def paths() -> dict[str, dict[str, Any]]:
             ),
         },
         "/threads/{thread_id}/state": {
+            **on_thread,
             "get": _op(
                 "the thread's state",
                 {"200": _json(_ref("ThreadState"), "the state"), **_errors("404", "422")},
+            ),
+            "post": _op(
+                "add messages to the thread as a new checkpoint",
+                {
+                    "200": _json(
+                        {"type": "object", "properties": {"checkpoint": _ref("Checkpoint")}},
+                        "the new checkpoint",
+                    ),
+                    **_errors("404", "409", "413", "422"),
+                },
+                requestBody=_body("StateUpdate", required=True),
+            ),
+        },
+        "/threads/{thread_id}/state/checkpoint": {
+            "post": _op(
+                "the thread's state at a checkpoint (none: the head)",
+                {"200": _json(_ref("ThreadState"), "the state"), **_errors("404", "413", "422")},
+                requestBody=_body("StateAt"),
                 **on_thread,
+            )
+        },
+        "/threads/{thread_id}/state/{checkpoint_id}": {
+            "get": _op(
+                "the thread's state at a checkpoint",
+                {"200": _json(_ref("ThreadState"), "the state"), **_errors("404", "422")},
+                parameters=[THREAD, _path("checkpoint_id", "the checkpoint's id")],
             )
         },
         "/threads/{thread_id}/history": {

@@ -12,7 +12,6 @@ again (regenerate) or with a new request (edit), a new branch that the history s
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 import anyio
@@ -36,6 +35,7 @@ from olav.serve.http import (
 from olav.serve.records import UNFINISHED
 from olav.serve.run import STATUSES
 from olav.serve.server import Server
+from olav.serve.state_api import STATE_ROUTES, integer_of
 
 
 def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
@@ -134,9 +134,9 @@ THREAD_FIELDS = (
 SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
 
 
-async def threads_search(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    limit, offset = _limit(body)
+def _matching(server: Server, body: dict[str, Any], operator: str) -> list[tuple[Any, dict]]:
+    """The operator's threads that a search or a count body's filters keep (``metadata``,
+    ``status``, ``ids``), each with its JSON (no values)."""
     metadata = bounded_object(body.get("metadata"))
     status = body.get("status")
     agent = metadata.get("graph_id") or metadata.get("assistant_id")
@@ -147,21 +147,11 @@ async def threads_search(server: Server, request: Request, operator: str) -> Any
         not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000
     ):
         raise HTTPError(422, "ids must be a list of at most 1000 thread ids")
-    select = _select(body.get("select"))
     for unread in ("values", "extract"):
         if body.get(unread) not in (None, {}):
             raise HTTPError(
                 422, f"{unread} is not supported in a thread search: filter by metadata or status"
             )
-    sort_by = body.get("sort_by") or "updated_at"
-    if sort_by not in SORT_KEYS:
-        raise HTTPError(
-            422,
-            f"sort_by {str(sort_by)[:40]!r} is not a thread field; use: " + ", ".join(SORT_KEYS),
-        )
-    order = body.get("sort_order") or "desc"
-    if order not in ("asc", "desc"):
-        raise HTTPError(422, f"sort_order {str(order)[:40]!r}: use 'asc' or 'desc'")
     found = server.threads.recent(agent=agent, owner=operator, limit=MAX_LIMIT * 10)
     wanted = {k: v for k, v in metadata.items() if k not in ("graph_id", "assistant_id")}
     out = []
@@ -174,6 +164,23 @@ async def threads_search(server: Server, request: Request, operator: str) -> Any
         if status and data["status"] != status:
             continue
         out.append((info, data))
+    return out
+
+
+async def threads_search(server: Server, request: Request, operator: str) -> Any:
+    body = await server.body(request)
+    limit, offset = _limit(body)
+    select = _select(body.get("select"))
+    sort_by = body.get("sort_by") or "updated_at"
+    if sort_by not in SORT_KEYS:
+        raise HTTPError(
+            422,
+            f"sort_by {str(sort_by)[:40]!r} is not a thread field; use: " + ", ".join(SORT_KEYS),
+        )
+    order = body.get("sort_order") or "desc"
+    if order not in ("asc", "desc"):
+        raise HTTPError(422, f"sort_order {str(order)[:40]!r}: use 'asc' or 'desc'")
+    out = _matching(server, body, operator)
     out.sort(key=lambda pair: pair[1][sort_by] or "", reverse=order == "desc")
     page = out[offset : offset + limit]
     if "values" in select or "interrupts" in select:  # the state, of this page's threads only
@@ -181,6 +188,12 @@ async def threads_search(server: Server, request: Request, operator: str) -> Any
             lambda: [(info, server.thread_json(info, operator=operator)) for info, _ in page]
         )
     return [{k: data[k] for k in select if k in data} for _, data in page]
+
+
+async def threads_count(server: Server, request: Request, operator: str) -> Any:
+    """How many of the operator's threads the filters keep (``POST /threads/count``)."""
+    body = await server.body(request)
+    return len(_matching(server, body, operator))
 
 
 def _select(value: Any) -> tuple[str, ...]:
@@ -224,54 +237,6 @@ def thread_delete(server: Server, request: Request, operator: str) -> Any:
         raise HTTPError(409, f"thread {info.known_as} has a run in progress; cancel it first")
     server.runs.delete_thread(info.id)  # its runs with it: nothing left for the id's next owner
     return Response(status_code=204)
-
-
-def thread_state(server: Server, request: Request, operator: str) -> Any:
-    info = server.thread(operator, request.path_params["thread_id"])
-    found = server.snapshots(operator, info)
-    return server.state_json(info.known_as, found[0] if found else None)
-
-
-async def thread_history(server: Server, request: Request, operator: str) -> Any:
-    """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
-    checkpoint starts one): each names its parent, which is how a client draws the branches.
-    ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
-    whose metadata has those values."""
-    info = server.thread(operator, request.path_params["thread_id"])
-    body = await server.body(request) if request.method == "POST" else {}
-    if request.method == "GET" and "limit" in request.query_params:
-        body = {"limit": _integer("limit", request.query_params["limit"])}
-    limit, _ = _limit(body)
-    before = _checkpoint_id(body.get("before"), "before")
-    metadata = bounded_object(body.get("metadata"))
-    for key, value in metadata.items():
-        if not _FILTER_KEY.fullmatch(key) or not (
-            value is None or isinstance(value, str | int | float | bool)
-        ):
-            raise HTTPError(
-                422,
-                f"metadata filter {key[:40]!r}: a key of letters, digits, '_', '.' or '-' "
-                "with a text, number, boolean or null value",
-            )
-    snaps = await anyio.to_thread.run_sync(
-        lambda: server.snapshots(operator, info, limit, before=before, metadata=metadata)
-    )
-    return [server.state_json(info.known_as, snap) for snap in snaps]
-
-
-_FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-def _checkpoint_id(value: Any, field: str) -> str | None:
-    """A checkpoint's id, sent as the id or as a checkpoint (``{"checkpoint_id": …}``)."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        value = value.get("checkpoint_id")
-        field = f"{field}.checkpoint_id"
-        if value is None:
-            return None
-    return ident(value, field)
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -322,7 +287,7 @@ def run_get(server: Server, request: Request, operator: str) -> Any:
 def runs_list(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     query = request.query_params
-    limit, offset = _limit({k: _integer(k, query[k]) for k in ("limit", "offset") if k in query})
+    limit, offset = _limit({k: integer_of(k, query[k]) for k in ("limit", "offset") if k in query})
     status = query.get("status") or None
     if status is not None and status not in STATUSES:
         raise HTTPError(
@@ -332,13 +297,6 @@ def runs_list(server: Server, request: Request, operator: str) -> Any:
         info.id, operator, known_as=info.known_as, limit=limit, offset=offset, status=status
     )
     return [r.to_json() for r in runs]
-
-
-def _integer(name: str, text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
 
 
 async def _follow(server: Server, operator: str, info: Any, run: Any) -> None:
@@ -377,7 +335,8 @@ async def run_join_stream(server: Server, request: Request, operator: str) -> An
     those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
     away."""
     query = request.query_params
-    modes = stream_modes(query.getlist("stream_mode") or None, ())
+    # the SDK sends an empty stream_mode= for its default: every mode
+    modes = stream_modes([m for m in query.getlist("stream_mode") if m] or None, ())
     cancel = query.get("cancel_on_disconnect") in ("1", "true")
     after = last_event_id(request)
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
@@ -422,12 +381,11 @@ ROUTES: list[tuple[str, str, Any]] = [
     ("/assistants/{assistant_id}/schemas", "GET", assistant_schemas),
     ("/threads", "POST", threads_create),
     ("/threads/search", "POST", threads_search),
+    ("/threads/count", "POST", threads_count),
     ("/threads/{thread_id}", "GET", thread_get),
     ("/threads/{thread_id}", "PATCH", thread_patch),
     ("/threads/{thread_id}", "DELETE", thread_delete),
-    ("/threads/{thread_id}/state", "GET", thread_state),
-    ("/threads/{thread_id}/history", "POST", thread_history),
-    ("/threads/{thread_id}/history", "GET", thread_history),
+    *STATE_ROUTES,
     ("/threads/{thread_id}/runs", "POST", run_create),
     ("/threads/{thread_id}/runs", "GET", runs_list),
     ("/threads/{thread_id}/runs/stream", "POST", run_stream),

@@ -268,14 +268,7 @@ class Server:
         cfg = (snap.config or {}).get("configurable", {})
         parent = (snap.parent_config or {}).get("configurable") if snap.parent_config else None
         waiting = [{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())]
-        tasks = [
-            {
-                "id": t.id,
-                "name": t.name,
-                "interrupts": [{"value": jsonsafe(i.value), "id": i.id} for i in t.interrupts],
-            }
-            for t in (snap.tasks or ())
-        ]
+        tasks = [_task_json(t) for t in (snap.tasks or ())]
         return {
             "values": dump_values(snap.values),
             "next": list(snap.next or ()),
@@ -452,3 +445,19 @@ def _no_constant(name: str) -> Any:
 # -- the routes ---------------------------------------------------------------------------------
 
 Handler = Callable[[Server, Request, str], Any]
+
+
+def _task_json(task: Any) -> dict[str, Any]:
+    """A pending task with all of the Agent Protocol's ThreadTask fields (langgraph's
+    RemoteGraph reads each: ``error``, ``state``, ``checkpoint``, ``result``)."""
+    state = task.state
+    below = state.get("configurable") if isinstance(state, dict) else None
+    return {
+        "id": task.id,
+        "name": task.name,
+        "error": str(task.error) if task.error else None,
+        "interrupts": [{"value": jsonsafe(i.value), "id": i.id} for i in task.interrupts],
+        "checkpoint": jsonsafe(below) if below else None,
+        "state": None,  # olav's agents have no subgraph state to show
+        "result": jsonsafe(task.result) if getattr(task, "result", None) is not None else None,
+    }

@@ -59,7 +59,8 @@ UNUSED_FIELDS = {
 }  # fmt: skip
 # answer fields that may be null although LangGraph's document says otherwise, because its
 # server sends null there too (langgraph_api/schema.py: ``parent_checkpoint: Checkpoint | None``)
-NULLABLE = {"parent_checkpoint"}
+# and a task's error, checkpoint and state (ThreadTask: ``error: str | None``, …)
+NULLABLE = {"parent_checkpoint", "error", "checkpoint", "state"}
 METHODS = ("get", "post", "put", "patch", "delete")
 
 
@@ -200,7 +201,15 @@ def test_a_real_flows_answers_fit_langgraphs_response_schemas(tmp_path: Path) ->
         run = {"assistant_id": "netops", "input": human("take a snapshot of sh1-border01")}
         get("POST /threads/{thread_id}/runs/wait", f"/threads/{tid}/runs/wait", json=run)
         get("GET /threads/{thread_id}", f"/threads/{tid}")  # interrupted, with its interrupts
-        get("GET /threads/{thread_id}/state", f"/threads/{tid}/state")
+        state = get("GET /threads/{thread_id}/state", f"/threads/{tid}/state")
+        head = state["checkpoint"]["checkpoint_id"]
+        at = f"/threads/{tid}/state/{head}"
+        get("GET /threads/{thread_id}/state/{checkpoint_id}", at)
+        get(
+            "POST /threads/{thread_id}/state/checkpoint",
+            f"/threads/{tid}/state/checkpoint",
+            json={"checkpoint": state["checkpoint"]},
+        )
         get("POST /threads/{thread_id}/history", f"/threads/{tid}/history", json={"limit": 5})
         get("GET /threads/{thread_id}/history", f"/threads/{tid}/history")
         runs = get("GET /threads/{thread_id}/runs", f"/threads/{tid}/runs")
@@ -208,9 +217,10 @@ def test_a_real_flows_answers_fit_langgraphs_response_schemas(tmp_path: Path) ->
         resume = {"assistant_id": "netops", "command": {"resume": [{"type": "accept"}]}}
         get("POST /threads/{thread_id}/runs/wait", f"/threads/{tid}/runs/wait", json=resume)
         get("POST /threads/search", "/threads/search", json={"metadata": {"graph_id": "netops"}})
+        get("POST /threads/count", "/threads/count", json={"metadata": {"graph_id": "netops"}})
         get("PATCH /threads/{thread_id}", f"/threads/{tid}", json={"metadata": {"tag": "x"}})
         get("POST /assistants/search", "/assistants/search", json={})
         get("GET /assistants/{assistant_id}", "/assistants/netops")
         get("GET /info", "/info")
         get("POST /store/items/search", "/store/items/search", json={"namespace_prefix": []})
-    assert checked == 15
+    assert checked == 18

@@ -71,10 +71,11 @@ def alice_run(served: Served) -> tuple[str, str]:
     return tid, run["run_id"]
 
 
-def fill(path: str, thread_id: str, run_id: str, method: str = "") -> str:
+def fill(path: str, thread_id: str, run_id: str, method: str = "", checkpoint: str = "") -> str:
     url = (
         path.replace("{thread_id}", thread_id)
         .replace("{run_id}", run_id)
+        .replace("{checkpoint_id}", checkpoint or "no-such-checkpoint")
         .replace("{assistant_id}", "core")
     )
     if method == "GET" and path == "/store/items":  # the store's get names the item in its query
@@ -148,6 +149,7 @@ def test_no_route_shows_one_operators_data_to_another(
     tid, rid = alice_run
     client = served.sdk()
     before = client.threads.get_state(tid)
+    head = before["checkpoint"]["checkpoint_id"]  # her checkpoint's id, tried by bob too
     bob_tid = served.sdk("bob").threads.create()["thread_id"]
     question = "bob asks about the quokka vault code"
     full = {
@@ -174,7 +176,7 @@ def test_no_route_shows_one_operators_data_to_another(
     requests: set[tuple[str, str]] = set()
     for path, method in ROUTES:
         for thread, run in ((tid, rid), (tid[:6], rid), (bob_tid, rid)):
-            requests.add((method, fill(path, thread, run, method)))
+            requests.add((method, fill(path, thread, run, method, head)))
     tried = 0
     with served.http("bob") as http:
         for method, url in sorted(requests, key=lambda r: (r[0] == "DELETE", r)):
@@ -210,7 +212,7 @@ def test_no_route_shows_one_operators_data_to_another(
     with served.http() as http:
         for path, method in ROUTES:
             if method == "GET" and "{thread_id}" in path and not path.endswith("/stream"):
-                got = http.get(fill(path, tid, rid))
+                got = http.get(fill(path, tid, rid, checkpoint=head))
                 assert got.status_code == 200, (path, got.text[:300])
                 assert tid in got.text or ALICE_SAYS in got.text, (path, got.text[:300])
         got = http.get(fill("/store/items", tid, rid, "GET"))

@@ -1,0 +1,215 @@
+"""The Agent Protocol's thread state routes: the state at the head or at a checkpoint, a state
+written by a client (``update_state``), and the history, as langgraph-sdk and langgraph's
+``RemoteGraph`` call them. Every checkpoint is read and written through the agent's own graph,
+on the operator's own thread."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from olav.runtime.threads.model import ThreadInfo
+from olav.serve.http import HTTPError, bounded_object, ident, window
+from olav.serve.server import Server
+
+
+def integer_of(name: str, text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
+
+
+def thread_state(server: Server, request: Request, operator: str) -> Any:
+    info = server.thread(operator, request.path_params["thread_id"])
+    found = server.snapshots(operator, info)
+    return server.state_json(info.known_as, found[0] if found else None)
+
+
+async def thread_history(server: Server, request: Request, operator: str) -> Any:
+    """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
+    checkpoint starts one): each names its parent, which is how a client draws the branches.
+    ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
+    whose metadata has those values."""
+    info = server.thread(operator, request.path_params["thread_id"])
+    body = await server.body(request) if request.method == "POST" else {}
+    if request.method == "GET" and "limit" in request.query_params:
+        body = {"limit": integer_of("limit", request.query_params["limit"])}
+    limit, _ = window(body, 10)
+    before = _checkpoint_id(body.get("before"), "before")
+    metadata = bounded_object(body.get("metadata"))
+    for key, value in metadata.items():
+        if not _FILTER_KEY.fullmatch(key) or not (
+            value is None or isinstance(value, str | int | float | bool)
+        ):
+            raise HTTPError(
+                422,
+                f"metadata filter {key[:40]!r}: a key of letters, digits, '_', '.' or '-' "
+                "with a text, number, boolean or null value",
+            )
+    snaps = await anyio.to_thread.run_sync(
+        lambda: server.snapshots(operator, info, limit, before=before, metadata=metadata)
+    )
+    return [server.state_json(info.known_as, snap) for snap in snaps]
+
+
+_FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _checkpoint_id(value: Any, field: str) -> str | None:
+    """A checkpoint's id, sent as the id or as a checkpoint (``{"checkpoint_id": …}``)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        value = value.get("checkpoint_id")
+        field = f"{field}.checkpoint_id"
+        if value is None:
+            return None
+    return ident(value, field)
+
+
+def _at(server: Server, operator: str, info: Any, checkpoint: str) -> dict[str, Any]:
+    found = server.snapshots(operator, info, checkpoint=checkpoint)
+    if not found:
+        raise HTTPError(404, f"thread {info.known_as} has no checkpoint {checkpoint!r}")
+    return server.state_json(info.known_as, found[0])
+
+
+async def thread_state_at(server: Server, request: Request, operator: str) -> Any:
+    """The thread's state at one of its checkpoints (``GET …/state/{checkpoint_id}``)."""
+    info = server.thread(operator, request.path_params["thread_id"])
+    checkpoint = str(ident(request.path_params["checkpoint_id"], "checkpoint_id"))
+    return await anyio.to_thread.run_sync(_at, server, operator, info, checkpoint)
+
+
+async def thread_state_checkpoint(server: Server, request: Request, operator: str) -> Any:
+    """The same, the checkpoint in the body (``{"checkpoint": {"checkpoint_id": …}}``), as
+    RemoteGraph's ``get_state`` sends it; a checkpoint without an id is the head."""
+    info = server.thread(operator, request.path_params["thread_id"])
+    body = await server.body(request)
+    checkpoint = _checkpoint_id(body.get("checkpoint"), "checkpoint")
+    if checkpoint is None:
+        found = await anyio.to_thread.run_sync(lambda: server.snapshots(operator, info))
+        return server.state_json(info.known_as, found[0] if found else None)
+    return await anyio.to_thread.run_sync(_at, server, operator, info, checkpoint)
+
+
+async def thread_update_state(server: Server, request: Request, operator: str) -> Any:
+    """Write ``values`` into the thread as a new checkpoint (``POST …/state``): the messages a
+    client adds go through the graph's own reducer, so the next run continues from them.
+    ``checkpoint`` (or ``checkpoint_id``) writes on top of an earlier checkpoint: a branch."""
+    info = server.thread(operator, request.path_params["thread_id"])
+    body = await server.body(request)
+    values = body.get("values")
+    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], dict):
+        values = values[0]  # the SDK's list of one update
+    if not isinstance(values, dict) or set(values) - {"messages"}:
+        raise HTTPError(
+            422, "values must be an object with messages only: olav's state is the conversation"
+        )
+    values = {"messages": _messages(values.get("messages"))}
+    as_node = body.get("as_node")
+    if as_node is not None and not isinstance(as_node, str):
+        raise HTTPError(422, "as_node must be a node's name")
+    on = _checkpoint_id(body.get("checkpoint"), "checkpoint") or _checkpoint_id(
+        body.get("checkpoint_id"), "checkpoint_id"
+    )
+    return await anyio.to_thread.run_sync(
+        lambda: update_state(server, operator, info, values, as_node=as_node, checkpoint=on)
+    )
+
+
+def update_state(
+    server: Server,
+    operator: str,
+    info: ThreadInfo,
+    values: dict[str, Any],
+    *,
+    as_node: str | None = None,
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
+    """Write ``values`` into the thread through its agent's graph, as a new checkpoint (on
+    top of ``checkpoint`` when given), holding the thread as a run does so that no run
+    writes beside it; the thread's turns are indexed again. Returns the new checkpoint."""
+    from olav.runtime.threads import ThreadBusyError
+
+    if not info.agent or info.agent not in server.agents:
+        raise HTTPError(409, f"thread {info.known_as} has no agent yet: run it first")
+    if server.runs.active(info.id) is not None:
+        raise HTTPError(409, f"thread {info.known_as} has a run in progress")
+    holder = f"state-{uuid.uuid4().hex[:12]}"
+    try:
+        server.threads.claim(info.id, holder, info.agent, operator)
+    except ThreadBusyError as exc:
+        raise HTTPError(409, exc.one_line()) from None
+    try:
+        with server.pool.session(operator, info.agent) as pooled:
+            graph = pooled.session.built.graph
+            config: dict[str, Any] = {"configurable": {"thread_id": info.id}}
+            if checkpoint:
+                config["configurable"]["checkpoint_id"] = checkpoint
+                if not graph.get_state(config).created_at:
+                    raise HTTPError(404, f"thread {info.known_as} has no checkpoint {checkpoint!r}")
+            try:
+                made = graph.update_state(config, values, as_node=as_node or "model")
+            except (
+                ValueError,
+                TypeError,
+                KeyError,
+                NotImplementedError,
+            ) as exc:  # a message it cannot read
+                raise HTTPError(422, f"values: {str(exc).splitlines()[0][:200]}") from None
+            state = graph.get_state({"configurable": {"thread_id": info.id}})
+            messages = list((state.values or {}).get("messages") or [])
+            server.threads.sync(info.id, messages, since=0 if checkpoint else None)
+    finally:
+        server.threads.release(info.id, holder)
+    cfg = made.get("configurable", {})
+    return {
+        "checkpoint": {
+            "thread_id": info.known_as,
+            "checkpoint_ns": cfg.get("checkpoint_ns", ""),
+            "checkpoint_id": cfg.get("checkpoint_id"),
+        }
+    }
+
+
+MAX_MESSAGES = 100
+
+
+def _messages(raw: Any) -> list[Any]:
+    """The messages a client adds, read as LangChain reads them (``{"type"|"role": …,
+    "content": …}``), or a 422 naming the first one that is not a message."""
+    from langchain_core.messages import convert_to_messages
+
+    items = raw if isinstance(raw, list) else [raw]
+    if not isinstance(raw, list | dict) or not items or len(items) > MAX_MESSAGES:
+        raise HTTPError(
+            422, f"values.messages must be a message or a list of 1 to {MAX_MESSAGES} messages"
+        )
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out += convert_to_messages([item])
+        except Exception as exc:  # LangChain raises several kinds for bad input
+            why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise HTTPError(
+                422,
+                f"values.messages[{i}] is not a message ({why}): send "
+                '{"type": "human" or "ai", "content": "…"}',
+            ) from None
+    return out
+
+
+STATE_ROUTES: list[tuple[str, str, Any]] = [
+    ("/threads/{thread_id}/state", "GET", thread_state),
+    ("/threads/{thread_id}/state", "POST", thread_update_state),
+    ("/threads/{thread_id}/state/checkpoint", "POST", thread_state_checkpoint),
+    ("/threads/{thread_id}/state/{checkpoint_id}", "GET", thread_state_at),
+    ("/threads/{thread_id}/history", "POST", thread_history),
+    ("/threads/{thread_id}/history", "GET", thread_history),
+]
