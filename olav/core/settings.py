@@ -309,6 +309,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds a connection may take to send a whole request head before it is closed.",
     ),
     Setting(
+        "serve.client_tools",
+        str,
+        "passthrough",
+        "A /v1/chat/completions request with tools: passthrough (olav is the model of the "
+        "client's own loop, with recall and the rescue layer) or refuse (a 400).",
+        ("passthrough", "refuse"),
+    ),
+    Setting(
         "serve.allowed_hosts",
         str,
         "",

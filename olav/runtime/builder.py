@@ -56,6 +56,7 @@ class BuiltAgent:
     tier: str
     recallers: dict[str, Recaller]
     window: int = 0  # the main model's context window in tokens (0: unknown)
+    model: Any = None  # the main chat model (a client's own loop calls it: client_turn)
 
 
 def system_prompt(agent: Agent, subagents: list[Agent]) -> str:
@@ -297,4 +298,5 @@ def build(
         tier=model_tier(main_name, ws.config["llm.tier"]),
         recallers=asm.recallers,
         window=asm.window_for(main, main_name),
+        model=main_model,
     )

@@ -20,6 +20,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
+from olav.serve import openai_tools
 from olav.serve.follow import follow
 from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
 from olav.serve.run import Run
@@ -36,10 +37,10 @@ def _oai_error(status: int, message: str, param: str | None = None) -> JSONRespo
 # what a client may ask for that olav's agents do not do: refused with a 400 that names the
 # field, never dropped without a word (docs/http-api.md has the whole table)
 REFUSED = {
-    "tools": "the agent runs its own tools; a client's tools are not offered to the model",
-    "tool_choice": "the agent chooses among its own tools",
-    "functions": "the agent runs its own tools; a client's functions are not offered",
-    "function_call": "the agent chooses among its own tools",
+    "tools": "this server's serve.client_tools is refuse: the agent runs its own tools",
+    "tool_choice": "the agent chooses among its own tools (send tools to run your own)",
+    "functions": "functions is OpenAI's old name: send tools",
+    "function_call": "function_call is OpenAI's old name: send tool_choice",
     "response_format": "the agent's answer is its own text; olav does not constrain it here",
     "logprobs": "olav does not return log probabilities",
     "top_logprobs": "olav does not return log probabilities",
@@ -50,9 +51,12 @@ REFUSED = {
 UNSET: tuple[Any, ...] = (None, False, [], {}, "")
 
 
-def _refused(body: dict[str, Any]) -> None:
-    """A 400 naming the first field olav would otherwise drop."""
+def _refused(body: dict[str, Any], *, client_loop: bool = False) -> None:
+    """A 400 naming the first field olav would otherwise drop (``client_loop``: the request
+    is for the client's own loop, which takes ``tools`` and ``tool_choice``)."""
     for field, why in REFUSED.items():
+        if client_loop and field in ("tools", "tool_choice"):
+            continue
         if body.get(field) not in UNSET:
             raise _Refusal(field, f"{field} is not supported: {why}; leave it out")
     n = body.get("n")
@@ -171,15 +175,15 @@ def _conversation(messages: Any) -> tuple[str, list[Any]]:
 async def completions(server: Server, request: Request, operator: str) -> Any:
     try:
         body = await server.body(request)
-        _refused(body)
+        client_loop = openai_tools.wanted(server, body)
+        _refused(body, client_loop=client_loop)
         agent = _agent(server, body.get("model"))
+        if client_loop:
+            _stream_flag(body)
+            return await openai_tools.complete(server, operator, agent, body, _asked(body))
         text, history = _conversation(body.get("messages"))
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise HTTPError(422, "stream must be true or false")
+        stream = _stream_flag(body)
         options = body.get("stream_options") or {}
-        if not isinstance(options, dict):
-            raise HTTPError(422, "stream_options must be an object")
         include_usage = bool(options.get("include_usage"))
         asked = _asked(body)
         run = _start(server, operator, agent, text, history, asked)
@@ -211,6 +215,15 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
         ],
         "usage": _usage(run),
     }
+
+
+def _stream_flag(body: dict[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise HTTPError(422, "stream must be true or false")
+    if not isinstance(body.get("stream_options") or {}, dict):
+        raise HTTPError(422, "stream_options must be an object")
+    return stream
 
 
 def _start(

@@ -462,9 +462,41 @@ SCHEMAS: dict[str, Any] = {
                         "content": {
                             "anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]
                         },
+                        "tool_calls": {"type": "array", "description": "an assistant's calls"},
+                        "tool_call_id": {"type": "string", "description": "a tool result's"},
                     },
                 },
             },
+            "tools": {
+                "type": "array",
+                "maxItems": 128,
+                "description": "the client's tools: olav is the model of the client's own "
+                "loop (serve.client_tools)",
+                "items": {
+                    "type": "object",
+                    "required": ["type", "function"],
+                    "properties": {
+                        "type": {"const": "function"},
+                        "function": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {
+                                "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+                                "description": {"type": "string"},
+                                "parameters": {"type": "object"},
+                            },
+                        },
+                    },
+                },
+            },
+            "tool_choice": {
+                "anyOf": [
+                    {"enum": ["auto", "none", "required"]},
+                    {"type": "object", "required": ["type", "function"]},
+                ],
+                "description": "with tools only; a named function must be offered",
+            },
+            "parallel_tool_calls": {"type": "boolean"},
             "stream": {"type": "boolean"},
             "stream_options": {
                 "type": "object",

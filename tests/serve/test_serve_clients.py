@@ -340,8 +340,8 @@ def test_openai_streaming_sends_the_text_as_the_model_writes_it(served: Served) 
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("tools", [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]),
-        ("tool_choice", "required"),
+        ("tool_choice", "required"),  # without tools: the agent chooses among its own
+        ("functions", [{"name": "get_weather", "parameters": {}}]),
         ("response_format", {"type": "json_object"}),
         ("n", 2),
         ("logprobs", True),
