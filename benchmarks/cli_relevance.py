@@ -137,3 +137,16 @@ def register(app: typer.Typer) -> None:
     app.command("relevance-model")(relevance_model)
     app.command("reask")(reask)
     app.command("placement")(placement)
+    app.command("client-tools")(client_tools)
+
+
+def client_tools(
+    limit: int = typer.Option(0, "--limit", help="Only the first N fixtures (0: all)."),
+    corpus: Path = typer.Option(None, "--corpus", help="A toolcalls corpus instead of the suite."),
+) -> None:
+    """olav as the model of a client's loop (benchmarks.client_tools): CanIToolCall's model
+    outputs as the engine's, the client's calls structured and schema-valid, and the added
+    p50 over a direct call to the engine."""
+    from benchmarks.client_tools import run_client_tools
+
+    print_json(run_client_tools(limit or None, corpus))

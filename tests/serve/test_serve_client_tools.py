@@ -81,6 +81,13 @@ def oai(served: Served, operator: str = "") -> openai.OpenAI:
     return openai.OpenAI(base_url=served.url + "/v1", api_key=token, max_retries=0)
 
 
+def settled() -> None:
+    """What the server writes after a reply (the audit, captures) is written."""
+    from olav.memory.store.writer import shared_writer
+
+    assert not shared_writer().flush(60)
+
+
 def chats(served: Served, since: int) -> list[dict[str, Any]]:
     return [b for p, b in served.state.requests[since:] if p == "/api/chat"]
 
@@ -109,7 +116,8 @@ def test_a_call_written_as_text_reaches_the_client_as_a_structured_call(served: 
         "role": "system",
         "content": "You are the client's weather agent.",
     }
-    # audited as the operator's run
+    # audited as the operator's run, once the reply has gone (the server runs in this process)
+    settled()
     ws = Workspace.open(served.ws)
     from olav.audit.recorder import AuditRecorder
 
@@ -246,6 +254,7 @@ def test_a_reported_write_is_captured_pending_for_its_operator(served: Served) -
     from olav.memory.store.filters import SearchFilter
     from olav.memory.store.table import MemoryStore
 
+    settled()
     store = MemoryStore.for_workspace(Workspace.open(served.ws))
     held = store.rows(SearchFilter(reader=EVERYONE, pending=True, include_invalid=True))
     rows = [r for r in held if "sh1-border01" in r.text]
