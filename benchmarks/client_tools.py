@@ -187,17 +187,17 @@ def run_client_tools(limit: int | None = None, corpus: Path | None = None) -> di
                 ] or None
                 messages = [{"role": "user", "content": f"[fixture {i}] {f.request}"}]
                 t0 = time.perf_counter()
-                straight.chat.completions.create(model="engine", messages=messages, tools=tools)  # type: ignore[arg-type]
+                straight.chat.completions.create(model="engine", messages=messages, tools=tools)
                 direct_ms.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 done = olav.chat.completions.create(
                     model="olav/core",
-                    messages=messages,  # type: ignore[arg-type]
-                    tools=tools,  # type: ignore[arg-type]
+                    messages=messages,
+                    tools=tools,
                 )
                 served_ms.append((time.perf_counter() - t0) * 1000)
                 got = [
-                    (c.function.name, json.loads(c.function.arguments or "{}"))  # type: ignore[union-attr]
+                    (c.function.name, json.loads(c.function.arguments or "{}"))
                     for c in done.choices[0].message.tool_calls or []
                 ]
                 schemas = {
