@@ -76,12 +76,16 @@ def client_turn(
     tool_choice: Any = None,
     asked: dict[str, Any] | None = None,
     query: str = "",
+    response_format: dict[str, Any] | None = None,
 ) -> ClientTurn:
     """The agent's model answers ``messages`` (system messages first, then the conversation)
     with ``tools`` offered, through the agent's AutoRecall and rescue layer (``session``: an
-    olav Session, built on first use). ``query``: the person's request, for the audit."""
+    olav Session, built on first use). ``query``: the person's request, for the audit.
+    ``response_format`` (``json_object``/``json_schema``) holds the answer to JSON
+    (olav.runtime.answer_format); :class:`FormatError` when the engine could not."""
     from langchain.agents.middleware.types import ModelRequest, ModelResponse
 
+    from olav.runtime.answer_format import refused
     from olav.runtime.middleware.autorecall import AutoRecallMiddleware
     from olav.runtime.rescue.middleware import RescueMiddleware, RescuePolicy
 
@@ -102,18 +106,26 @@ def client_turn(
     recall = AutoRecallMiddleware(recaller, run) if recaller is not None else None
     rescue = RescueMiddleware(agent, run, RescuePolicy.for_config(cfg, window=built.window))
 
-    def call_engine(request: Any) -> Any:
-        settings = dict(request.model_settings or {})
-        model = request.model
-        if request.tools:
-            model = model.bind_tools(request.tools, tool_choice=request.tool_choice, **settings)
-        elif settings:
-            model = model.bind(**settings)
-        head = [request.system_message] if request.system_message is not None else []
-        return ModelResponse(result=[model.invoke([*head, *request.messages])])
+    fmt: dict[str, Any] = dict(response_format or {})
 
+    def call_engine(request: Any) -> Any:
+        head = [request.system_message] if request.system_message is not None else []
+        said = [*head, *request.messages]
+        settings = dict(request.model_settings or {})
+        try:
+            return ModelResponse(result=[bound(request, settings).invoke(said)])
+        except Exception:
+            other = refused(request.model, fmt) if fmt and "response_format" in settings else None
+            if other is None:
+                raise
+            # the server refused json_schema (llama-cpp-python's 500): json_object and the schema
+            settings.update(other)
+            return ModelResponse(result=[bound(request, settings).invoke(said)])
+
+    held = _held_by(built.model, response_format)
     request = ModelRequest(
         model=built.model,
+        model_settings=dict(held or {}),
         messages=cast(Any, rest),
         system_message=SystemMessage(content=prompt) if prompt else None,
         tools=list(tools),
@@ -124,9 +136,14 @@ def client_turn(
     def rescued(req: Any) -> Any:
         return rescue.wrap_model_call(req, call_engine)
 
+    def answer(req: Any) -> Any:
+        return recall.wrap_model_call(req, rescued) if recall else rescued(req)
+
     run.audit = deferred  # the middleware's writes wait until the client has its answer
     try:
-        response = recall.wrap_model_call(request, rescued) if recall else rescued(request)
+        response = answer(request)
+        if response_format and held is not None:
+            response = _formatted(request, response, response_format, answer)
     except Exception as exc:
         deferred.end_run(run_id, "error", f"{type(exc).__name__}: {exc}")
         _after(deferred.flush)
@@ -153,6 +170,60 @@ def client_turn(
 
     _after(settle)
     return turn
+
+
+def bound(request: Any, settings: dict[str, Any]) -> Any:
+    """The request's model with its tools (and ``tool_choice``) and ``settings`` bound."""
+    model = request.model
+    if request.tools:
+        return model.bind_tools(request.tools, tool_choice=request.tool_choice, **settings)
+    return model.bind(**settings) if settings else model
+
+
+def _held_by(model: Any, response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    from olav.runtime.answer_format import FormatUnsupported, settings_for
+
+    if not response_format or response_format.get("type") == "text":
+        return None
+    held = settings_for(model, response_format)
+    if held is None:
+        raise FormatUnsupported(
+            "response_format: this engine has no constrained decoding olav can use",
+            hint="Use Ollama or an OpenAI-compatible server, or leave response_format out",
+        )
+    return held
+
+
+def _formatted(request: Any, response: Any, response_format: dict[str, Any], answer: Any) -> Any:
+    """``response`` if its answer holds to ``response_format``; else the answer asked for
+    once more, the problem named; a second miss is a :class:`FormatError`."""
+    from langchain_core.messages import HumanMessage
+
+    from olav.runtime.answer_format import FormatError, problem
+
+    def text_of(resp: Any) -> tuple[AIMessage, str]:
+        found = [m for m in getattr(resp, "result", [resp]) if isinstance(m, AIMessage)]
+        msg = found[-1] if found else AIMessage(content="")
+        return msg, msg.content if isinstance(msg.content, str) else str(msg.content)
+
+    msg, text = text_of(response)
+    if msg.tool_calls:
+        return response  # a call answers the turn; the format is the final answer's
+    why = problem(text, response_format)
+    if why is None:
+        return response
+    again = [*request.messages, AIMessage(content=text), HumanMessage(content=(
+        f"That answer cannot be used: {why}. Answer again with the JSON object only."
+    ))]  # fmt: skip
+    response = answer(request.override(messages=again))
+    msg, text = text_of(response)
+    why = problem(text, response_format)
+    if why is not None:
+        raise FormatError(
+            f"response_format: {why}, twice",
+            hint="A larger model, or a simpler schema, holds to it more often",
+        )
+    return response
 
 
 def _after(job: Any) -> None:

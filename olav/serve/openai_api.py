@@ -41,7 +41,8 @@ REFUSED = {
     "tool_choice": "the agent chooses among its own tools (send tools to run your own)",
     "functions": "functions is OpenAI's old name: send tools",
     "function_call": "function_call is OpenAI's old name: send tool_choice",
-    "response_format": "the agent's answer is its own text; olav does not constrain it here",
+    "response_format": "this server's serve.client_tools is refuse, or the type is unknown: "
+    "send json_object or json_schema",
     "logprobs": "olav does not return log probabilities",
     "top_logprobs": "olav does not return log probabilities",
     "logit_bias": "olav does not pass logit biases to the engine",
@@ -55,7 +56,7 @@ def _refused(body: dict[str, Any], *, client_loop: bool = False) -> None:
     """A 400 naming the first field olav would otherwise drop (``client_loop``: the request
     is for the client's own loop, which takes ``tools`` and ``tool_choice``)."""
     for field, why in REFUSED.items():
-        if client_loop and field in ("tools", "tool_choice"):
+        if client_loop and field in ("tools", "tool_choice", "response_format"):
             continue
         if body.get(field) not in UNSET:
             raise _Refusal(field, f"{field} is not supported: {why}; leave it out")

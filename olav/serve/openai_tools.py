@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from starlette.responses import StreamingResponse
 
-from olav.serve.http import HTTPError, content_text, shown
+from olav.serve.http import HTTPError, content_text, oai_error, shown
 from olav.serve.server import Server
 
 MAX_TOOLS = 128
@@ -32,11 +32,30 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def wanted(server: Server, body: dict[str, Any]) -> bool:
-    """Whether this request goes to the client's loop: it carries tools, and the workspace
-    lets it (``serve.client_tools``)."""
-    if body.get("tools") in (None, []):
+    """Whether this request goes to the client's loop: it carries tools or asks for JSON
+    (``response_format``: a model call for the client's program, not a conversation with
+    the agent), and the workspace lets it (``serve.client_tools``)."""
+    fmt = body.get("response_format")
+    json_asked = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
+    if body.get("tools") in (None, []) and not json_asked:
         return False
     return str(server.ws.config["serve.client_tools"]) != "refuse"
+
+
+def read_format(raw: Any) -> dict[str, Any] | None:
+    """``response_format``, checked: ``text``, ``json_object``, or ``json_schema`` with a
+    ``schema`` object."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("type") not in ("text", "json_object", "json_schema"):
+        raise HTTPError(422, 'response_format.type must be "text", "json_object" or "json_schema"')
+    if raw["type"] == "json_schema":
+        spec = raw.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise HTTPError(
+                422, "response_format.json_schema must be an object with a schema object"
+            )
+    return raw
 
 
 def read_tools(raw: Any) -> list[dict[str, Any]]:
@@ -149,9 +168,11 @@ async def complete(
     server: Server, operator: str, agent: str, body: dict[str, Any], asked: dict[str, Any]
 ) -> Any:
     """One model call for the client's loop: the chat completion, or its stream."""
+    from olav.runtime.answer_format import FormatError, FormatUnsupported
     from olav.runtime.client_turn import client_turn
 
-    tools = read_tools(body.get("tools"))
+    fmt = read_format(body.get("response_format"))
+    tools = read_tools(body.get("tools") or [])
     choice = read_tool_choice(body.get("tool_choice"), tools)
     messages, query = read_messages(body.get("messages"))
     parallel = body.get("parallel_tool_calls")
@@ -168,9 +189,15 @@ async def complete(
                 tool_choice=None if choice == "none" else choice,
                 asked=asked,
                 query=query,
+                response_format=fmt,
             )
 
-    done = await anyio.to_thread.run_sync(turn)
+    try:
+        done = await anyio.to_thread.run_sync(turn)
+    except FormatUnsupported as exc:
+        return oai_error(400, exc.one_line(), param="response_format")
+    except FormatError as exc:
+        return oai_error(502, exc.one_line(), param="response_format")
     message = _message(done.message, single=parallel is False)
     finish = "tool_calls" if message.get("tool_calls") else "length" if done.cut_short else "stop"
     usage = {

@@ -53,6 +53,11 @@ def engine(body: dict[str, Any]) -> dict[str, Any]:
     """A small model that writes its calls as text: the weather asked of it is a Hermes-style
     call in its content; once the tool's result is in the conversation, it answers with it."""
     messages = body.get("messages") or []
+    asked_json = body.get("format")
+    if asked_json:  # the engine's constrained decoding: JSON, of the schema when one is given
+        if "never valid" in json.dumps(messages):
+            return {"content": "Sure! The weather is nice."}
+        return {"content": json.dumps({"city": "Paris", "temp_c": 21})}
     results = [m for m in messages if m.get("role") == "tool"]
     if results:
         return {"content": f"The tool says: {results[-1]['content']}"}
@@ -299,3 +304,57 @@ def test_a_workspace_that_refuses_client_tools_says_so(tmp_path: Path) -> None:
         )
     body = refused.value.body
     assert isinstance(body, dict) and body["param"] == "tools" and "client_tools" in body["message"]
+
+
+def test_structured_output_goes_to_the_engines_constrained_decoding(served: Served) -> None:
+    """langchain-openai's with_structured_output (json_schema) and the Agents SDK's
+    output_type: the schema reaches Ollama as its format, and the answer is validated."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel
+
+    class Weather(BaseModel):
+        city: str
+        temp_c: int
+
+    before = len(served.state.requests)
+    llm = ChatOpenAI(
+        model="olav/core",
+        base_url=served.url + "/v1",
+        api_key=served.tokens[served.alice],  # type: ignore[arg-type]
+        max_retries=0,
+    )
+    got = llm.with_structured_output(Weather, method="json_schema").invoke("weather in Paris?")
+    assert got == Weather(city="Paris", temp_c=21)
+    sent = chats(served, before)
+    assert sent and sent[0]["format"]["properties"]["temp_c"]["type"] == "integer"
+
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)
+
+    async def main() -> Any:
+        async with openai.AsyncOpenAI(
+            base_url=served.url + "/v1", api_key=served.tokens[served.alice], max_retries=0
+        ) as client:
+            agent = Agent(
+                name="weather",
+                output_type=Weather,
+                model=OpenAIChatCompletionsModel(model="olav/core", openai_client=client),
+            )
+            return await Runner.run(agent, "weather in Paris as data")
+
+    assert asyncio.run(main()).final_output == Weather(city="Paris", temp_c=21)
+
+
+def test_an_answer_that_never_holds_to_the_format_is_an_error_not_passed_on(
+    served: Served,
+) -> None:
+    with oai(served) as client, pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(
+            model="olav/core",
+            messages=[{"role": "user", "content": "never valid json, please"}],
+            response_format={"type": "json_object"},
+        )
+    body = failed.value.body
+    assert isinstance(body, dict) and body["param"] == "response_format"
+    assert "not JSON" in body["message"] and "twice" in body["message"]

@@ -70,6 +70,12 @@ def constraint(model: Any, schema: dict[str, Any]) -> tuple[str, dict[str, Any]]
     return None
 
 
+def refuses_json_schema(model: Any) -> bool:
+    """Whether ``model``'s server was found to refuse ``json_schema`` (``json_object`` then)."""
+    engine = engine_of(model)
+    return _TAKES.get(str(getattr(engine, "openai_api_base", "") or "")) == "json_object"
+
+
 def remember_refusal(model: Any) -> None:
     """The server refused ``json_schema``: ask it with ``json_object`` from now on."""
     engine = engine_of(model)
