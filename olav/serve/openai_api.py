@@ -70,7 +70,8 @@ def _refused(body: dict[str, Any], *, client_loop: bool = False) -> None:
 
 def _asked(body: dict[str, Any]) -> dict[str, Any]:
     """The model settings a client asked for, checked (olav.runtime.rescue.asked applies them):
-    ``max_tokens``/``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``."""
+    ``max_tokens``/``max_completion_tokens``, ``temperature``, ``top_p``, ``presence_penalty``,
+    ``frequency_penalty``, ``stop``, ``seed``."""
     out: dict[str, Any] = {}
     for field in ("max_completion_tokens", "max_tokens"):  # the newer name wins
         value = body.get(field)
@@ -79,12 +80,19 @@ def _asked(body: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise HTTPError(422, f"{field} must be a whole number of at least 1")
         out["max_tokens"] = value
-    for field, top in (("temperature", 2.0), ("top_p", 1.0)):
+    ranges = (
+        ("temperature", 0.0, 2.0),
+        ("top_p", 0.0, 1.0),
+        ("presence_penalty", -2.0, 2.0),
+        ("frequency_penalty", -2.0, 2.0),
+    )
+    for field, low, top in ranges:
         value = body.get(field)
         if value is None:
             continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= top:
-            raise HTTPError(422, f"{field} must be a number from 0 to {top:g}")
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not low <= value <= top:
+            raise HTTPError(422, f"{field} must be a number from {low:g} to {top:g}")
         out[field] = float(value)
     stop = body.get("stop")
     if stop is not None:

@@ -391,6 +391,7 @@ def test_the_clients_max_tokens_temperature_stop_and_seed_reach_the_engine(
                 model="olav/core",
                 messages=[{"role": "user", "content": "describe the border routers"}],
                 max_tokens=7, temperature=0.3, top_p=0.9, stop=["END"], seed=5,
+                presence_penalty=0.5, frequency_penalty=-0.25,
             )  # fmt: skip
             huge = client.chat.completions.create(
                 model="olav/core",
@@ -412,6 +413,7 @@ def test_the_clients_max_tokens_temperature_stop_and_seed_reach_the_engine(
     options = [b["options"] for b in chats if "describe the border routers" in str(b)]
     assert options and all(o["num_predict"] == 7 and o["temperature"] == 0.3 for o in options)
     assert all(o["top_p"] == 0.9 and o["stop"] == ["END"] and o["seed"] == 5 for o in options)
+    assert all(o["presence_penalty"] == 0.5 and o["frequency_penalty"] == -0.25 for o in options)
     again = [b["options"] for b in chats if "and again" in str(b)]
     assert again and all(o["num_predict"] == 4096 for o in again)  # the agent's own cap holds
 

@@ -22,7 +22,8 @@ from olav.llm.tokenize import engine_of
 
 _OLLAMA_OPTIONS = ("mirostat", "mirostat_eta", "mirostat_tau", "num_ctx", "num_gpu", "num_thread",
                    "num_predict", "repeat_last_n", "repeat_penalty", "temperature", "seed",
-                   "stop", "tfs_z", "top_k", "top_p")  # fmt: skip
+                   "stop", "tfs_z", "top_k", "top_p", "presence_penalty",
+                   "frequency_penalty")  # fmt: skip
 
 
 def extra_body(request: Any, settings: dict[str, Any]) -> dict[str, Any]:
