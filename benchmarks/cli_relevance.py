@@ -138,6 +138,7 @@ def register(app: typer.Typer) -> None:
     app.command("reask")(reask)
     app.command("placement")(placement)
     app.command("client-tools")(client_tools)
+    app.command("first-delta")(first_delta)
 
 
 def client_tools(
@@ -150,3 +151,15 @@ def client_tools(
     from benchmarks.client_tools import run_client_tools
 
     print_json(run_client_tools(limit or None, corpus))
+
+
+def first_delta(
+    home: Path = typer.Option(Path(".cache/engine"), "--home", help="The engine's folder."),
+    rounds: int = typer.Option(5, "--rounds", help="Requests of each kind."),
+    real: bool = typer.Option(False, "--real", help="llama.cpp's server and SmolLM2."),
+) -> None:
+    """The first answer delta on /v1 and on the Agent Protocol, same run, real engine
+    (benchmarks.first_delta)."""
+    from benchmarks.first_delta import run_first_delta
+
+    print_json(run_first_delta(home, rounds, real=real))

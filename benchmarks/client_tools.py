@@ -34,11 +34,13 @@ from benchmarks.serve import _start
 _ID = re.compile(r"\[fixture (\d+)\]")
 
 
-class _Engine:
-    """The fixtures' outputs behind ``/v1/chat/completions`` (and ``/v1/models``)."""
+class Engine:
+    """The fixtures' outputs behind ``/v1/chat/completions`` (and ``/v1/models``); asked to
+    stream, the output comes a word at a time, ``word_delay`` seconds apart."""
 
-    def __init__(self, outputs: list[str]) -> None:
+    def __init__(self, outputs: list[str], word_delay: float = 0.0) -> None:
         self.outputs = outputs
+        self.word_delay = word_delay
         engine = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,7 +61,10 @@ class _Engine:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 found = _ID.search(json.dumps(body.get("messages")))
-                text = engine.outputs[int(found.group(1))] if found else "ok"
+                text = engine.outputs[int(found.group(1))] if found else engine.outputs[-1]
+                if body.get("stream"):
+                    self._stream(text)
+                    return
                 message = {"role": "assistant", "content": text}
                 usage = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
                 choice = {"index": 0, "message": message, "finish_reason": "stop"}
@@ -74,6 +79,20 @@ class _Engine:
                     }
                 )
 
+            def _stream(self, text: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                words = re.findall(r"\S+\s*", text)
+                for word in words:
+                    delta = {"choices": [{"index": 0, "delta": {"content": word}}]}
+                    self.wfile.write(f"data: {json.dumps({'id': 'x', **delta})}\n\n".encode())
+                    self.wfile.flush()
+                    time.sleep(engine.word_delay)  # the model's pace, not a synchronisation
+                end = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -82,7 +101,7 @@ class _Engine:
         self.server.shutdown()
 
 
-def _workspace(root: Path, engine_url: str) -> Any:
+def workspace(root: Path, engine_url: str) -> Any:
     from olav.admin.setup import init_workspace
     from olav.core.config import Workspace
 
@@ -169,13 +188,13 @@ def run_client_tools(limit: int | None = None, corpus: Path | None = None) -> di
     from olav.serve.tokens import TokenStore
 
     every = (corpus_items(corpus) if corpus else suite_items())[:limit]
-    engine = _Engine([f.output for f in every])
+    engine = Engine([f.output for f in every])
     rows: list[dict[str, Any]] = []
     direct_ms: list[float] = []
     served_ms: list[float] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        ws = _workspace(Path(tmp) / "ws", engine.url)
+        ws = workspace(Path(tmp) / "ws", engine.url)
         _, token = TokenStore.for_workspace(ws).create("bench")
         proc, url = _start(ws.root)
         try:
