@@ -48,6 +48,7 @@ REFUSED = {
     "logit_bias": "olav does not pass logit biases to the engine",
     "audio": "olav answers in text",
     "prediction": "olav does not take predicted outputs",
+    "store": "olav keeps no completions for later retrieval (its audit is the operator's)",
 }
 UNSET: tuple[Any, ...] = (None, False, [], {}, "")
 

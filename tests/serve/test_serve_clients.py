@@ -346,6 +346,7 @@ def test_openai_streaming_sends_the_text_as_the_model_writes_it(served: Served) 
         ("n", 2),
         ("logprobs", True),
         ("logit_bias", {"50256": -100}),
+        ("store", True),
     ],
 )
 def test_a_field_olav_does_not_do_is_refused_by_name_never_dropped(
