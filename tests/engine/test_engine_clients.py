@@ -144,3 +144,54 @@ def test_olav_engine_start_points_a_fresh_workspace_at_a_working_model(tmp_path:
     assert "stopped the engine" in stopped.stdout
     gone = json.loads(olav_here(ws, "engine", "status", "--home", home, "--json").stdout)
     assert gone["running"] is False
+
+
+def test_a_clients_tools_and_json_schema_reach_the_real_engine(engine: str, tmp_path: Path) -> None:
+    """olav as the model of a client's loop on llama-cpp-python's server: the client's tools
+    are accepted by the engine, and a json_schema format (which that server answers with a
+    500) is held by json_object and the schema instead, the answer valid under the schema."""
+    import openai
+
+    from olav.core.config import Workspace
+    from olav.serve.tokens import TokenStore
+    from tests.serve._support import start_server, stop_server
+
+    ws = workspace(tmp_path / "ws", engine, "  num_predict: 96\n")
+    _, token = TokenStore.for_workspace(Workspace.open(ws), touch_interval=None).create("alice")
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "sunny": {"type": "boolean"}},
+        "required": ["city", "sunny"],
+    }
+    weather = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}}, "required": ["city"]}},
+    }  # fmt: skip
+    proc, url = start_server(ws)
+    try:
+        with openai.OpenAI(base_url=url + "/v1", api_key=token, max_retries=0) as client:
+            held = client.chat.completions.create(
+                model="olav/core",
+                messages=[{"role": "user", "content": "Is it sunny in Paris? Answer as JSON."}],
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "weather", "schema": schema},
+                },
+            )
+            called = client.chat.completions.create(
+                model="olav/core",
+                messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+                tools=[weather],  # type: ignore[list-item]
+            )
+    finally:
+        err = stop_server(proc)
+    assert "Traceback" not in err, err[-4000:]
+    import jsonschema
+
+    jsonschema.validate(json.loads(held.choices[0].message.content or ""), schema)
+    message = called.choices[0].message
+    for call in message.tool_calls or []:  # whatever a 135M model does, a call is a valid one
+        assert call.function.name == "get_weather"  # type: ignore[union-attr]
+        assert isinstance(json.loads(call.function.arguments)["city"], str)  # type: ignore[union-attr]
+    assert message.tool_calls or (message.content or "").strip()
