@@ -29,6 +29,7 @@ MEMORY_UNAVAILABLE_EVENT = "memory_unavailable"  # the run went on without its m
 TRACE_LEARNED_EVENT = "trace_learned"  # trace_learner turned a run into lessons
 HTTP_REQUEST_EVENT = "http_request"  # one request to olav serve (its request audit)
 DRAFT_REJECTED_EVENT = "draft_rejected"  # a person said no to a curator draft
+CLIENT_USER_EVENT = "client_user"  # the end user an OpenAI client named (/v1's user field)
 CLIENT_TURN_EVENT = "client_turn"  # a model call for a client's own agent loop (its tools)
 FIX_EVENTS = {"accepted": "fix_accepted", "rejected": "fix_rejected"}  # a fix proposal decided
 

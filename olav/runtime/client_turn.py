@@ -77,6 +77,7 @@ def client_turn(
     asked: dict[str, Any] | None = None,
     query: str = "",
     response_format: dict[str, Any] | None = None,
+    end_user: str = "",
 ) -> ClientTurn:
     """The agent's model answers ``messages`` (system messages first, then the conversation)
     with ``tools`` offered, through the agent's AutoRecall and rescue layer (``session``: an
@@ -165,7 +166,7 @@ def client_turn(
 
     def settle() -> None:  # after the reply, on the process's background writer
         turn.captured = _capture(session, recaller, messages, run_id, query)
-        _audit(deferred, run_id, agent, rest, message, tools, turn)
+        _audit(deferred, run_id, agent, rest, message, tools, turn, end_user)
         deferred.flush()
 
     _after(settle)
@@ -301,6 +302,7 @@ def _audit(
     message: AIMessage,
     tools: list[dict[str, Any]],
     turn: ClientTurn,
+    end_user: str = "",
 ) -> None:
     offered = [str((t.get("function") or t).get("name") or "") for t in tools]
     audit.steps(run_id, [*rest, message])
@@ -314,6 +316,7 @@ def _audit(
             "salvaged": turn.salvaged,
             "injected": turn.injected,
             "captured": turn.captured,
+            **({"end_user": end_user} if end_user else {}),
         },
     )
     audit.end_run(run_id, "completed", outcome="completed")

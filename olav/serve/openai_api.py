@@ -196,7 +196,7 @@ async def completions(server: Server, request: Request, operator: str) -> Any:
         options = body.get("stream_options") or {}
         include_usage = bool(options.get("include_usage"))
         asked = _asked(body)
-        run = _start(server, operator, agent, text, history, asked)
+        run = _start(server, operator, agent, text, history, asked, openai_tools.end_user(body))
     except HTTPError as exc:
         return _oai_error(exc.status, exc.detail)
     except _Refusal as exc:
@@ -237,7 +237,13 @@ def _stream_flag(body: dict[str, Any]) -> bool:
 
 
 def _start(
-    server: Server, operator: str, agent: str, text: str, history: list[Any], asked: dict[str, Any]
+    server: Server,
+    operator: str,
+    agent: str,
+    text: str,
+    history: list[Any],
+    asked: dict[str, Any],
+    user: str = "",
 ) -> Run:
     thread = server.threads.create(agent, uuid.uuid4().hex, owner=operator)
     run = Run(
@@ -252,6 +258,7 @@ def _start(
         stateless=True,
         interruptible=False,
         asked=asked,
+        metadata={"end_user": user} if user else {},
     )
     return server.start(run)
 

@@ -42,6 +42,16 @@ def wanted(server: Server, body: dict[str, Any]) -> bool:
     return str(server.ws.config["serve.client_tools"]) != "refuse"
 
 
+def end_user(body: dict[str, Any]) -> str:
+    """OpenAI's ``user``: the end user the client names (recorded in the run's audit)."""
+    user = body.get("user")
+    if user is None:
+        return ""
+    if not isinstance(user, str) or len(user) > 256:
+        raise HTTPError(422, "user must be a string of at most 256 characters")
+    return user
+
+
 def read_format(raw: Any) -> dict[str, Any] | None:
     """``response_format``, checked: ``text``, ``json_object``, or ``json_schema`` with a
     ``schema`` object."""
@@ -172,6 +182,7 @@ async def complete(
     from olav.runtime.client_turn import client_turn
 
     fmt = read_format(body.get("response_format"))
+    user = end_user(body)
     tools = read_tools(body.get("tools") or [])
     choice = read_tool_choice(body.get("tool_choice"), tools)
     messages, query = read_messages(body.get("messages"))
@@ -190,6 +201,7 @@ async def complete(
                 asked=asked,
                 query=query,
                 response_format=fmt,
+                end_user=user,
             )
 
     try:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from olav.audit.events import CLIENT_USER_EVENT
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.core.procs import pid_alive
@@ -308,6 +309,9 @@ class RunManager:
                 run.answer, run.outcome = result.answer, result.outcome
                 run.unshown, run.usage = result.unshown, dict(result.rescue)
                 run.audit_run_id = result.run_id
+                if run.metadata.get("end_user") and result.run_id:  # /v1's user: who asked
+                    detail = {"end_user": run.metadata["end_user"]}
+                    session.audit.event(result.run_id, CLIENT_USER_EVENT, detail)
                 if not run.values:
                     run.values = dump_values({"messages": session.thread_messages()})
                 run.on_end()

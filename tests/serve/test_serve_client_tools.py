@@ -358,3 +358,30 @@ def test_an_answer_that_never_holds_to_the_format_is_an_error_not_passed_on(
     body = failed.value.body
     assert isinstance(body, dict) and body["param"] == "response_format"
     assert "not JSON" in body["message"] and "twice" in body["message"]
+
+
+def test_the_clients_user_is_recorded_in_the_audit_of_both_paths(served: Served) -> None:
+    """OpenAI's ``user`` (the end user behind the client) is kept with the run, not dropped:
+    on the agent's own loop and on the client's."""
+    from olav.audit.recorder import AuditRecorder
+
+    with oai(served) as client:
+        client.chat.completions.create(
+            model="olav/core", messages=[{"role": "user", "content": "hello"}], user="end-1"
+        )
+        client.chat.completions.create(
+            model="olav/core",
+            messages=[{"role": "user", "content": "weather in Paris?"}],
+            tools=[WEATHER],  # type: ignore[list-item]
+            user="end-2",
+        )
+        with pytest.raises(openai.UnprocessableEntityError):
+            client.chat.completions.create(
+                model="olav/core", messages=[{"role": "user", "content": "hi"}], user="x" * 300
+            )
+    settled()
+    audit = AuditRecorder(Workspace.open(served.ws).audit_path)
+    kinds = ("client_user", "client_turn")
+    rows = audit.query("SELECT kind, detail FROM events WHERE kind IN (?, ?)", list(kinds))
+    users = {json.loads(d).get("end_user") for _, d in rows}
+    assert {"end-1", "end-2"} <= users
