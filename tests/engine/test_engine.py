@@ -28,7 +28,11 @@ def ask(ws: Path, question: str) -> dict:  # type: ignore[type-arg]
 
 
 def test_olav_ask_answers_from_the_real_engine(engine: str, tmp_path: Path) -> None:
-    out = ask(workspace(tmp_path / "ws", engine), "Say hello in one short sentence.")
+    # one model call, so that the run's count is the answer's: the 135M model's greeting names
+    # a tool often enough that the nudge would ask again, and the count then holds both calls
+    ws = workspace(tmp_path / "ws", engine, "runtime:\n  nudge: false\n")
+    out = ask(ws, "Say hello in one short sentence.")
+    assert out["rescue"]["model_calls"] == 1, out["rescue"]
     assert out["status"] == "completed" and out["answer"].strip()
     rescue = out["rescue"]
     # llama-cpp-python's stream carries no usage even when asked: its tokenizer counts
