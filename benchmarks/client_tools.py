@@ -101,15 +101,17 @@ class Engine:
         self.server.shutdown()
 
 
-def workspace(root: Path, engine_url: str) -> Any:
+def workspace(root: Path, engine_url: str, model: str = "engine", more: str = "") -> Any:
+    """A workspace on the hash embedder and the OpenAI-compatible engine at ``engine_url``;
+    ``more``: olav.yaml lines after the ``llm`` section's own."""
     from olav.admin.setup import init_workspace
     from olav.core.config import Workspace
 
     (root / ".olav").mkdir(parents=True)
     (root / ".olav" / "olav.yaml").write_text(
         "embedder:\n  provider: hash\n  model: hash-64\n"
-        f"llm:\n  provider: openai\n  base_url: {engine_url}\n  model: engine\n"
-        "  num_ctx: 32768\n"
+        f"llm:\n  provider: openai\n  base_url: {engine_url}\n  model: {model}\n"
+        + (more or "  num_ctx: 32768\n")
     )
     init_workspace(root)
     return Workspace.open(root)

@@ -29,20 +29,6 @@ QUESTION = "Write a long story about a lighthouse keeper and a storm, in many pa
 PORT = 8799
 
 
-def _workspace(root: Path, url: str, model: str) -> Any:
-    from olav.admin.setup import init_workspace
-    from olav.core.config import Workspace
-
-    (root / ".olav").mkdir(parents=True)
-    (root / ".olav" / "olav.yaml").write_text(
-        "embedder:\n  provider: hash\n  model: hash-64\n"
-        f"llm:\n  provider: openai\n  base_url: {url}\n  model: {model}\n"
-        "  num_ctx: 8192\n  num_predict: 512\nruntime:\n  nudge: false\n"
-    )
-    init_workspace(root)
-    return Workspace.open(root)
-
-
 def _v1(client: Any, started: float) -> tuple[float | None, int, int]:
     first, deltas, chars = None, 0, 0
     body = {
@@ -95,7 +81,7 @@ ANSWER = " ".join(
 def run_first_delta(home: Path, rounds: int = 5, *, real: bool = False) -> dict[str, Any]:
     import httpx
 
-    from benchmarks.client_tools import Engine
+    from benchmarks.client_tools import Engine, workspace
     from olav.admin import engine
     from olav.serve.tokens import TokenStore
 
@@ -105,7 +91,8 @@ def run_first_delta(home: Path, rounds: int = 5, *, real: bool = False) -> dict[
     out: dict[str, list[tuple[float | None, int, int]]] = {"v1": [], "protocol": []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            ws = _workspace(Path(tmp) / "ws", url_of, model)
+            more = "  num_ctx: 8192\n  num_predict: 512\nruntime:\n  nudge: false\n"
+            ws = workspace(Path(tmp) / "ws", url_of, model, more)
             _, token = TokenStore.for_workspace(ws).create("bench")
             proc, url = _start(ws.root)
             headers = {"Authorization": f"Bearer {token}"}
