@@ -1,6 +1,6 @@
 """Tool calls read by the offered tools themselves, beneath the family grammars.
 
-The family grammars (:mod:`olav.runtime.rescue.formats`) read the shapes a model family is
+The family grammars (:mod:`olav.runtime.rescue.families`) read the shapes a model family is
 known to write. A new model writes one nobody listed. What every call has, whatever the
 shape, is the name of a tool on offer and arguments that its JSON schema accepts; this
 reader starts from those:
@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from olav.runtime.rescue.formats import Found, Masked, mask
+from olav.runtime.rescue.families import Found, Masked, mask
 from olav.runtime.rescue.lenient import LenientError, closes_at, loads
 
 FAMILY = "schema"
@@ -123,12 +123,12 @@ def _objects(text: str, tools: Mapping[str, Any]) -> Iterator[Found]:
             value = _json(text[i:end])
         call = _call_of(value, tools) if isinstance(value, dict) else None
         if call is not None:
-            yield Found(call[0], call[1], FAMILY, i, end, closed=closed)
+            yield Found(call[0], call[1], FAMILY, i, end, closed=closed, strong=False)
             i = text.find("{", end)
             continue
         named = None if closed else _names_a_tool(text[i:], tools)
         if named is not None:  # cut off inside a call
-            yield Found(named, {}, FAMILY, i, len(text), False)
+            yield Found(named, {}, FAMILY, i, len(text), False, strong=False)
             return
         i = text.find("{", i + 1)
 
@@ -199,7 +199,7 @@ def _named(text: str, tools: Mapping[str, Any]) -> Iterator[Found]:
             pos = m.end()
             continue
         args, end, closed = got
-        yield Found(name, args, FAMILY, begin, end, closed=closed)
+        yield Found(name, args, FAMILY, begin, end, closed=closed, strong=False)
         pos = end
 
 
@@ -424,7 +424,7 @@ def _joined(text: str, found: list[Found], masked: Masked) -> list[Found]:
         floor = end
         cut = any(not f.closed for f in group)  # a list cut short runs none of its calls
         out += [
-            Found(f.name, f.args, f.family, start, end, f.closed and not cut)
+            Found(f.name, f.args, f.family, start, end, f.closed and not cut, f.strong)
             if len(group) > 1 or (start, end) != (f.start, f.end)
             else f
             for f in group

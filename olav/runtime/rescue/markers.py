@@ -11,22 +11,11 @@ from __future__ import annotations
 
 import re
 
-# special tokens as the families write them; a tag a person might quote (<tool_call>) is not
-# one of them
-_TOKENS = re.compile(
-    r"<\|start\|>(?:assistant|user|system|developer|tool)?"
-    r"|<\|(?:end|call|return|message|constrain|im_end|im_start|eot_id|eom_id|endoftext"
-    r"|tool_calls_section_begin|tool_calls_section_end|tool_call_begin|tool_call_end"
-    r"|tool_call_argument_begin|im_assistant|im_middle|python_tag|python_start"
-    r"|python_end)\|>"
-    r"|<\|channel\|>[\w-]*+"
-    r"|<\|(?:open|close)\|>[a-z_]++(?:[^<>|]*+)<\|sep\|>"
-    r"|<\|(?:tool_call|tool_response|turn|channel|\"|think)\|?>|<(?:tool_call|tool_response"
-    r"|turn|channel)\|>"
-    r"|<[｜|](?:end▁of▁sentence|tool▁calls▁begin|tool▁calls▁end|tool▁call▁begin"
-    r"|tool▁call▁end|tool▁sep|Assistant|User)[｜|]>"
-    r"|\[(?:TOOL_CALLS|/?THINK|ARGS|CALL_ID|/?INST)\]"
-)
+from olav.runtime.rescue.families import CONTROL_TOKENS
+
+# special tokens as the families write them (each family declares its own); a tag a person
+# might quote (<tool_call>) is not one of them
+_TOKENS = CONTROL_TOKENS
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.S)
 
 

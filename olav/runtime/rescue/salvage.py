@@ -1,7 +1,7 @@
 """Which tool calls written as text may run. Precision first.
 
 :func:`salvage` reads a model message that carries no structured tool call: its answer and,
-when the answer holds no call, its reasoning. A call found by :mod:`olav.runtime.rescue.formats`
+when the answer holds no call, its reasoning. A call found by :mod:`olav.runtime.rescue.families`
 runs only when all of these hold:
 
 1. its name is a tool this agent is offered, after the documented normalisations: a
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from olav.runtime.rescue.byschema import offered_name, read_calls
-from olav.runtime.rescue.formats import Found, find_calls, mask
-from olav.runtime.rescue.grammars import Typed, Written
+from olav.runtime.rescue.families import Found, find_calls, mask
+from olav.runtime.rescue.families.reading import Typed, Written
 from olav.runtime.rescue.lenient import closes_at
 from olav.runtime.rescue.markers import scrub
 from olav.runtime.rescue.schema import coerce
@@ -252,7 +252,7 @@ def _complete_json(text: str) -> bool:
 def typed(args: Any, schema: Mapping[str, Any]) -> Any:
     """Tagged values as their field's type: text for a string field, else the JSON they
     spell (``7`` is 7, ``null`` is None, ``False`` is False); a value whose tag names its
-    type (:class:`~olav.runtime.rescue.grammars.Typed`) as the tag says."""
+    type (:class:`~olav.runtime.rescue.families.reading.Typed`) as the tag says."""
     if not isinstance(args, dict):
         return args
     props = schema.get("properties") or {}

@@ -15,23 +15,10 @@ from __future__ import annotations
 
 import re
 
+from olav.runtime.rescue.families import STREAM_MARKERS
 from olav.runtime.rescue.think import ThinkFilter, opened_by
 
-_MARKERS = (
-    "<tool_call",
-    "<function",
-    "<invoke",
-    "<minimax",
-    "[TOOL_CALLS]",
-    "[THINK]",
-    "to=functions.",
-    "<|",
-    "<｜",
-    "functools[",
-    "```json",
-    "```tool",
-    ">>>",  # functionary v3.2's recipient
-)
+_MARKERS = STREAM_MARKERS  # each family declares its own (olav.runtime.rescue.families)
 _LINE_START = re.compile(r"(?:^|\n)[ \t]*[\[{]")
 _FENCE_TAG = re.compile(r"json|tool\w*")  # what may follow ``` on a fence that opens a call
 _CALL_AT_START = re.compile(r"\s*[A-Za-z_][\w.]*\(")  # a pythonic call as the whole message

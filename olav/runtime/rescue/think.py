@@ -38,6 +38,14 @@ from __future__ import annotations
 import itertools
 import re
 
+from olav.runtime.rescue.families import (
+    CALL_START,
+    THINK_CLOSE,
+    THINK_OPEN,
+    THINK_OPENERS,
+    gpt_oss,
+)
+
 # How much of the start of a message the stream holds back in case a ``</think>`` comes that
 # makes it reasoning the template opened: about 40 tokens, under a second at the speed of a
 # local model, and enough for the few lines a small model thinks before a tool call. Every
@@ -47,55 +55,24 @@ import re
 # hold would show reasoning the hold is there to hide.
 STREAM_HOLD = 160
 
-# the reasoning tags of the families: <think> (qwen3, deepseek, glm, kimi k2), Mistral's
-# [THINK], Gemma 4's thought channel, Kimi K3's think element; a closing one in a group
-_TAG = re.compile(
-    r"<(/?)(?:think|thinking|reasoning)>|\[(/?)THINK\]|<\|channel>thought\n?|(<channel\|>)"
-    r"|<\|open\|>think<\|sep\|>|(<\|close\|>think<\|sep\|>|<\|open\|>response<\|sep\|>)",
-    re.I,
-)
-_CLOSE = re.compile(
-    r"</(?:think|thinking|reasoning)>|\[/THINK\]|<channel\|>|<\|close\|>think<\|sep\|>"
-    r"|<\|open\|>response<\|sep\|>",
-    re.I,
-)
-_ANY = re.compile(
-    r"<(?:/?(?:think|reasoning)|\|chan|channel\|)|\[/?THINK\]|think<\|sep\|>", re.I
-)  # cheap: may there be any?
-_TAGS = (
-    "<think>",
-    "<thinking>",
-    "<reasoning>",
-    "</think>",
-    "</thinking>",
-    "</reasoning>",
-    "[THINK]",
-    "[/THINK]",
-    "<|channel>thought",
-    "<channel|>",
-    "<|open|>think<|sep|>",
-    "<|close|>think<|sep|>",
-    "<|open|>response<|sep|>",
-)
+# the families' reasoning tags (<think> for qwen3, deepseek, glm, kimi k2; Mistral's [THINK],
+# Gemma 4's thought channel, Kimi K3's think element), each declared by its family
+# (olav.runtime.rescue.families); a closing one in the last group
+_OPEN_ALT = "|".join(re.escape(t) for t in sorted(THINK_OPEN, key=len, reverse=True))
+_CLOSE_ALT = "|".join(re.escape(t) for t in sorted(THINK_CLOSE, key=len, reverse=True))
+_TAG = re.compile(f"(?:{_OPEN_ALT})|({_CLOSE_ALT})", re.I)
+_CLOSE = re.compile(_CLOSE_ALT, re.I)
+_ANY = _TAG  # may there be any?
+_TAGS = (*THINK_OPEN, *THINK_CLOSE)
 _LONGEST_TAG = max(len(t) for t in _TAGS)
 # where a call written in a family's tokens begins: reasoning tags after it are its text
-_CALL_START = re.compile(
-    r"<tool_call>|<\|tool_call>|<\|tool_calls_section_begin\|>|<\|tool_call_begin\|>"
-    r"|\[TOOL_CALLS\]|<[｜|]tool[▁_ ]calls?[▁_ ]begin[｜|]>|<[｜|]DSML[｜|]|<function="
-    r"|<\|open\|>(?:tools|call)\b|<\|python_tag\|>|<invoke\b"
-)
+_CALL_START = CALL_START
 # what a prompt ends with when the template opened reasoning for the model
-_OPENERS = (
-    ("<think>", "<think>"),
-    ("[THINK]", "[THINK]"),
-    ("<|channel>thought", "<|channel>thought\n"),
-    ("<|open|>think<|sep|>", "<|open|>think<|sep|>"),
-    ("<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>"),
-)
+_OPENERS = THINK_OPENERS
 
 
 def _closing(tag: re.Match[str]) -> bool:
-    return bool(tag.group(1) or tag.group(2) or tag.group(3) or tag.group(4))
+    return tag.group(1) is not None
 
 
 def opened_by(prompt: str) -> str:
@@ -140,11 +117,9 @@ def _harmony(text: str, finished: bool) -> tuple[str, list[str]]:
     reasoning, the final and commentary channels are the answer, and a message to a
     function is written as one call, ``to=functions.NAME<|message|>{…}<|call|>`` (left out
     when the model did not finish it)."""
-    from olav.runtime.rescue.grammars import harmony_messages
-
     parts: list[str] = []
     thoughts: list[str] = []
-    for msg in harmony_messages(text, finished):
+    for msg in gpt_oss.messages(text, finished):
         body = msg["body"]
         if msg["recipient"]:
             if body is not None and msg["closed"]:
