@@ -161,7 +161,7 @@ def test_hybrid_reads_the_kept_rows_in_one_take(
 
 
 def _ranked(store: MemoryStore, q: np.ndarray, k: int) -> tuple[Ranking, TableRows]:
-    rows = TableRows(store.table, store._columns(False))
+    rows = TableRows(store.table, store.columns(False))
     result = (
         store.table.search(q, vector_column_name="vector")
         .select({"id": "id", "noctx": "context IS NULL", "_distance": "_distance"})

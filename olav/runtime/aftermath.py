@@ -202,7 +202,7 @@ def maintain(store: Any) -> None:
     try:
         if store.needs_maintenance():
             store.maintain()
-        store.refresh_snapshot()
+        store.maintenance.refresh_snapshot()
     except Exception as exc:  # another process may hold the lock; try next time
         log.warning("memory maintenance failed: %s", exc)
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from olav.memory.store.scopes import Reader
     from olav.memory.store.timeq import Period
 
@@ -123,3 +125,36 @@ NEWEST_CREATED = Order((("created", "desc"), ("id", "desc")))
 """The latest written first (episodes)."""
 BY_ID = Order((("id", "asc"),))
 """By id (the MCP resources, exports)."""
+
+
+_ORDER_COLUMNS = {"changed": ("updated_at", "created_at"), "created": ("created_at",), "id": ()}
+
+
+def order_columns(order: Order) -> list[str]:
+    """The columns a read in ``order`` needs: the id and the order's time columns."""
+    cols = ["id"]
+    for key, _direction in order.keys:
+        cols += [c for c in _ORDER_COLUMNS[key] if c not in cols]
+    return cols
+
+
+def sorted_ids(times: pa.Table, order: Order) -> list[str]:
+    """The ids of ``times`` (id and the order's time columns) in ``order``; a row without
+    the time comes last."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys: dict[str, Any] = {"id": times["id"]}
+    sort: list[tuple[str, str]] = []
+    for i, (key, direction) in enumerate(order.keys):
+        name = f"k{i}"
+        if key == "changed":
+            keys[name] = pc.coalesce(times["updated_at"], times["created_at"])
+        elif key == "created":
+            keys[name] = times["created_at"]
+        else:
+            keys[name] = times["id"]
+        sort.append((name, "descending" if direction == "desc" else "ascending"))
+    table = pa.table(keys)
+    idx = pc.sort_indices(table, sort_keys=sort)  # a null (no time) sorts last
+    return [str(i) for i in table["id"].take(idx).to_pylist()]

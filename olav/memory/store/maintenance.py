@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from olav.memory.store.connection import VECTOR_COLUMNS, ensure_fts, ensure_scalar
 
@@ -126,35 +126,43 @@ def optimize(
     return done, fragments(table)
 
 
-class Maintaining:
-    """MemoryStore's maintenance methods (a mixin: MemoryStore provides the table, its locks
-    and the snapshot's size limit)."""
+class MaintainedTable(Protocol):
+    """What maintenance reads of its store: the table (opened on first use), whether it is
+    remote, its maintenance lock, the vector snapshot and the ANN threshold."""
 
     ann_threshold: int
     vcache: Any
-    _remote: Any
-    _fragment_floor: int
-    _maintained_version: int | None
 
     @property
-    def _table(self) -> Any:
-        raise NotImplementedError
+    def table(self) -> Any: ...
 
-    def maintenance_lock(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
+    @property
+    def remote(self) -> Any: ...
+
+    def maintenance_lock(self) -> AbstractContextManager[Any]: ...
+
+
+class Maintenance:
+    """A store's maintenance, a part of :class:`~olav.memory.store.table.MemoryStore`: its
+    indexes, fragments and compaction, and what the last :meth:`maintain` left behind."""
+
+    def __init__(self, store: MaintainedTable) -> None:
+        self.store = store
+        self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
+        self._maintained_version: int | None = None  # the table version maintain() left
 
     def index_state(self) -> dict[str, Any]:
         """The indexes by role: fts and context_fts (full text), vector and context_vector."""
-        return index_state(self._table)
+        return index_state(self.store.table)
 
     def fragments(self) -> int:
         """Data fragments of the table (cheap: read from the manifest)."""
-        return fragments(self._table)
+        return fragments(self.store.table)
 
     def lancedb_answers(self) -> bool:
         """More rows than the in-process snapshot holds (olav.memory.store.vcache): LanceDB
         answers every search of this table."""
-        return bool(self._table.count_rows() > self.vcache.max_rows)
+        return bool(self.store.table.count_rows() > self.store.vcache.max_rows)
 
     def needs_maintenance(self) -> bool:
         """More fragments than MAX_FRAGMENTS, or MAX_FRAGMENTS more than the last maintain()
@@ -165,34 +173,35 @@ class Maintaining:
         against 0.1 s once to fold them in (docs/benchmark-notes.md)."""
         if self.fragments() > self._fragment_floor + MAX_FRAGMENTS:
             return True
-        return self._table.version != self._maintained_version and self.lancedb_answers()
+        return self.store.table.version != self._maintained_version and self.lancedb_answers()
 
     def refresh_snapshot(self) -> None:
         """Reload the in-process vector snapshot from the table as it is now, so that the
         next search finds it current (after a run's writes)."""
-        self.vcache.refresh(self._table)
+        self.store.vcache.refresh(self.store.table)
 
     def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
         """Fold new rows into the indexes, compact fragments and build the ANN indexes past
         the threshold. When compaction is stuck behind the ANN index segments, rebuild the
         vector indexes (always with ``full``, otherwise only below REBUILD_ROWS rows). On a
         table LanceDB answers, every new row is folded in (see needs_maintenance)."""
-        if self._remote is not None and not self._remote.maintaining():
+        remote = self.store.remote
+        if remote is not None and not remote.maintaining():
             from olav.memory.store.remote import LeaseHeldError
 
             try:
-                with self.maintenance_lock():
+                with self.store.maintenance_lock():
                     return self.maintain(force_optimize=force_optimize, full=full)
             except LeaseHeldError:  # another machine is maintaining the table right now
                 skipped = {"optimized": False, "ann_built": False, "rebuilt": False}
                 return {**skipped, "skipped": "lease held"}
-        with self.maintenance_lock():
+        with self.store.maintenance_lock():
             done, left = optimize(
-                self._table,
-                ann_threshold=self.ann_threshold,
+                self.store.table,
+                ann_threshold=self.store.ann_threshold,
                 force_optimize=force_optimize or self.lancedb_answers(),
                 full=full,
             )
             self._fragment_floor = left if left > MAX_FRAGMENTS else 0
-            self._maintained_version = self._table.version
+            self._maintained_version = self.store.table.version
         return done

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -62,23 +62,36 @@ class SearchTuning:
         return cls(config["memory.rrf_k"], config["memory.ann_threshold"])
 
 
-class Searching:
-    """MemoryStore's search methods (a mixin: MemoryStore provides the table)."""
+class SearchedTable(Protocol):
+    """What the searcher reads of its store: the table (opened on first use), whether it is
+    open yet, whether it is remote, its columns, the vector snapshot, the embedder, the
+    fusion constant."""
 
     embedder: Embedder
     rrf_k: int
     vcache: VectorCache
     path: Path
-    _remote: RemoteGuards | None
-    _tbl: Any
-    _context_rows: tuple[int, bool] | None
 
     @property
-    def _table(self) -> Any:
-        raise NotImplementedError
+    def table(self) -> Any: ...
 
-    def _columns(self, with_vector: bool) -> list[str]:
-        raise NotImplementedError
+    @property
+    def opened(self) -> bool: ...
+
+    @property
+    def remote(self) -> RemoteGuards | None: ...
+
+    def columns(self, with_vector: bool) -> list[str]: ...
+
+
+class Searcher:
+    """A store's search, a part of :class:`~olav.memory.store.table.MemoryStore`: the
+    rankings over its table or its snapshot, and what it keeps between searches (whether
+    the table has context windows, per table version)."""
+
+    def __init__(self, store: SearchedTable) -> None:
+        self.store = store
+        self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
 
     def search(
         self,
@@ -105,6 +118,7 @@ class Searching:
                 f"unknown search mode {mode!r}", hint="Use one of: " + ", ".join(SEARCH_MODES)
             )
         require_reader(filter, "search")
+        store = self.store
         period = filter.period
         pred = filter_where(filter)
         n = candidates or (k if mode != "hybrid" else max(3 * k, 30))
@@ -119,52 +133,55 @@ class Searching:
         scopes, reader = visible_scopes(filter)
         cq = CachedQuery(scopes, filter.categories, filter.include_invalid, now(), reader=reader)
         # a local table's rankings carry ids only; the kept rows are read once, by row id
-        lean = snap is None and self._remote is None
-        rows = TableRows(self._table, self._columns(False)) if lean else None
+        lean = snap is None and store.remote is None
+        rows = TableRows(store.table, store.columns(False)) if lean else None
         call = _SearchCall(
-            self, query, pred, n, wants_vector, snap, period, query_vector, cq, rows, with_context
+            store, query, pred, n, wants_vector, snap, period, query_vector, cq, rows, with_context
         )
         text_jobs, vector_jobs = _jobs(do_fts, wants_vector, with_context, hybrid, period)
         results = call.rankings(text_jobs, vector_jobs)
         jobs = text_jobs + vector_jobs
         rankings = {name: rows for (name, _c, _e), rows in zip(jobs, results, strict=True)}
-        return fuse(rankings, k, call.qv, rrf_k=self.rrf_k, with_context=with_context)
+        return fuse(rankings, k, call.qv, rrf_k=store.rrf_k, with_context=with_context)
 
     def _current_snapshot(self) -> Any:
         """The in-process snapshot when it holds the table's current version. On a local
         table that version is read from the manifests (a write by any process adds one),
         so a current snapshot answers without a LanceDB call."""
-        snap = self.vcache.snapshot
-        if snap is not None and self._remote is None:
+        store = self.store
+        snap = store.vcache.snapshot
+        if snap is not None and store.remote is None:
             # a local table's newest version is the newest manifest name: one directory
             # listing, where asking LanceDB costs a round trip through its event loop
             from olav.memory.store.snapfile import latest_version
 
-            if latest_version(self.path) == snap.version:
-                return self.vcache.served_current(snap)
-        return self.vcache.view(self._table)
+            if latest_version(store.path) == snap.version:
+                return store.vcache.served_current(snap)
+        return store.vcache.view(store.table)
 
     def persist_snapshot(self) -> bool:
         """Keep the current version's snapshot next to a local table for the next cold
         command (olav.memory.store.snapfile); False when there is none to keep (remote, too big)."""
-        if self._remote is not None:
+        store = self.store
+        if store.remote is not None:
             return False
         from olav.memory.store import snapfile
 
-        if self._tbl is None and self.vcache.snapshot is not None:
+        if not store.opened and store.vcache.snapshot is not None:
             return True  # answered from the snapshot on disk, which is current
-        snap = self.vcache.refresh(self._table)
+        snap = store.vcache.refresh(store.table)
         if snap is None:
             return False
-        if snapfile.saved_version(self.path) != snap.version:
-            snapfile.save(self.path, snap, self.embedder.name, self.embedder.dim)
+        if snapfile.saved_version(store.path) != snap.version:
+            snapfile.save(store.path, snap, store.embedder.name, store.embedder.dim)
         return True
 
     def _has_context(self) -> bool:
         """Whether any row has a context window (cached per table version)."""
-        version = self._table.version
+        table = self.store.table
+        version = table.version
         if self._context_rows is None or self._context_rows[0] != version:
-            self._context_rows = (version, self._table.count_rows("context IS NOT NULL") > 0)
+            self._context_rows = (version, table.count_rows("context IS NOT NULL") > 0)
         return self._context_rows[1]
 
 
@@ -199,7 +216,7 @@ class _SearchCall:
     """One search in progress: what its rankings share. ``qv`` is the query vector, embedded
     once a vector ranking needs it."""
 
-    store: Searching
+    store: SearchedTable
     query: str
     pred: str | None
     n: int
@@ -226,14 +243,14 @@ class _SearchCall:
         if self.rows is not None:
             return self.lean(column, full)
         if column in VECTOR_COLUMNS:
-            q = store._table.search(qv, vector_column_name=column).select(
-                [*store._columns(False), "vector", "_distance"]
+            q = store.table.search(qv, vector_column_name=column).select(
+                [*store.columns(False), "vector", "_distance"]
             )
             q = probe(q)
         else:
             # the vector comes along so that hits from here get a distance
-            cols = store._columns(False) + (["vector"] if self.wants_vector else [])
-            q = store._table.search(self.query, query_type="fts", fts_columns=column).select(
+            cols = store.columns(False) + (["vector"] if self.wants_vector else [])
+            q = store.table.search(self.query, query_type="fts", fts_columns=column).select(
                 [*cols, "_score"]
             )
         if full:
@@ -261,7 +278,7 @@ class _SearchCall:
         return Ranking.from_lean(result, self.rows, self.n, self.wants_vector)
 
     def _query(self, column: str) -> Any:
-        table = self.store._table
+        table = self.store.table
         if column in VECTOR_COLUMNS:
             return probe(table.search(self.qv, vector_column_name=column))
         return table.search(self.query, query_type="fts", fts_columns=column)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from olav.memory.store.filters import visible_scopes
+from olav.memory.store.filters import require_reader, visible_scopes
 from olav.memory.store.schema import PENDING, QUARANTINE, now
 
 if TYPE_CHECKING:
@@ -93,3 +93,9 @@ def _like_prefix(prefix: str) -> str:
     matches any one character, so a prefix that holds one selects a superset: the reader's
     rule still applies)."""
     return prefix.replace("%", "") + "%"
+
+
+def required_where(filter: SearchFilter, method: str) -> str | None:
+    """The predicate of a client's read, which must name its reader."""
+    require_reader(filter, method)
+    return filter_where(filter)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from olav.core.errors import MemoryStoreError, NotFoundError
@@ -35,7 +36,7 @@ from olav.memory.store.connection import drop_backup as drop_backup
 from olav.memory.store.connection import lock_path as lock_path
 from olav.memory.store.connection import reembed as reembed
 from olav.memory.store.embedders import Embedder
-from olav.memory.store.filters import NEWEST, Order, SearchFilter, require_reader
+from olav.memory.store.filters import NEWEST, Order, SearchFilter, order_columns, sorted_ids
 from olav.memory.store.hits import Hit as Hit
 from olav.memory.store.maintenance import MAX_FRAGMENTS as MAX_FRAGMENTS
 from olav.memory.store.maintenance import REBUILD_ROWS as REBUILD_ROWS
@@ -44,9 +45,9 @@ from olav.memory.store.schema import TABLE as TABLE
 from olav.memory.store.schema import MemoryRecord, build_schema, now, validate
 from olav.memory.store.scopes import Reader
 from olav.memory.store.search import SEARCH_MODES as SEARCH_MODES
-from olav.memory.store.search import Searching, SearchTuning
-from olav.memory.store.sql import filter_where, sql_in
+from olav.memory.store.search import Searcher, SearchTuning
 from olav.memory.store.sql import live_filter as live_filter
+from olav.memory.store.sql import required_where, sql_in
 from olav.memory.store.textvectors import embed_missing
 from olav.memory.store.vcache import VectorCache
 from olav.memory.store.writes import RemoteGuards, file_guard, retry_conflicts
@@ -58,8 +59,10 @@ class UpsertResult:
     updated: list[str] = field(default_factory=list)
 
 
-class MemoryStore(Searching, maintenance.Maintaining):
-    """Open (or create) the memory table at ``path`` for ``embedder``."""
+class MemoryStore:
+    """Open (or create) the memory table at ``path`` for ``embedder``. Its search
+    (:class:`~olav.memory.store.search.Searcher`) and its maintenance
+    (:class:`~olav.memory.store.maintenance.Maintenance`) are parts it holds."""
 
     def __init__(
         self,
@@ -85,16 +88,15 @@ class MemoryStore(Searching, maintenance.Maintaining):
         self._lock: Any = None  # the writers' file lock (a local table), made on first use
         self._lock_timeout = lock_timeout
         self.schema = build_schema(embedder.dim, embedder.name)
-        self._context_rows: tuple[int, bool] | None = None  # (table version, any context?)
-        self._fragment_floor = 0  # fragments the last maintain() left behind, if stuck
-        self._maintained_version: int | None = None  # the table version maintain() left
-        self.vcache = VectorCache(self._columns(False))
+        self.vcache = VectorCache(self.columns(False))
         self._tbl: Any = None
+        self.searcher = Searcher(self)
+        self.maintenance = maintenance.Maintenance(self)
         self._allow_destructive = allow_destructive
         if cold and self._remote is None and not allow_destructive:
             from olav.memory.store import snapfile
 
-            snap = snapfile.load(self.path, embedder.name, embedder.dim, self._columns(False))
+            snap = snapfile.load(self.path, embedder.name, embedder.dim, self.columns(False))
             if snap is not None:
                 self.vcache.snapshot = snap
                 return
@@ -172,7 +174,50 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     @property
     def table(self) -> Any:
+        """The LanceDB table (opened on first use by a store opened ``cold``)."""
         return self._table
+
+    @property
+    def opened(self) -> bool:
+        """Whether the table is open (a ``cold`` store may answer from its snapshot)."""
+        return self._tbl is not None
+
+    @property
+    def remote(self) -> RemoteGuards | None:
+        """The leases of a table on object storage; None for a local one."""
+        return self._remote
+
+    # -- its parts: search and maintenance ---------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        mode: str = "hybrid",
+        k: int = 10,
+        filter: SearchFilter,
+        candidates: int | None = None,
+        query_vector: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """:meth:`Searcher.search <olav.memory.store.search.Searcher.search>`."""
+        return self.searcher.search(
+            query, mode=mode, k=k, filter=filter, candidates=candidates, query_vector=query_vector
+        )
+
+    def persist_snapshot(self) -> bool:
+        return self.searcher.persist_snapshot()
+
+    def maintain(self, *, force_optimize: bool = False, full: bool = False) -> dict[str, Any]:
+        return self.maintenance.maintain(force_optimize=force_optimize, full=full)
+
+    def needs_maintenance(self) -> bool:
+        return self.maintenance.needs_maintenance()
+
+    def index_state(self) -> dict[str, Any]:
+        return self.maintenance.index_state()
+
+    def fragments(self) -> int:
+        return self.maintenance.fragments()
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -293,7 +338,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     # -- reads -------------------------------------------------------------------------------
 
-    def _columns(self, with_vector: bool) -> list[str]:
+    def columns(self, with_vector: bool) -> list[str]:
         return [f.name for f in self.schema if with_vector or f.name not in VECTOR_COLUMNS]
 
     def _by_id(self, memory_id: str, *, with_vector: bool = False) -> MemoryRecord | None:
@@ -307,7 +352,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
             rows = (
                 self._table.search()
                 .where(sql_in("id", chunk))
-                .select(self._columns(with_vector))
+                .select(self.columns(with_vector))
                 .limit(len(chunk) * 4 + 10)
                 .to_list()
             )
@@ -340,17 +385,17 @@ class MemoryStore(Searching, maintenance.Maintaining):
         """The rows ``filter`` selects (its reader required), sorted by ``order``, from
         ``offset``, at most ``limit``. The order is computed from the ids and times alone; a
         page reads only its own rows."""
-        where = _required(filter, "rows")
+        where = required_where(filter, "rows")
         if offset < 0 or (limit is not None and limit < 0):
             raise MemoryStoreError(
                 f"rows: offset {offset} and limit {limit} must not be negative",
                 hint="Pass offset >= 0 and limit >= 0 (or no limit)",
             )
-        keys = _order_columns(order)
+        keys = order_columns(order)
         times = self.column_values(keys, where)
         if times.num_rows == 0:
             return []
-        ids = _sorted_ids(times, order)
+        ids = sorted_ids(times, order)
         page = ids[offset : None if limit is None else offset + limit]
         if not page:
             return []
@@ -362,7 +407,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
 
     def count(self, filter: SearchFilter) -> int:
         """How many rows ``filter`` selects (its reader required)."""
-        where = _required(filter, "count")
+        where = required_where(filter, "count")
         return int(self._table.count_rows(where) if where else self._table.count_rows())
 
     def size(self) -> int:
@@ -373,8 +418,8 @@ class MemoryStore(Searching, maintenance.Maintaining):
     def values(self, columns: Sequence[str], filter: SearchFilter) -> pa.Table:
         """Only ``columns`` (no vectors) of the rows ``filter`` selects (its reader required),
         as Arrow: the charts and namespaces over a large table."""
-        where = _required(filter, "values")
-        known = set(self._columns(False))
+        where = required_where(filter, "values")
+        known = set(self.columns(False))
         for name in columns:
             if name not in known:
                 raise MemoryStoreError(
@@ -406,7 +451,7 @@ class MemoryStore(Searching, maintenance.Maintaining):
         total = self.size()
         if total == 0:
             return []
-        q = self._table.search().select(self._columns(with_vector))
+        q = self._table.search().select(self.columns(with_vector))
         if where:
             q = q.where(where)
         rows = q.limit(limit or total).to_list()
@@ -452,40 +497,3 @@ def _named(by_scope: dict[str, int], reader: Reader) -> dict[str, int]:
     named = {k: n for k, n in sorted(by_scope.items()) if reader.allows(k)}
     hidden = sum(n for k, n in by_scope.items() if not reader.allows(k))
     return {**named, OTHERS_PRIVATE: hidden} if hidden else named
-
-
-def _required(filter: SearchFilter, method: str) -> str | None:
-    """The predicate of a client's read, which must name its reader."""
-    require_reader(filter, method)
-    return filter_where(filter)
-
-
-_ORDER_COLUMNS = {"changed": ("updated_at", "created_at"), "created": ("created_at",), "id": ()}
-
-
-def _order_columns(order: Order) -> list[str]:
-    cols = ["id"]
-    for key, _direction in order.keys:
-        cols += [c for c in _ORDER_COLUMNS[key] if c not in cols]
-    return cols
-
-
-def _sorted_ids(times: pa.Table, order: Order) -> list[str]:
-    """The ids of ``times`` (id and the order's time columns) in ``order``; a row without
-    the time comes last."""
-    import pyarrow.compute as pc
-
-    keys: dict[str, Any] = {"id": times["id"]}
-    sort: list[tuple[str, str]] = []
-    for i, (key, direction) in enumerate(order.keys):
-        name = f"k{i}"
-        if key == "changed":
-            keys[name] = pc.coalesce(times["updated_at"], times["created_at"])
-        elif key == "created":
-            keys[name] = times["created_at"]
-        else:
-            keys[name] = times["id"]
-        sort.append((name, "descending" if direction == "desc" else "ascending"))
-    table = pa.table(keys)
-    idx = pc.sort_indices(table, sort_keys=sort)  # a null (no time) sorts last
-    return [str(i) for i in table["id"].take(idx).to_pylist()]
