@@ -33,7 +33,6 @@ from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.core.net import listen
 from olav.memory.store.roles import Operator
-from olav.serve import openai_api, protocol
 from olav.serve.console import Console
 from olav.serve.guard import (
     SparseFilter,
@@ -51,8 +50,11 @@ from olav.serve.http import (
     shown,
 )
 from olav.serve.limits import Sparse
+from olav.serve.openapi import operations
+from olav.serve.routing import Op
 from olav.serve.runs import BusyError
-from olav.serve.server import MAX_BODY, Handler, Server
+from olav.serve.schema import read
+from olav.serve.server import MAX_BODY, Server
 
 log = get_logger("serve")
 DEFAULT_PORT = 2280
@@ -80,31 +82,12 @@ CORS_HEADERS = (
 
 
 def routes(server: Server) -> list[Route]:
-    from olav.serve import store_api
-
-    table: list[tuple[str, str, Handler]] = [
-        *protocol.ROUTES,
-        *openai_api.ROUTES,
-        *store_api.ROUTES,
-    ]
-    out = [Route("/ok", _ok, methods=["GET"]), Route("/openapi.json", _openapi, methods=["GET"])]
-    for path, method, handler in table:
-        out.append(Route(path, _wrap(server, handler), methods=[method]))
-    return out
+    return [Route(op.path, _wrap(server, op), methods=[op.method]) for op in operations()]
 
 
-async def _ok(request: Request) -> Response:
-    return JSONResponse({"ok": True})
+def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
+    handler = op.handler
 
-
-async def _openapi(request: Request) -> Response:
-    from olav import __version__
-    from olav.serve.openapi import document
-
-    return JSONResponse(document(__version__))
-
-
-def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         operator = request.state.operator
         try:
@@ -113,14 +96,18 @@ def _wrap(server: Server, handler: Handler) -> Callable[[Request], Any]:
                     raise HTTPError(
                         422, f"{name} is {len(value)} characters long; the most is {MAX_ID}"
                     )
+            given: tuple[Any, ...] = (server, request, operator)
+            if op.body is not None:
+                given += (read(op.body, await server.body(request)),)
             if asyncio.iscoroutinefunction(handler):
-                result = await handler(server, request, operator)
+                result = await handler(*given)
             else:  # off the event loop: a state read may build a session (a second or more)
-                result = await anyio.to_thread.run_sync(handler, server, request, operator)
+                result = await anyio.to_thread.run_sync(handler, *given)
             if not isinstance(result, Response):
                 result = JSONResponse(result)
         except HTTPError as exc:
-            return error_response(exc.status, exc.detail, exc.headers)
+            shape = oai_error if op.openai else error_response
+            return shape(exc.status, exc.detail, headers=exc.headers)
         except OlavError as exc:
             return error_response(_status_of(exc), exc.one_line())
         except Exception as exc:  # olav's own bug: a 500 here, never re-raised past the app,

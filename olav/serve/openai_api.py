@@ -20,11 +20,17 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
+from olav.serve import answers as A
 from olav.serve import openai_tools
 from olav.serve.follow import follow
 from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
+from olav.serve.routing import Reply, Routes
 from olav.serve.run import Run
+from olav.serve.schema import ChatRequest
 from olav.serve.server import Server
+
+V1 = Routes()
+MODEL = Reply("the model", A.Model)
 
 PREFIX = "olav/"
 CREATED = int(time.time())
@@ -122,6 +128,7 @@ class _Refusal(Exception):
         self.field, self.message = field, message
 
 
+@V1.get("/v1/models", "every agent as a model olav/<agent>", Reply("the models", A.Models))
 def models(server: Server, request: Request, operator: str) -> Any:
     data = [
         {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
@@ -130,6 +137,16 @@ def models(server: Server, request: Request, operator: str) -> Any:
     return {"object": "list", "data": data}
 
 
+@V1.get(
+    "/v1/models/{model}", "one agent as a model, by its name", MODEL, errors=(404, 422), openai=True
+)
+@V1.get(
+    "/v1/models/olav/{model}",
+    "one agent as a model, by its id olav/<agent>",
+    MODEL,
+    errors=(404, 422),
+    openai=True,
+)
 def model_get(server: Server, request: Request, operator: str) -> Any:
     """One agent as a model (``GET /v1/models/{id}``: the SDKs' ``models.retrieve``)."""
     name = str(request.path_params["model"])
@@ -182,9 +199,23 @@ def _conversation(messages: Any) -> tuple[str, list[Any]]:
     return turns[-1][1], history
 
 
-async def completions(server: Server, request: Request, operator: str) -> Any:
+ANSWER = Reply(
+    "the answer (server-sent events when stream is true)", A.ChatCompletion, events=A.ChatChunk
+)
+
+
+@V1.post(
+    "/v1/chat/completions",
+    "the agent's answer, streamed or not",
+    {200: ANSWER},
+    errors=(400, 404, 409, 413, 422, 502),
+    body=ChatRequest,
+    body_required=True,
+    openai=True,
+)
+async def completions(server: Server, request: Request, operator: str, chat: ChatRequest) -> Any:
+    body = chat.model_dump(exclude_unset=True)
     try:
-        body = await server.body(request)
         client_loop = openai_tools.wanted(server, body)
         _refused(body, client_loop=client_loop)
         agent = _agent(server, body.get("model"))
@@ -309,11 +340,3 @@ async def _chunks(run: Run, model: str, include_usage: bool) -> AsyncIterator[by
         data = {**base, "choices": [], "usage": _usage(run)}
         yield f"data: {json.dumps(data)}\n\n".encode()
     yield b"data: [DONE]\n\n"
-
-
-ROUTES: list[tuple[str, str, Any]] = [
-    ("/v1/models", "GET", models),
-    ("/v1/models/{model}", "GET", model_get),
-    ("/v1/models/olav/{model}", "GET", model_get),  # an id's "olav/" is a segment of the path
-    ("/v1/chat/completions", "POST", completions),
-]

@@ -12,20 +12,21 @@ again (regenerate) or with a new request (edit), a new branch that the history s
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import anyio
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from olav.core.errors import OlavError
+from olav.serve import answers as A
 from olav.serve.http import (
     MAX_LIMIT,
     MAX_NAME,
     HTTPError,
     bounded_object,
     event_filter,
-    ident,
     last_event_id,
     sse_response,
     stream_modes,
@@ -33,18 +34,32 @@ from olav.serve.http import (
     window,
 )
 from olav.serve.records import UNFINISHED
+from olav.serve.routing import Param, Reply, Routes
 from olav.serve.run import STATUSES
+from olav.serve.schema import (
+    THREAD_FIELDS,
+    AssistantSearch,
+    Limit,
+    Offset,
+    RunCreate,
+    StreamMode,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearch,
+)
 from olav.serve.server import Server
-from olav.serve.state_api import STATE_ROUTES, integer_of
+from olav.serve.state_api import STATE, integer_of
 
-
-def _limit(body: dict[str, Any], default: int = 10) -> tuple[int, int]:
-    return window(body, default)
+API = Routes()
+BODY = (413, 422)  # what a route that reads a body may answer besides its own
+RUNS = (404, 409, 413, 422)
 
 
 # -- server and assistants ----------------------------------------------------------------------
 
 
+@API.get("/info", "the version and the request's operator", Reply("the server", A.Info))
 def info(server: Server, request: Request, operator: str) -> dict[str, Any]:
     from importlib.metadata import version
 
@@ -60,18 +75,33 @@ def info(server: Server, request: Request, operator: str) -> dict[str, Any]:
     }
 
 
-async def assistants_search(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    limit, offset = _limit(body)
-    graph = body.get("graph_id")
-    names = [n for n in sorted(server.agents) if graph in (None, n)]
-    return [server.assistant(n) for n in names[offset : offset + limit]]
+@API.post(
+    "/assistants/search",
+    "the agents",
+    Reply("the agents", list[A.Assistant]),
+    errors=BODY,
+    body=AssistantSearch,
+)
+def assistants_search(
+    server: Server, request: Request, operator: str, body: AssistantSearch
+) -> Any:
+    names = [n for n in sorted(server.agents) if body.graph_id in (None, n)]
+    return [server.assistant(n) for n in names[body.offset : body.offset + body.limit]]
 
 
+@API.get(
+    "/assistants/{assistant_id}", "one agent", Reply("the agent", A.Assistant), errors=(404, 422)
+)
 def assistant_get(server: Server, request: Request, operator: str) -> Any:
     return server.assistant(server.agent(request.path_params["assistant_id"]))
 
 
+@API.get(
+    "/assistants/{assistant_id}/graph",
+    "the agent's graph",
+    Reply("nodes and edges", A.Graph),
+    errors=(404, 422),
+)
 def assistant_graph(server: Server, request: Request, operator: str) -> Any:
     name = server.agent(request.path_params["assistant_id"])
     return {
@@ -86,6 +116,12 @@ def assistant_graph(server: Server, request: Request, operator: str) -> Any:
     }
 
 
+@API.get(
+    "/assistants/{assistant_id}/schemas",
+    "the agent's state schemas",
+    Reply("schemas", A.AssistantSchemas),
+    errors=(404, 422),
+)
 def assistant_schemas(server: Server, request: Request, operator: str) -> Any:
     name = server.agent(request.path_params["assistant_id"])
     messages = {"type": "array", "items": {"type": "object"}}
@@ -103,10 +139,17 @@ def assistant_schemas(server: Server, request: Request, operator: str) -> Any:
 # -- threads ------------------------------------------------------------------------------------
 
 
-async def threads_create(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    metadata = bounded_object(body.get("metadata"))
-    thread_id = ident(body.get("thread_id"), "thread_id", required=False)
+@API.post(
+    "/threads",
+    "create a thread",
+    Reply("the thread", A.Thread),
+    errors=(404, 409, 413, 422),
+    body=ThreadCreate,
+)
+async def threads_create(
+    server: Server, request: Request, operator: str, body: ThreadCreate
+) -> Any:
+    metadata, thread_id = body.metadata, body.thread_id
     agent = metadata.get("graph_id") or metadata.get("assistant_id") or ""
     if agent:
         server.agent(agent)
@@ -116,39 +159,21 @@ async def threads_create(server: Server, request: Request, operator: str) -> Any
     # makes it and the other finds it made
     info, made = server.threads.insert(agent, thread_id, name, operator, metadata=metadata)
     if not made:  # the operator's own thread, left as it was
-        if body.get("if_exists") != "do_nothing":
+        if body.if_exists != "do_nothing":
             raise HTTPError(409, f"thread {thread_id!r} exists")
         return await anyio.to_thread.run_sync(lambda: server.thread_json(info, operator=operator))
     return server.thread_json(info, with_values=False)
 
 
-THREAD_FIELDS = (
-    "thread_id",
-    "created_at",
-    "updated_at",
-    "metadata",
-    "status",
-    "values",
-    "interrupts",
-)
-SORT_KEYS = ("thread_id", "status", "created_at", "updated_at")
-
-
-def _matching(server: Server, body: dict[str, Any], operator: str) -> list[tuple[Any, dict]]:
+def _matching(server: Server, body: ThreadCount, operator: str) -> list[tuple[Any, dict]]:
     """The operator's threads that a search or a count body's filters keep (``metadata``,
     ``status``, ``ids``), each with its JSON (no values)."""
-    metadata = bounded_object(body.get("metadata"))
-    status = body.get("status")
+    metadata, status, ids = body.metadata, body.status, getattr(body, "ids", None)
     agent = metadata.get("graph_id") or metadata.get("assistant_id")
     if agent is not None and not isinstance(agent, str):
         raise HTTPError(422, "metadata.graph_id must be a string")
-    ids = body.get("ids")
-    if ids is not None and (
-        not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(ids) > 1000
-    ):
-        raise HTTPError(422, "ids must be a list of at most 1000 thread ids")
     for unread in ("values", "extract"):
-        if body.get(unread) not in (None, {}):
+        if getattr(body, unread, None) not in (None, {}):
             raise HTTPError(
                 422, f"{unread} is not supported in a thread search: filter by metadata or status"
             )
@@ -167,22 +192,21 @@ def _matching(server: Server, body: dict[str, Any], operator: str) -> list[tuple
     return out
 
 
-async def threads_search(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    limit, offset = _limit(body)
-    select = _select(body.get("select"))
-    sort_by = body.get("sort_by") or "updated_at"
-    if sort_by not in SORT_KEYS:
-        raise HTTPError(
-            422,
-            f"sort_by {str(sort_by)[:40]!r} is not a thread field; use: " + ", ".join(SORT_KEYS),
-        )
-    order = body.get("sort_order") or "desc"
-    if order not in ("asc", "desc"):
-        raise HTTPError(422, f"sort_order {str(order)[:40]!r}: use 'asc' or 'desc'")
+@API.post(
+    "/threads/search",
+    "the operator's threads",
+    Reply("the threads", list[A.Thread]),
+    errors=BODY,
+    body=ThreadSearch,
+)
+async def threads_search(
+    server: Server, request: Request, operator: str, body: ThreadSearch
+) -> Any:
+    select = tuple(body.select or THREAD_FIELDS)
+    sort_by, order = body.sort_by or "updated_at", body.sort_order or "desc"
     out = _matching(server, body, operator)
     out.sort(key=lambda pair: pair[1][sort_by] or "", reverse=order == "desc")
-    page = out[offset : offset + limit]
+    page = out[body.offset : body.offset + body.limit]
     if "values" in select or "interrupts" in select:  # the state, of this page's threads only
         page = await anyio.to_thread.run_sync(
             lambda: [(info, server.thread_json(info, operator=operator)) for info, _ in page]
@@ -190,40 +214,41 @@ async def threads_search(server: Server, request: Request, operator: str) -> Any
     return [{k: data[k] for k in select if k in data} for _, data in page]
 
 
-async def threads_count(server: Server, request: Request, operator: str) -> Any:
+@API.post(
+    "/threads/count",
+    "how many of the operator's threads the filters keep",
+    Reply("the count", int),
+    errors=BODY,
+    body=ThreadCount,
+)
+def threads_count(server: Server, request: Request, operator: str, body: ThreadCount) -> Any:
     """How many of the operator's threads the filters keep (``POST /threads/count``)."""
-    body = await server.body(request)
     return len(_matching(server, body, operator))
 
 
-def _select(value: Any) -> tuple[str, ...]:
-    """The fields a thread search returns (``select``): every one by default."""
-    if value is None:
-        return THREAD_FIELDS
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
-        raise HTTPError(422, "select must be a non-empty list of thread fields")
-    unknown = [v for v in value if v not in THREAD_FIELDS]
-    if unknown:
-        raise HTTPError(
-            422,
-            f"select names {unknown[0][:40]!r}, which is not a thread field; the fields are: "
-            + ", ".join(THREAD_FIELDS),
-        )
-    return tuple(value)
-
-
+@API.get(
+    "/threads/{thread_id}",
+    "the thread with its values",
+    Reply("the thread", A.Thread),
+    errors=(404, 422),
+)
 def thread_get(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     return server.thread_json(info, operator=operator)
 
 
-async def thread_patch(server: Server, request: Request, operator: str) -> Any:
+@API.add(
+    "PATCH",
+    "/threads/{thread_id}",
+    "merge metadata (a name renames the thread)",
+    Reply("the thread", A.Thread),
+    errors=(404, 413, 422),
+    body=ThreadPatch,
+    body_required=True,
+)
+def thread_patch(server: Server, request: Request, operator: str, body: ThreadPatch) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
-    body = await server.body(request)
-    metadata = body.get("metadata")
-    if not isinstance(metadata, dict):
-        raise HTTPError(422, "metadata must be an object")
-    bounded_object(metadata)
+    metadata = body.metadata.model_dump(exclude_unset=True)
     bounded_object({**info.metadata, **metadata}, "metadata, merged with the thread's,")
     text_field(metadata.get("name"), "metadata.name", MAX_NAME)
     if isinstance(metadata.get("name"), str):
@@ -231,6 +256,13 @@ async def thread_patch(server: Server, request: Request, operator: str) -> Any:
     return server.thread_json(server.threads.set_metadata(info.id, metadata), with_values=False)
 
 
+@API.add(
+    "DELETE",
+    "/threads/{thread_id}",
+    "delete the thread and its checkpoints",
+    {204: Reply("deleted")},
+    errors=(404, 409, 422),
+)
 def thread_delete(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     if server.runs.active(info.id) is not None:
@@ -242,14 +274,22 @@ def thread_delete(server: Server, request: Request, operator: str) -> Any:
 # -- runs ---------------------------------------------------------------------------------------
 
 
-async def run_create(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
+STARTS = dict(errors=RUNS, body=RunCreate, body_required=True)
+EVENTS = Reply("the run's events", events=A.Event)
+VALUES = Reply("the values", A.Values)
+
+
+@API.post(
+    "/threads/{thread_id}/runs", "start a run in the background", Reply("the run", A.Run), **STARTS
+)
+async def run_create(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
     run = server.start(server.new_run(operator, body, request.path_params["thread_id"]))
     return run.to_json()
 
 
-async def run_stream(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
+@API.post("/threads/{thread_id}/runs/stream", "start a run and stream its events", EVENTS, **STARTS)
+@API.post("/runs/stream", "start a run and stream its events", EVENTS, **STARTS)
+async def run_stream(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
     thread_id = request.path_params.get("thread_id")
     run = server.start(server.new_run(operator, body, thread_id))
     location = f"/threads/{run.known_as}/runs/{run.run_id}/stream"
@@ -260,8 +300,14 @@ async def run_stream(server: Server, request: Request, operator: str) -> Any:
     )
 
 
-async def run_wait(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
+@API.post(
+    "/threads/{thread_id}/runs/wait",
+    "start a run and return the thread's values when it ends",
+    VALUES,
+    **STARTS,
+)
+@API.post("/runs/wait", "start a run and return the thread's values when it ends", VALUES, **STARTS)
+async def run_wait(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
     run = server.start(server.new_run(operator, body, request.path_params.get("thread_id")))
     await run.ended()
     if run.status == "error":
@@ -280,14 +326,30 @@ def _run_of(server: Server, request: Request, operator: str) -> tuple[Any, Any]:
     return info, run
 
 
+@API.get(
+    "/threads/{thread_id}/runs/{run_id}", "one run", Reply("the run", A.Run), errors=(404, 422)
+)
 def run_get(server: Server, request: Request, operator: str) -> Any:
     return _run_of(server, request, operator)[1].to_json()
 
 
+@API.get(
+    "/threads/{thread_id}/runs",
+    "the thread's runs, newest first",
+    Reply("the runs", list[A.Run]),
+    errors=(404, 422),
+    params=(
+        Param("limit", "query", Limit),
+        Param("offset", "query", Offset),
+        Param("status", "query", Literal[STATUSES]),
+    ),
+)
 def runs_list(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     query = request.query_params
-    limit, offset = _limit({k: integer_of(k, query[k]) for k in ("limit", "offset") if k in query})
+    limit, offset = window(
+        {k: integer_of(k, query[k]) for k in ("limit", "offset") if k in query}, 10
+    )
     status = query.get("status") or None
     if status is not None and status not in STATUSES:
         raise HTTPError(
@@ -321,6 +383,12 @@ async def _follow_stream(server: Server, operator: str, info: Any, run: Any) -> 
 _FOLLOWING: set[asyncio.Task[None]] = set()  # the streams' followers, kept from the collector
 
 
+@API.get(
+    "/threads/{thread_id}/runs/{run_id}/join",
+    "wait for the run; the thread's values",
+    VALUES,
+    errors=(404, 422),
+)
 async def run_join(server: Server, request: Request, operator: str) -> Any:
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:
@@ -330,6 +398,17 @@ async def run_join(server: Server, request: Request, operator: str) -> Any:
     return run.values
 
 
+@API.get(
+    "/threads/{thread_id}/runs/{run_id}/stream",
+    "the run's events again, after Last-Event-ID",
+    EVENTS,
+    errors=(404, 422),
+    params=(
+        Param("Last-Event-ID", "header", Annotated[str, Field(pattern="^[0-9]{1,15}$")]),
+        Param("stream_mode", "query", list[StreamMode], repeated=True),
+        Param("cancel_on_disconnect", "query", Literal["0", "1", "true", "false"]),
+    ),
+)
 async def run_join_stream(server: Server, request: Request, operator: str) -> Any:
     """The run's events again (after ``Last-Event-ID``); ``stream_mode`` (repeatable) keeps
     those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
@@ -349,6 +428,16 @@ async def run_join_stream(server: Server, request: Request, operator: str) -> An
     )
 
 
+@API.post(
+    "/threads/{thread_id}/runs/{run_id}/cancel",
+    "cancel the run",
+    {204: Reply("it has ended"), 202: Reply("it will end at its next step")},
+    errors=(404, 409, 422),
+    params=(
+        Param("wait", "query", Literal["true", "1", "false", "0"]),
+        Param("action", "query", Literal["interrupt"]),
+    ),
+)
 async def run_cancel(server: Server, request: Request, operator: str) -> Any:
     """Cancel the run: ``204`` once it has ended (``wait=1`` waits for that), ``202`` while it
     is ending; no body either way, which every SDK reads as nothing (the JavaScript one parses
@@ -373,27 +462,4 @@ async def run_cancel(server: Server, request: Request, operator: str) -> Any:
     return Response(status_code=204 if run.done.is_set() else 202)
 
 
-ROUTES: list[tuple[str, str, Any]] = [
-    ("/info", "GET", info),
-    ("/assistants/search", "POST", assistants_search),
-    ("/assistants/{assistant_id}", "GET", assistant_get),
-    ("/assistants/{assistant_id}/graph", "GET", assistant_graph),
-    ("/assistants/{assistant_id}/schemas", "GET", assistant_schemas),
-    ("/threads", "POST", threads_create),
-    ("/threads/search", "POST", threads_search),
-    ("/threads/count", "POST", threads_count),
-    ("/threads/{thread_id}", "GET", thread_get),
-    ("/threads/{thread_id}", "PATCH", thread_patch),
-    ("/threads/{thread_id}", "DELETE", thread_delete),
-    *STATE_ROUTES,
-    ("/threads/{thread_id}/runs", "POST", run_create),
-    ("/threads/{thread_id}/runs", "GET", runs_list),
-    ("/threads/{thread_id}/runs/stream", "POST", run_stream),
-    ("/threads/{thread_id}/runs/wait", "POST", run_wait),
-    ("/threads/{thread_id}/runs/{run_id}", "GET", run_get),
-    ("/threads/{thread_id}/runs/{run_id}/join", "GET", run_join),
-    ("/threads/{thread_id}/runs/{run_id}/stream", "GET", run_join_stream),
-    ("/threads/{thread_id}/runs/{run_id}/cancel", "POST", run_cancel),
-    ("/runs/stream", "POST", run_stream),
-    ("/runs/wait", "POST", run_wait),
-]
+ROUTES = [*API.ops, *STATE.ops]  # the Agent Protocol's routes

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.requests import Request
@@ -21,12 +21,10 @@ from olav.runtime.threads.model import ThreadInfo
 from olav.serve.approvals import AnswerError, check_answer, command_of, read_answer
 from olav.serve.http import (
     HTTPError,
-    bounded_object,
     ident,
     input_text,
     iso,
     jsonsafe,
-    shown,
     stream_modes,
     unreadable_text,
 )
@@ -35,6 +33,7 @@ from olav.serve.pool import SessionPool
 from olav.serve.request_audit import RequestAudit
 from olav.serve.run import Run, dump_values, now_iso
 from olav.serve.runs import BusyError, RunManager
+from olav.serve.schema import RunCreate
 
 log = get_logger("serve")
 MAX_BODY = 1 << 20
@@ -295,33 +294,24 @@ class Server:
     def new_run(
         self,
         operator: str,
-        body: dict[str, Any],
+        body: RunCreate,
         thread_id: str | None,
         *,
         default_modes: Sequence[str] = ("values",),
     ) -> Run:
         """A run from an Agent Protocol body (its input's last human message is the
-        request)."""
-        agent = self.agent(body.get("assistant_id"))
-        resume, resolve = command_of(body.get("command"))
+        request): the one way a run starts, for the routes, the console and ``/v1``."""
+        agent = self.agent(body.assistant_id)
+        command = body.command.model_dump(exclude_unset=True) if body.command else None
+        resume, resolve = command_of(command)
         answers = resume is not None or resolve  # the run answers the thread's approval
         checkpoint = _checkpoint_of(body)
-        again = checkpoint is not None and body.get("input") in (None, {})
-        text = "" if answers or again else input_text(body.get("input"))
-        disconnect = body.get("on_disconnect") or "continue"
-        if disconnect not in ("continue", "cancel"):
-            raise HTTPError(
-                422, f"on_disconnect {shown(str(disconnect), 40)!r}: use 'continue' or 'cancel'"
-            )
-        modes = stream_modes(body.get("stream_mode"), default_modes)
-        strategy = body.get("multitask_strategy") or "reject"
-        if strategy not in ("reject", "enqueue"):
-            raise HTTPError(
-                422,
-                f"multitask_strategy {shown(str(strategy), 40)!r} is not supported; "
-                "use 'reject' or 'enqueue'",
-            )
-        metadata = bounded_object(body.get("metadata"))
+        again = checkpoint is not None and body.input in (None, {})
+        text = "" if answers or again else input_text(body.input)
+        disconnect = body.on_disconnect or "continue"
+        modes = stream_modes(body.stream_mode, default_modes)
+        strategy = body.multitask_strategy or "reject"
+        metadata = body.metadata
         stateless = thread_id is None
         if answers and stateless:
             raise HTTPError(
@@ -330,7 +320,7 @@ class Server:
                 "/threads/{thread_id}/runs",
             )
         nothing = "resolve" if resolve else "resume"
-        if checkpoint is not None and (stateless or body.get("if_not_exists") == "create"):
+        if checkpoint is not None and (stateless or body.if_not_exists == "create"):
             exists = not stateless and self.own_thread(operator, str(thread_id)) is not None
             if not exists:
                 raise HTTPError(404, f"a new thread has no checkpoint {checkpoint!r}")
@@ -340,7 +330,7 @@ class Server:
         else:
             info = self.own_thread(operator, thread_id)
             if info is None:  # whether another operator has this id changes nothing here
-                if body.get("if_not_exists") != "create":
+                if body.if_not_exists != "create":
                     raise HTTPError(404, f"no thread {thread_id!r}")
                 if answers:  # a new thread waits for nothing
                     raise HTTPError(
@@ -422,29 +412,19 @@ class Server:
         self.runs.delete_thread(run.thread_id)
 
 
-def _checkpoint_of(body: dict[str, Any]) -> str | None:
+def _checkpoint_of(body: RunCreate) -> str | None:
     """The checkpoint a run starts from: ``checkpoint`` (``{"checkpoint_id": …}``, as the SDKs
     send it) or ``checkpoint_id``; None for the thread's latest."""
-    found = body.get("checkpoint")
-    if found is not None and not isinstance(found, dict):
-        raise HTTPError(422, 'checkpoint must be an object: {"checkpoint_id": "…"}')
-    if isinstance(found, dict) and found.get("checkpoint_ns"):
+    found = body.checkpoint
+    if found is not None and (found.model_extra or {}).get("checkpoint_ns"):
         raise HTTPError(422, "checkpoint.checkpoint_ns: a run starts from the agent's own graph")
-    value = (found or {}).get("checkpoint_id") or body.get("checkpoint_id")
-    if value is None:
-        return None
-    return ident(value, "checkpoint_id")
+    return (found.checkpoint_id if found else None) or body.checkpoint_id
 
 
 def _no_constant(name: str) -> Any:
     """NaN and Infinity are not JSON: accepted, they would be stored and then break every
     response that shows them."""
     raise ValueError(f"{name} is not a JSON value")
-
-
-# -- the routes ---------------------------------------------------------------------------------
-
-Handler = Callable[[Server, Request, str], Any]
 
 
 def _task_json(task: Any) -> dict[str, Any]:

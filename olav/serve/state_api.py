@@ -13,8 +13,16 @@ import anyio
 from starlette.requests import Request
 
 from olav.runtime.threads.model import ThreadInfo
-from olav.serve.http import HTTPError, bounded_object, ident, window
+from olav.serve import answers as A
+from olav.serve.http import HTTPError, ident
+from olav.serve.routing import Param, Reply, Routes
+from olav.serve.schema import CheckpointRef, History, Limit, StateAt, StateUpdate, read
 from olav.serve.server import Server
+
+STATE = Routes()
+STATE_OF = Reply("the state", A.ThreadState)
+STATES = Reply("the states", list[A.ThreadState])
+HISTORY = "the thread's checkpoints, newest first (limit)"
 
 
 def integer_of(name: str, text: str) -> Any:
@@ -24,24 +32,35 @@ def integer_of(name: str, text: str) -> Any:
         raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
 
 
+@STATE.get("/threads/{thread_id}/state", "the thread's state", STATE_OF, errors=(404, 422))
 def thread_state(server: Server, request: Request, operator: str) -> Any:
     info = server.thread(operator, request.path_params["thread_id"])
     found = server.snapshots(operator, info)
     return server.state_json(info.known_as, found[0] if found else None)
 
 
-async def thread_history(server: Server, request: Request, operator: str) -> Any:
+@STATE.post("/threads/{thread_id}/history", HISTORY, STATES, errors=(404, 413, 422), body=History)
+@STATE.get(
+    "/threads/{thread_id}/history",
+    HISTORY,
+    STATES,
+    errors=(404, 422),
+    params=(Param("limit", "query", Limit),),
+)
+async def thread_history(
+    server: Server, request: Request, operator: str, body: History | None = None
+) -> Any:
     """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
     checkpoint starts one): each names its parent, which is how a client draws the branches.
     ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
     whose metadata has those values."""
     info = server.thread(operator, request.path_params["thread_id"])
-    body = await server.body(request) if request.method == "POST" else {}
-    if request.method == "GET" and "limit" in request.query_params:
-        body = {"limit": integer_of("limit", request.query_params["limit"])}
-    limit, _ = window(body, 10)
-    before = _checkpoint_id(body.get("before"), "before")
-    metadata = bounded_object(body.get("metadata"))
+    if body is None:  # GET: the limit in the query
+        query = request.query_params
+        given = {"limit": integer_of("limit", query["limit"])} if "limit" in query else {}
+        body = read(History, given)
+    limit, metadata = body.limit, body.metadata
+    before = _checkpoint_id(body.before)
     for key, value in metadata.items():
         if not _FILTER_KEY.fullmatch(key) or not (
             value is None or isinstance(value, str | int | float | bool)
@@ -60,16 +79,9 @@ async def thread_history(server: Server, request: Request, operator: str) -> Any
 _FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
-def _checkpoint_id(value: Any, field: str) -> str | None:
+def _checkpoint_id(value: str | CheckpointRef | None) -> str | None:
     """A checkpoint's id, sent as the id or as a checkpoint (``{"checkpoint_id": …}``)."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        value = value.get("checkpoint_id")
-        field = f"{field}.checkpoint_id"
-        if value is None:
-            return None
-    return ident(value, field)
+    return value.checkpoint_id if isinstance(value, CheckpointRef) else value
 
 
 def _at(server: Server, operator: str, info: Any, checkpoint: str) -> dict[str, Any]:
@@ -79,6 +91,12 @@ def _at(server: Server, operator: str, info: Any, checkpoint: str) -> dict[str, 
     return server.state_json(info.known_as, found[0])
 
 
+@STATE.get(
+    "/threads/{thread_id}/state/{checkpoint_id}",
+    "the thread's state at a checkpoint",
+    STATE_OF,
+    errors=(404, 422),
+)
 async def thread_state_at(server: Server, request: Request, operator: str) -> Any:
     """The thread's state at one of its checkpoints (``GET …/state/{checkpoint_id}``)."""
     info = server.thread(operator, request.path_params["thread_id"])
@@ -86,38 +104,49 @@ async def thread_state_at(server: Server, request: Request, operator: str) -> An
     return await anyio.to_thread.run_sync(_at, server, operator, info, checkpoint)
 
 
-async def thread_state_checkpoint(server: Server, request: Request, operator: str) -> Any:
+@STATE.post(
+    "/threads/{thread_id}/state/checkpoint",
+    "the thread's state at a checkpoint (none: the head)",
+    STATE_OF,
+    errors=(404, 413, 422),
+    body=StateAt,
+)
+async def thread_state_checkpoint(
+    server: Server, request: Request, operator: str, body: StateAt
+) -> Any:
     """The same, the checkpoint in the body (``{"checkpoint": {"checkpoint_id": …}}``), as
     RemoteGraph's ``get_state`` sends it; a checkpoint without an id is the head."""
     info = server.thread(operator, request.path_params["thread_id"])
-    body = await server.body(request)
-    checkpoint = _checkpoint_id(body.get("checkpoint"), "checkpoint")
+    checkpoint = _checkpoint_id(body.checkpoint)
     if checkpoint is None:
         found = await anyio.to_thread.run_sync(lambda: server.snapshots(operator, info))
         return server.state_json(info.known_as, found[0] if found else None)
     return await anyio.to_thread.run_sync(_at, server, operator, info, checkpoint)
 
 
-async def thread_update_state(server: Server, request: Request, operator: str) -> Any:
+@STATE.post(
+    "/threads/{thread_id}/state",
+    "add messages to the thread as a new checkpoint",
+    Reply("the new checkpoint", A.NewCheckpoint),
+    errors=(404, 409, 413, 422),
+    body=StateUpdate,
+    body_required=True,
+)
+async def thread_update_state(
+    server: Server, request: Request, operator: str, body: StateUpdate
+) -> Any:
     """Write ``values`` into the thread as a new checkpoint (``POST …/state``): the messages a
     client adds go through the graph's own reducer, so the next run continues from them.
     ``checkpoint`` (or ``checkpoint_id``) writes on top of an earlier checkpoint: a branch."""
     info = server.thread(operator, request.path_params["thread_id"])
-    body = await server.body(request)
-    values = body.get("values")
-    if isinstance(values, list) and len(values) == 1 and isinstance(values[0], dict):
-        values = values[0]  # the SDK's list of one update
-    if not isinstance(values, dict) or set(values) - {"messages"}:
-        raise HTTPError(
-            422, "values must be an object with messages only: olav's state is the conversation"
-        )
-    values = {"messages": _messages(values.get("messages"))}
-    as_node = body.get("as_node")
-    if as_node is not None and not isinstance(as_node, str):
-        raise HTTPError(422, "as_node must be a node's name")
-    on = _checkpoint_id(body.get("checkpoint"), "checkpoint") or _checkpoint_id(
-        body.get("checkpoint_id"), "checkpoint_id"
-    )
+    given = body.values
+    if isinstance(given, list):  # the SDK's list of one update
+        if len(given) != 1:
+            raise HTTPError(422, "values must be one update: olav's state is the conversation")
+        given = given[0]
+    values = {"messages": _messages(given.messages)}
+    as_node = body.as_node
+    on = _checkpoint_id(body.checkpoint) or body.checkpoint_id
     return await anyio.to_thread.run_sync(
         lambda: update_state(server, operator, info, values, as_node=as_node, checkpoint=on)
     )
@@ -203,13 +232,3 @@ def _messages(raw: Any) -> list[Any]:
                 '{"type": "human" or "ai", "content": "…"}',
             ) from None
     return out
-
-
-STATE_ROUTES: list[tuple[str, str, Any]] = [
-    ("/threads/{thread_id}/state", "GET", thread_state),
-    ("/threads/{thread_id}/state", "POST", thread_update_state),
-    ("/threads/{thread_id}/state/checkpoint", "POST", thread_state_checkpoint),
-    ("/threads/{thread_id}/state/{checkpoint_id}", "GET", thread_state_at),
-    ("/threads/{thread_id}/history", "POST", thread_history),
-    ("/threads/{thread_id}/history", "GET", thread_history),
-]

@@ -26,31 +26,33 @@ import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from olav.serve.http import (
-    MAX_ID,
-    MAX_LABELS,
-    MAX_QUERY,
-    MAX_STORE_OFFSET,
-    MAX_TAGS,
-    HTTPError,
-    bounded_object,
-    jsonsafe,
-    text_field,
-    window,
+from olav.serve import answers as A
+from olav.serve.http import MAX_ID, MAX_LABELS, HTTPError, jsonsafe
+from olav.serve.routing import Param, Reply, Routes
+from olav.serve.schema import (
+    Ident,
+    StoreDelete,
+    StoreFilter,
+    StoreNamespaces,
+    StorePut,
+    StoreSearch,
+    StoreValue,
 )
 from olav.serve.server import Server
+
+STORE = Routes()
 
 ROOT = "memories"
 PRIVATE = "private"
 TEAM = "team"
 STORED = ("fact", "decision", "preference", "expert_knowledge", "document", "topology")
-FILTERABLE = ("category", "scope", "origin")
 
 
 # -- the operator, the memory table, and what a namespace means -----------------------------------
@@ -201,18 +203,12 @@ def _stamp(rec: Any) -> str:
 # -- reading the request ----------------------------------------------------------------------
 
 
-def _labels(value: Any, field: str, *, required: bool = False) -> list[str]:
-    if value is None and not required:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise HTTPError(422, f"{field} must be a list of non-empty strings")
-    if required and not value:
-        raise HTTPError(422, f"{field} must name at least one label")
+def _labels(value: list[str], field: str) -> list[str]:
     if len(value) > MAX_LABELS:
         raise HTTPError(422, f"{field} has {len(value)} labels; the most is {MAX_LABELS}")
-    if any(len(v) > MAX_ID for v in value):
-        raise HTTPError(422, f"a label of {field} is longer than {MAX_ID} characters")
-    return list(value)
+    if any(not v or len(v) > MAX_ID for v in value):
+        raise HTTPError(422, f"each label of {field} must be 1 to {MAX_ID} characters")
+    return value
 
 
 def _key(value: Any) -> str:
@@ -223,32 +219,15 @@ def _key(value: Any) -> str:
     return value
 
 
-def _window(body: dict[str, Any], default: int) -> tuple[int, int]:
-    return window(body, default, max_offset=MAX_STORE_OFFSET)
-
-
-def _text_of(value: Any) -> tuple[str, list[str]]:
-    """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``;
-    the value is bounded as metadata is (its size, keys and depth)."""
-    if not isinstance(value, dict):
-        raise HTTPError(422, 'value must be an object, e.g. {"text": "what to remember"}')
-    if not value:
-        raise HTTPError(422, "value is empty: give it a 'text' to remember")
-    bounded_object(value, "value")
-    text = value.get("text")
-    if text is not None and not isinstance(text, str):
-        raise HTTPError(422, "value.text must be a string")
-    tags = value.get("tags", value.get("keywords"))
-    if tags is not None and (
-        not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
-    ):
-        raise HTTPError(422, "value.tags must be a list of strings")
-    if tags and (len(tags) > MAX_TAGS or any(len(t) > MAX_ID for t in tags)):
-        raise HTTPError(
-            422, f"value.tags: at most {MAX_TAGS} tags of at most {MAX_ID} characters each"
-        )
+def _text_of(value: StoreValue) -> tuple[str, list[str]]:
+    """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``
+    (bounded as metadata is, by the model: its size, keys and depth)."""
+    text, tags = value.text, value.tags
+    extra = value.model_extra or {}
+    if tags is None and isinstance(extra.get("keywords"), list):
+        tags = [str(t) for t in extra["keywords"]]
     if text is None:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        text = json.dumps(value.model_dump(exclude_unset=True), ensure_ascii=False, sort_keys=True)
     if not text.strip():
         raise HTTPError(422, "value.text is empty: say what should be remembered")
     return text, list(tags or [])
@@ -305,21 +284,9 @@ def _prefix_where(prefix: list[str], reading: _Reading) -> Where | None:
     return out
 
 
-def _filter_where(value: Any) -> Where:
+def _filter_where(value: StoreFilter | None) -> Where:
     out = Where()
-    if value is None:
-        return out
-    if not isinstance(value, dict):
-        raise HTTPError(422, "filter must be an object")
-    for field, wanted in value.items():
-        if field not in FILTERABLE:
-            raise HTTPError(
-                422, f"filter on {field!r} is not supported; use: " + ", ".join(FILTERABLE)
-            )
-        if not isinstance(wanted, str):
-            raise HTTPError(422, f"filter.{field} must be a string")
-        if len(wanted) > MAX_ID:
-            raise HTTPError(422, f"filter.{field} is longer than {MAX_ID} characters")
+    for field, wanted in (value.model_dump(exclude_none=True) if value else {}).items():
         out.add(field, wanted)
     return out
 
@@ -327,11 +294,18 @@ def _filter_where(value: Any) -> Where:
 # -- the routes -------------------------------------------------------------------------------
 
 
-async def put_item(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    namespace = _labels(body.get("namespace"), "namespace", required=True)
-    key = _key(body.get("key"))
-    text, tags = _text_of(body.get("value"))
+@STORE.add(
+    "PUT",
+    "/store/items",
+    "a memory draft, for a person to confirm",
+    {202: Reply("the draft", A.Draft)},
+    errors=(413, 422),
+    body=StorePut,
+    body_required=True,
+)
+async def put_item(server: Server, request: Request, operator: str, body: StorePut) -> Any:
+    namespace, key = body.namespace, body.key
+    text, tags = _text_of(body.value)
     draft = await anyio.to_thread.run_sync(_draft, server, operator, namespace, key, text, tags)
     return JSONResponse(
         {"draft": draft, "status": "pending", "confirm": f"olav kb drafts confirm {draft}"},
@@ -364,6 +338,21 @@ def _draft(
     return draft
 
 
+@STORE.get(
+    "/store/items",
+    "one item",
+    Reply("the item", A.StoreItem),
+    errors=(404, 422),
+    params=(
+        Param(
+            "namespace",
+            "query",
+            Annotated[str, Field(max_length=MAX_ID)],
+            description="the labels, joined by dots",
+        ),
+        Param("key", "query", Ident, required=True),
+    ),
+)
 def get_item(server: Server, request: Request, operator: str) -> Any:
     params = request.query_params
     raw = params.get("namespace", "")
@@ -373,11 +362,17 @@ def get_item(server: Server, request: Request, operator: str) -> Any:
     return reading.item(reading.find(namespace, key))
 
 
-async def delete_item(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    namespace = _labels(body.get("namespace"), "namespace")
-    key = _key(body.get("key"))
-    await anyio.to_thread.run_sync(_delete, server, operator, namespace, key)
+@STORE.add(
+    "DELETE",
+    "/store/items",
+    "retire one of the operator's own private memories",
+    {204: Reply("retired")},
+    errors=(403, 404, 413, 422),
+    body=StoreDelete,
+    body_required=True,
+)
+def delete_item(server: Server, request: Request, operator: str, body: StoreDelete) -> Any:
+    _delete(server, operator, body.namespace, body.key)
     return Response(status_code=204)
 
 
@@ -400,16 +395,20 @@ def _delete(server: Server, operator: str, namespace: list[str], key: str) -> No
     forget(reading.store, rec.id, actor)
 
 
-async def search_items(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    prefix = _labels(body.get("namespace_prefix"), "namespace_prefix")
-    conditions = _filter_where(body.get("filter"))
-    limit, offset = _window(body, 10)
-    # refused beyond MAX_QUERY, never cut: a client that sends a page as a query should
-    # hear so (the embedder cuts what it embeds to its own window in any case)
-    query = text_field(body.get("query"), "query", MAX_QUERY)
-    return await anyio.to_thread.run_sync(
-        _search, server, operator, prefix, conditions, (query or "").strip(), limit, offset
+@STORE.post(
+    "/store/items/search",
+    "items: the hybrid search with a query, else the newest",
+    Reply("the items", A.StoreItems),
+    errors=(413, 422),
+    body=StoreSearch,
+)
+def search_items(server: Server, request: Request, operator: str, body: StoreSearch) -> Any:
+    # a query is refused beyond MAX_QUERY (the model's bound), never cut: a client that sends
+    # a page as a query should hear so (the embedder cuts what it embeds to its own window)
+    query = (body.query or "").strip()
+    conditions = _filter_where(body.filter)
+    return _search(
+        server, operator, body.namespace_prefix, conditions, query, body.limit, body.offset
     )
 
 
@@ -437,18 +436,16 @@ def _search(
     return {"items": [reading.item(r) for r in rows]}
 
 
-async def list_namespaces(server: Server, request: Request, operator: str) -> Any:
-    body = await server.body(request)
-    prefix = _labels(body.get("prefix"), "prefix")
-    suffix = _labels(body.get("suffix"), "suffix")
-    depth = body.get("max_depth")
-    if depth is not None and (
-        isinstance(depth, bool) or not isinstance(depth, int) or not 0 < depth <= MAX_LABELS
-    ):
-        raise HTTPError(422, f"max_depth must be an integer from 1 to {MAX_LABELS}")
-    limit, offset = _window(body, 100)
-    return await anyio.to_thread.run_sync(
-        _namespaces, server, operator, prefix, suffix, depth, limit, offset
+@STORE.post(
+    "/store/namespaces",
+    "the namespaces that hold items the operator may read",
+    Reply("the namespaces", A.Namespaces),
+    errors=(413, 422),
+    body=StoreNamespaces,
+)
+def list_namespaces(server: Server, request: Request, operator: str, body: StoreNamespaces) -> Any:
+    return _namespaces(
+        server, operator, body.prefix, body.suffix, body.max_depth, body.limit, body.offset
     )
 
 
@@ -475,12 +472,3 @@ def _namespaces(
         if ns not in out:
             out.append(ns)
     return {"namespaces": out[offset : offset + limit]}
-
-
-ROUTES: list[tuple[str, str, Any]] = [
-    ("/store/items", "PUT", put_item),
-    ("/store/items", "GET", get_item),
-    ("/store/items", "DELETE", delete_item),
-    ("/store/items/search", "POST", search_items),
-    ("/store/namespaces", "POST", list_namespaces),
-]

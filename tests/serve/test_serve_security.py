@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from olav.serve import openai_api, protocol, store_api
+from olav.serve.app import operations
 from tests.helpers import olav_here, wait_until
 from tests.serve._support import (
     Served,
@@ -27,9 +27,7 @@ from tests.serve._support import (
 
 pytestmark = pytest.mark.slow
 
-ROUTES = [
-    (path, method) for path, method, _ in [*protocol.ROUTES, *openai_api.ROUTES, *store_api.ROUTES]
-]
+ROUTES = [(op.path, op.method) for op in operations() if not op.open]
 SECRET = "the quokka vault code is 7718 and it rotates on mondays"  # alice's private memory
 SECRET_ID: dict[str, str] = {}  # its row's id, once the server's workspace has it
 ALICE_SAYS = "alice confides the walrus migration plan"

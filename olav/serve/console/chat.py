@@ -42,8 +42,10 @@ from olav.serve.console.html import (
     stamp,
     url,
 )
+from olav.serve.schema import Command, RunCreate
 
 MODES = ["messages-tuple", "updates"]
+
 MAX_TEXT = 20_000
 TURNS_SHOWN = 30
 THREADS_SHOWN = 15
@@ -345,11 +347,11 @@ def send_action(ctx: Ctx) -> Any:
     agent = _agent(ctx, info)
     if info is None:
         info = ctx.server.threads.create(agent, owner=ctx.operator)
-    body = {
-        "assistant_id": agent,
-        "input": {"messages": [{"role": "user", "content": text}]},
-        "stream_mode": MODES,
-    }
+    body = RunCreate(
+        assistant_id=agent,
+        input={"messages": [{"role": "user", "content": text}]},
+        stream_mode=list(MODES),
+    )
     return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.known_as)))
 
 
@@ -363,11 +365,9 @@ def answer_action(ctx: Ctx) -> Any:
     if not tid:
         raise BadRequest("the form names no thread")
     info = _thread(ctx, tid)
-    body = {
-        "assistant_id": info.agent,
-        "command": {"resume": ANSWERS[choice]},
-        "stream_mode": MODES,
-    }
+    body = RunCreate(
+        assistant_id=info.agent, command=Command(resume=ANSWERS[choice]), stream_mode=list(MODES)
+    )
     return _respond(ctx, ctx.server.start(ctx.server.new_run(ctx.operator, body, info.known_as)))
 
 
