@@ -86,7 +86,8 @@ def test_a_run_and_a_served_request_leave_nothing_another_user_can_read(
 ) -> None:
     from starlette.testclient import TestClient
 
-    from olav.serve.app import Server, _Auth, create_app
+    from olav.serve.app import Server, create_app
+    from olav.serve.gate import guarded
     from olav.serve.tokens import TokenStore
 
     ws = scripted_ws(hash_ws, EXPORT_TURNS * 3)
@@ -95,7 +96,7 @@ def test_a_run_and_a_served_request_leave_nothing_another_user_can_read(
     _, token = TokenStore.for_workspace(ws, touch_interval=None).create("alice", note="t")
     server = Server(ws)
     try:
-        with TestClient(_Auth(create_app(server), server)) as http:
+        with TestClient(guarded(create_app(server), server)) as http:
             headers = {"Authorization": f"Bearer {token}"}
             tid = http.post("/threads", json={}, headers=headers).json()["thread_id"]
             body = {

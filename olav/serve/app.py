@@ -8,15 +8,16 @@ threads, their runs, their private memories, nobody else's; a thread of another 
 "not found", never "forbidden", so an id reveals nothing. Client mistakes get a 4xx JSON body
 ``{"detail": "..."}`` that names the problem, and what a client sends is bounded (ids,
 metadata, limits, the body's size: :mod:`.http`); a 500 is olav's own bug, and even then the
-connection stays usable. There is no CORS unless origins are given, and an ``OPTIONS`` without
-a token is answered only as a preflight from one of them. Every request is audited (operator,
-route template, status, latency) by a background writer, so the audit costs a request nothing.
+connection stays usable (the token check, the console, the host check and the audit stand in
+front of the routes: :mod:`.gate`). There is no CORS unless origins are given, and an
+``OPTIONS`` without a token is answered only as a preflight from one of them. Every request
+is audited (operator, route template, status, latency) by a background writer, so the audit
+costs a request nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,29 +27,15 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Match, Route
+from starlette.routing import Route
 
 from olav.core.config import Workspace
 from olav.core.errors import OlavError
 from olav.core.log import get_logger
 from olav.core.net import listen
-from olav.memory.store.roles import Operator
-from olav.serve.console import Console
-from olav.serve.guard import (
-    SparseFilter,
-    connection_cap,
-    guarded_protocol,
-    host_refusal,
-    quiet_accept_errors,
-    until_revoked,
-)
-from olav.serve.http import (
-    MAX_ID,
-    HTTPError,
-    error_response,
-    oai_error,
-    shown,
-)
+from olav.serve.gate import crashed, guarded
+from olav.serve.guard import SparseFilter, connection_cap, guarded_protocol, quiet_accept_errors
+from olav.serve.http import MAX_ID, HTTPError, error_response, oai_error, shown
 from olav.serve.limits import Sparse
 from olav.serve.openapi import operations
 from olav.serve.routing import Op
@@ -58,12 +45,9 @@ from olav.serve.server import MAX_BODY, Server
 
 log = get_logger("serve")
 DEFAULT_PORT = 2280
-OPEN_PATHS = {"/ok"}
-NO_ROUTE = "(no route)"  # the audit's route for a path no route matches, before a short prefix
 GRACE_S = 5  # how long a stopping server waits for its open connections
 BACKLOG = 1024  # connections the kernel holds before olav serve accepts them
 SPARSE_S = 10.0  # the least time between two log lines of a kind a stranger can repeat
-REVOKED_S = 1.0  # how often an open stream asks whether its token (or session) is still live
 # the request headers a page on a --cors origin may send: the token's two headers, what the
 # LangGraph SDKs add (agent-chat-ui's "Agent Builder" sends X-Auth-Scheme), reconnects
 CORS_HEADERS = (
@@ -111,15 +95,10 @@ def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
         except OlavError as exc:
             return error_response(_status_of(exc), exc.one_line())
         except Exception as exc:  # olav's own bug: a 500 here, never re-raised past the app,
-            return _crashed(request, exc)  # so that the connection stays open (see _Auth)
+            return crashed(request, exc)  # so that the connection stays open (olav.serve.gate)
         return result
 
     return endpoint
-
-
-def _crashed(request: Request, exc: Exception) -> Response:
-    log.exception("request %s %s failed", request.method, shown(request.url.path))
-    return error_response(500, f"internal error: {type(exc).__name__}")
 
 
 def _status_of(exc: OlavError) -> int:
@@ -133,118 +112,6 @@ def _status_of(exc: OlavError) -> int:
     if isinstance(exc, ThreadBusyError | BusyError):
         return 409
     return 422
-
-
-class _Auth:
-    """Token check and the audit row, around every request (pure ASGI: streams pass through)."""
-
-    def __init__(self, app: Any, server: Server, *, bound: str = "127.0.0.1") -> None:
-        self.app = app
-        self.server = server
-        self.bound = bound  # the address it listens on: a Host header may name it
-        self.console = Console(server)  # the web console: a session of its own, never a token's
-        self.cors = tuple(getattr(getattr(app, "state", None), "cors", ()))
-        self.tables = [getattr(app, "routes", []), self.console.app.routes]
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        request = Request(scope, receive)
-        path = scope.get("path", "")
-        status: dict[str, Any] = {"code": 500, "started": False, "sent": False}
-        operator = ""
-
-        async def sending(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status["code"], status["started"] = message["status"], True
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                status["sent"] = True
-            await send(message)
-
-        try:
-            refusal = host_refusal(scope, self.bound, self.server.limits.allowed_hosts)
-            if refusal:  # DNS rebinding: a page of another name must not reach this server
-                await error_response(421, refusal)(scope, receive, sending)
-                return
-            if self.console.handles(scope) or self.console.claims(scope, self.tables[0]):
-                live = self.console.live_check(scope)
-                await until_revoked(self.console, scope, receive, sending, live, every_s=REVOKED_S)
-                return
-            token: Any = None
-            if path not in OPEN_PATHS and not self.preflight(request):
-                try:
-                    token = self.server.token_of(request)
-                    operator = Operator(token.operator, token.role)
-                except HTTPError as exc:
-                    shape = oai_error if path.startswith("/v1/") else error_response
-                    await shape(exc.status, exc.detail, headers=exc.headers)(
-                        scope, receive, sending
-                    )
-                    return
-                except OlavError as exc:  # tokens.json unreadable: nobody can be checked
-                    await error_response(503, exc.one_line())(scope, receive, sending)
-                    return
-            scope.setdefault("state", {})["operator"] = operator
-            if token is None:
-                await self.app(scope, receive, sending)
-            else:  # a stream ends soon after its token is revoked
-
-                def live() -> bool:
-                    return self.server.token_live(token.id)
-
-                await until_revoked(self.app, scope, receive, sending, live, every_s=REVOKED_S)
-        except Exception as exc:
-            # Starlette answers an unhandled error with its 500 and raises it again, and
-            # uvicorn closes a connection whose request raised: the client's next request on
-            # it would be reset. A 500 sent whole ends here; one never started is sent now;
-            # only a response cut off mid-way (a stream) still closes the connection.
-            if not status["started"]:
-                await _crashed(request, exc)(scope, receive, sending)
-            elif not status["sent"]:
-                raise
-        finally:
-            route = _route_name(scope, self.tables)
-            self.server.audit.record(
-                {
-                    "operator": operator or scope.get("state", {}).get("operator", ""),
-                    "method": scope.get("method", ""),
-                    "route": route,
-                    "status": status["code"],
-                    "ms": round((time.perf_counter() - started) * 1000, 2),
-                }
-            )
-
-    def preflight(self, request: Request) -> bool:
-        """Whether an ``OPTIONS`` is a CORS preflight from an origin ``--cors`` allows: the only
-        request but ``/ok`` that needs no token (a browser sends none with it). Any other
-        ``OPTIONS`` needs one, or it would tell a stranger which routes there are."""
-        if request.method != "OPTIONS" or not self.cors:
-            return False
-        origin = request.headers.get("origin")
-        asked = request.headers.get("access-control-request-method")
-        return bool(origin and asked) and (origin in self.cors or "*" in self.cors)
-
-
-def _route_name(scope: Any, tables: Sequence[Sequence[Any]] = ()) -> str:
-    """The audit's route: the template of the route that answered, or of the one the path
-    matches when none did (a request refused for its token); else ``(no route)`` and a short
-    prefix of the path. Never the whole path: ids stay out of the audit, and a path can be
-    megabytes long."""
-    route = scope.get("route")
-    template = getattr(route, "path", "")
-    if isinstance(template, str) and template:
-        return template
-    for table in tables:
-        for candidate in table:
-            try:
-                match, _ = candidate.matches(scope)
-            except Exception:  # a scope no route can read: no route
-                continue
-            if match is not Match.NONE:
-                return str(candidate.path)
-    return f"{NO_ROUTE} {shown(str(scope.get('path', '')), 48)}"
 
 
 def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
@@ -272,10 +139,10 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
 
-    async def crashed(request: Request, exc: Exception) -> Response:
-        return _crashed(request, exc)
+    async def bug(request: Request, exc: Exception) -> Response:
+        return crashed(request, exc)
 
-    app.add_exception_handler(Exception, crashed)
+    app.add_exception_handler(Exception, bug)
     return app
 
 
@@ -298,7 +165,7 @@ class Listening:
         import uvicorn
 
         self.server = server = Server(ws, auto_approve=auto_approve, max_body=max_body)
-        app = _Auth(create_app(server, cors=cors), server, bound=host)
+        app = guarded(create_app(server, cors=cors), server, bound=host)
         self.sock = listen(host, port, backlog=BACKLOG)
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{self.sock.getsockname()[1]}"

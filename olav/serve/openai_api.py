@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from olav.serve.follow import follow
 from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
 from olav.serve.routing import Reply, Routes
 from olav.serve.run import Run
-from olav.serve.schema import ChatRequest
+from olav.serve.schema import ChatMessage, ChatRequest, RunRequest
 from olav.serve.server import Server
 
 V1 = Routes()
@@ -75,44 +74,23 @@ def _refused(body: dict[str, Any], *, client_loop: bool = False) -> None:
         raise _Refusal("modalities", 'modalities must be ["text"]: olav answers in text')
 
 
-def _asked(body: dict[str, Any]) -> dict[str, Any]:
-    """The model settings a client asked for, checked (olav.runtime.rescue.asked applies them):
-    ``max_tokens``/``max_completion_tokens``, ``temperature``, ``top_p``, ``presence_penalty``,
-    ``frequency_penalty``, ``stop``, ``seed``."""
+def _asked(chat: ChatRequest) -> dict[str, Any]:
+    """The model settings a client asked for (olav.runtime.rescue.asked applies them; the
+    model has checked their ranges): ``max_tokens``/``max_completion_tokens`` (the newer name
+    wins), ``temperature``, ``top_p``, ``presence_penalty``, ``frequency_penalty``, ``stop``,
+    ``seed``."""
     out: dict[str, Any] = {}
-    for field in ("max_completion_tokens", "max_tokens"):  # the newer name wins
-        value = body.get(field)
-        if value is None or "max_tokens" in out:
-            continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise HTTPError(422, f"{field} must be a whole number of at least 1")
-        out["max_tokens"] = value
-    ranges = (
-        ("temperature", 0.0, 2.0),
-        ("top_p", 0.0, 1.0),
-        ("presence_penalty", -2.0, 2.0),
-        ("frequency_penalty", -2.0, 2.0),
-    )
-    for field, low, top in ranges:
-        value = body.get(field)
-        if value is None:
-            continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or not low <= value <= top:
-            raise HTTPError(422, f"{field} must be a number from {low:g} to {top:g}")
-        out[field] = float(value)
-    stop = body.get("stop")
-    if stop is not None:
-        stops = [stop] if isinstance(stop, str) else stop
-        ok = isinstance(stops, list) and len(stops) <= 4
-        if not ok or not all(isinstance(x, str) and 0 < len(x) <= 200 for x in stops):
-            raise HTTPError(422, "stop must be a string or a list of up to 4 strings")
-        out["stop"] = list(stops)
-    seed = body.get("seed")
-    if seed is not None:
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise HTTPError(422, "seed must be a whole number")
-        out["seed"] = seed
+    most = chat.max_completion_tokens or chat.max_tokens
+    if most is not None:
+        out["max_tokens"] = most
+    for field in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
+        value = getattr(chat, field)
+        if value is not None:
+            out[field] = float(value)
+    if chat.stop is not None:
+        out["stop"] = [chat.stop] if isinstance(chat.stop, str) else list(chat.stop)
+    if chat.seed is not None:
+        out["seed"] = chat.seed
     return out
 
 
@@ -170,24 +148,16 @@ def _names(server: Server) -> str:
     return ", ".join(PREFIX + n for n in sorted(server.agents))
 
 
-def _conversation(messages: Any) -> tuple[str, list[Any]]:
+def _conversation(messages: list[ChatMessage]) -> tuple[str, list[Any]]:
     """The request (the last user message) and the turns before it, as LangChain messages."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    if not isinstance(messages, list) or not messages:
-        raise HTTPError(422, "messages must be a non-empty list")
     turns: list[tuple[str, str]] = []
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise HTTPError(422, f"messages[{i}] must be an object with a role")
-        role = message["role"]
-        if role not in ("system", "developer", "user", "assistant", "tool", "function"):
-            raise HTTPError(422, f"messages[{i}].role {shown(role, 40)!r} is not a chat role")
         try:
-            text = content_text(message.get("content"))
+            turns.append((message.role, content_text(message.content)))
         except HTTPError:
             raise HTTPError(422, f"messages[{i}].content must be text") from None
-        turns.append((role, text))
     if turns[-1][0] != "user" or not turns[-1][1].strip():
         raise HTTPError(422, "the last message must be the user's, with text")
     history: list[Any] = []
@@ -214,28 +184,36 @@ ANSWER = Reply(
     openai=True,
 )
 async def completions(server: Server, request: Request, operator: str, chat: ChatRequest) -> Any:
-    body = chat.model_dump(exclude_unset=True)
     try:
-        client_loop = openai_tools.wanted(server, body)
-        _refused(body, client_loop=client_loop)
-        agent = _agent(server, body.get("model"))
+        client_loop = openai_tools.wanted(server, chat)
+        _refused(chat.model_dump(exclude_unset=True), client_loop=client_loop)
+        agent = _agent(server, chat.model)
         if client_loop:
-            _stream_flag(body)
-            return await openai_tools.complete(server, operator, agent, body, _asked(body))
-        text, history = _conversation(body.get("messages"))
-        stream = _stream_flag(body)
-        options = body.get("stream_options") or {}
-        include_usage = bool(options.get("include_usage"))
-        asked = _asked(body)
-        run = _start(server, operator, agent, text, history, asked, openai_tools.end_user(body))
+            return await openai_tools.complete(server, operator, agent, chat, _asked(chat))
+        text, history = _conversation(chat.messages)
+        run = server.start(
+            server.new_run(
+                operator,
+                RunRequest(
+                    assistant_id=agent,
+                    input=text,
+                    stream_mode=["messages-tuple"],  # "messages" events: the text as it comes
+                    metadata={"end_user": chat.user} if chat.user else {},
+                    history=history,
+                    asked=_asked(chat),
+                    interruptible=False,
+                ),
+                None,
+            )
+        )
     except HTTPError as exc:
         return _oai_error(exc.status, exc.detail)
     except _Refusal as exc:
         return _oai_error(400, exc.message, exc.field)
-    model = body["model"]
-    if stream:
+    if chat.stream:
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         return StreamingResponse(
-            _chunks(run, model, include_usage),
+            _chunks(run, chat.model, include_usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store"},
         )
@@ -246,7 +224,7 @@ async def completions(server: Server, request: Request, operator: str, chat: Cha
         "id": f"chatcmpl-{run.run_id}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": model,
+        "model": chat.model,
         "choices": [
             {
                 "index": 0,
@@ -256,42 +234,6 @@ async def completions(server: Server, request: Request, operator: str, chat: Cha
         ],
         "usage": _usage(run),
     }
-
-
-def _stream_flag(body: dict[str, Any]) -> bool:
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise HTTPError(422, "stream must be true or false")
-    if not isinstance(body.get("stream_options") or {}, dict):
-        raise HTTPError(422, "stream_options must be an object")
-    return stream
-
-
-def _start(
-    server: Server,
-    operator: str,
-    agent: str,
-    text: str,
-    history: list[Any],
-    asked: dict[str, Any],
-    user: str = "",
-) -> Run:
-    thread = server.threads.create(agent, uuid.uuid4().hex, owner=operator)
-    run = Run(
-        run_id=uuid.uuid4().hex,
-        thread_id=thread.id,
-        known_as=thread.known_as,
-        assistant_id=agent,
-        operator=operator,
-        text=text,
-        history=history,
-        stream_modes=("messages-tuple",),  # "messages" events: the text as it comes
-        stateless=True,
-        interruptible=False,
-        asked=asked,
-        metadata={"end_user": user} if user else {},
-    )
-    return server.start(run)
 
 
 def _usage(run: Run) -> dict[str, int]:

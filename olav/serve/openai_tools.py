@@ -16,7 +16,6 @@ The request is read strictly: the tools' names and schemas, ``tool_choice`` (``a
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,31 +24,23 @@ import anyio
 from starlette.responses import StreamingResponse
 
 from olav.serve.http import HTTPError, content_text, oai_error, shown
+from olav.serve.schema import ChatMessage, ChatRequest, ChatTool, NamedChoice
 from olav.serve.server import Server
 
-MAX_TOOLS = 128
-_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
-
-def wanted(server: Server, body: dict[str, Any]) -> bool:
+def wanted(server: Server, chat: ChatRequest) -> bool:
     """Whether this request goes to the client's loop: it carries tools or asks for JSON
     (``response_format``: a model call for the client's program, not a conversation with
     the agent), and the workspace lets it (``serve.client_tools``)."""
-    fmt = body.get("response_format")
+    fmt = _format_of(chat)
     json_asked = isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema")
-    if body.get("tools") in (None, []) and not json_asked:
+    if not chat.tools and not json_asked:
         return False
     return str(server.ws.config["serve.client_tools"]) != "refuse"
 
 
-def end_user(body: dict[str, Any]) -> str:
-    """OpenAI's ``user``: the end user the client names (recorded in the run's audit)."""
-    user = body.get("user")
-    if user is None:
-        return ""
-    if not isinstance(user, str) or len(user) > 256:
-        raise HTTPError(422, "user must be a string of at most 256 characters")
-    return user
+def _format_of(chat: ChatRequest) -> Any:
+    return (chat.model_extra or {}).get("response_format")
 
 
 def read_format(raw: Any) -> dict[str, Any] | None:
@@ -68,31 +59,18 @@ def read_format(raw: Any) -> dict[str, Any] | None:
     return raw
 
 
-def read_tools(raw: Any) -> list[dict[str, Any]]:
-    """The client's tools in OpenAI's shape, checked: a function each, with a unique name."""
-    if not isinstance(raw, list) or len(raw) > MAX_TOOLS:
-        raise HTTPError(422, f"tools must be a list of at most {MAX_TOOLS} tools")
+def read_tools(tools: list[ChatTool]) -> list[dict[str, Any]]:
+    """The client's tools in OpenAI's shape (the model has checked each one's form), each
+    name once."""
     out: list[dict[str, Any]] = []
     names: set[str] = set()
-    for i, tool in enumerate(raw):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict):
-            raise HTTPError(422, f'tools[{i}] must be {{"type": "function", "function": {{…}}}}')
-        name = fn.get("name")
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise HTTPError(
-                422, f"tools[{i}].function.name must be 1 to 64 letters, digits, '_', '-' or '.'"
-            )
-        if name in names:
-            raise HTTPError(422, f"tools[{i}].function.name {name!r} is offered twice")
-        names.add(name)
-        params = fn.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(params, dict):
-            raise HTTPError(422, f"tools[{i}].function.parameters must be a JSON schema object")
-        description = fn.get("description") or ""
-        if not isinstance(description, str):
-            raise HTTPError(422, f"tools[{i}].function.description must be text")
-        made = {"name": name, "description": description, "parameters": params}
+    for i, tool in enumerate(tools):
+        fn = tool.function
+        if fn.name in names:
+            raise HTTPError(422, f"tools[{i}].function.name {fn.name!r} is offered twice")
+        names.add(fn.name)
+        params = fn.parameters or {"type": "object", "properties": {}}
+        made = {"name": fn.name, "description": fn.description or "", "parameters": params}
         out.append({"type": "function", "function": made})
     return out
 
@@ -103,8 +81,8 @@ def read_tool_choice(raw: Any, tools: list[dict[str, Any]]) -> Any:
         return None if raw is None else "auto"
     if raw in ("none", "required"):
         return raw
-    if isinstance(raw, dict) and raw.get("type") == "function":
-        name = (raw.get("function") or {}).get("name")
+    if isinstance(raw, NamedChoice):
+        name = raw.function.get("name")
         offered = [t["function"]["name"] for t in tools]
         if name not in offered:
             raise HTTPError(
@@ -116,37 +94,31 @@ def read_tool_choice(raw: Any, tools: list[dict[str, Any]]) -> Any:
     )
 
 
-def read_messages(raw: Any) -> tuple[list[Any], str]:
+def read_messages(messages: list[ChatMessage]) -> tuple[list[Any], str]:
     """The client's conversation as LangChain messages (system and developer messages as
     system ones), and the person's last request (for recall's audit)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-    if not isinstance(raw, list) or not raw:
-        raise HTTPError(422, "messages must be a non-empty list")
     out: list[Any] = []
     query = ""
-    for i, m in enumerate(raw):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise HTTPError(422, f"messages[{i}] must be an object with a role")
-        role = m["role"]
+    for i, m in enumerate(messages):
         try:
-            text = content_text(m.get("content"))
+            text = content_text(m.content)
         except HTTPError:
             raise HTTPError(422, f"messages[{i}].content must be text") from None
-        if role in ("system", "developer"):
+        if m.role in ("system", "developer"):
             out.append(SystemMessage(content=text))
-        elif role == "user":
+        elif m.role == "user":
             out.append(HumanMessage(content=text))
             query = text
-        elif role == "assistant":
-            out.append(AIMessage(content=text, tool_calls=_calls(m.get("tool_calls"), i)))
-        elif role == "tool":
-            call_id = m.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
+        elif m.role == "assistant":
+            out.append(AIMessage(content=text, tool_calls=_calls(m.tool_calls, i)))
+        elif m.role == "tool":
+            if not m.tool_call_id:
                 raise HTTPError(422, f"messages[{i}].tool_call_id is required for a tool message")
-            out.append(ToolMessage(content=text, tool_call_id=call_id))
-        else:
-            raise HTTPError(422, f"messages[{i}].role {shown(role, 40)!r} is not a chat role")
+            out.append(ToolMessage(content=text, tool_call_id=m.tool_call_id))
+        else:  # OpenAI's old "function" role: a result without the call it answers
+            raise HTTPError(422, f"messages[{i}].role 'function' is OpenAI's old name: send tool")
     if not query.strip():
         raise HTTPError(422, "the conversation needs a user message with text")
     return out, query
@@ -175,20 +147,18 @@ def _calls(raw: Any, i: int) -> list[dict[str, Any]]:
 
 
 async def complete(
-    server: Server, operator: str, agent: str, body: dict[str, Any], asked: dict[str, Any]
+    server: Server, operator: str, agent: str, chat: ChatRequest, asked: dict[str, Any]
 ) -> Any:
     """One model call for the client's loop: the chat completion, or its stream."""
     from olav.runtime.answer_format import FormatError, FormatUnsupported
     from olav.runtime.client_turn import client_turn
 
-    fmt = read_format(body.get("response_format"))
-    user = end_user(body)
-    tools = read_tools(body.get("tools") or [])
-    choice = read_tool_choice(body.get("tool_choice"), tools)
-    messages, query = read_messages(body.get("messages"))
-    parallel = body.get("parallel_tool_calls")
-    if parallel is not None and not isinstance(parallel, bool):
-        raise HTTPError(422, "parallel_tool_calls must be true or false")
+    fmt = read_format(_format_of(chat))
+    user = chat.user or ""
+    tools = read_tools(chat.tools or [])
+    choice = read_tool_choice(chat.tool_choice, tools)
+    messages, query = read_messages(chat.messages)
+    parallel = chat.parallel_tool_calls
     offered = tools if choice != "none" else []
 
     def turn() -> Any:
@@ -217,9 +187,9 @@ async def complete(
         "completion_tokens": done.tokens_out,
         "total_tokens": done.tokens_in + done.tokens_out,
     }
-    base = {"id": f"chatcmpl-{done.run_id}", "created": int(time.time()), "model": body["model"]}
-    if body.get("stream"):
-        include = bool((body.get("stream_options") or {}).get("include_usage"))
+    base = {"id": f"chatcmpl-{done.run_id}", "created": int(time.time()), "model": chat.model}
+    if chat.stream:
+        include = bool(chat.stream_options and chat.stream_options.include_usage)
         return StreamingResponse(
             _stream(base, message, finish, usage if include else None),
             media_type="text/event-stream",

@@ -316,6 +316,15 @@ class RunCreate(Body):
     if_not_exists: Literal["create", "reject"] | None = None
 
 
+class RunRequest(RunCreate):
+    """A run as olav's own front ends start it (the console, ``/v1``): the wire body, and
+    what only they say, never read from a client's body."""
+
+    history: list[Any] = []  # turns put into the new thread first (/v1 sends them all)
+    asked: dict[str, Any] = {}  # the client's model settings (max_tokens, temperature…)
+    interruptible: bool = True  # False: a tool that asks for approval is refused instead
+
+
 # -- the store ----------------------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from olav.serve.pool import SessionPool
 from olav.serve.request_audit import RequestAudit
 from olav.serve.run import Run, dump_values, now_iso
 from olav.serve.runs import BusyError, RunManager
-from olav.serve.schema import RunCreate
+from olav.serve.schema import RunCreate, RunRequest
 
 log = get_logger("serve")
 MAX_BODY = 1 << 20
@@ -374,6 +374,7 @@ class Server:
                     f"thread {thread_id} has a run in progress in another process "
                     "(a terminal's); wait for it to finish",
                 )
+        own = body if isinstance(body, RunRequest) else None
         return Run(
             run_id=str(uuid.uuid4()),
             thread_id=info.id,
@@ -381,7 +382,7 @@ class Server:
             assistant_id=agent,
             operator=operator,
             text=text,
-            history=[],
+            history=list(own.history) if own else [],
             stream_modes=modes,
             metadata=metadata,
             multitask_strategy=strategy,
@@ -390,6 +391,8 @@ class Server:
             resolve=resolve,
             checkpoint=checkpoint,
             on_disconnect=disconnect,
+            interruptible=own.interruptible if own else True,
+            asked=dict(own.asked) if own else {},
         )
 
     def pending(self, operator: str, info: Any) -> list[Any]:

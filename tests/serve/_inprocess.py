@@ -105,7 +105,8 @@ def local_server(root: Path, tokens: dict[str, str], alice: str) -> Iterator[Loc
     """A Server on the workspace at ``root`` (its own thread store and session pool),
     listening on a free port until the block ends."""
     from olav.core.config import Workspace
-    from olav.serve.app import Server, _Auth, create_app
+    from olav.serve.app import Server, create_app
+    from olav.serve.gate import guarded
     from olav.serve.tokens import TokenStore
 
     ws = Workspace.open(root)
@@ -113,7 +114,7 @@ def local_server(root: Path, tokens: dict[str, str], alice: str) -> Iterator[Loc
         ws, model=echo_model(), tokens=TokenStore.for_workspace(ws, touch_interval=None)
     )
     try:
-        with _uvicorn(_Auth(create_app(server), server), log_level="warning") as url:
+        with _uvicorn(guarded(create_app(server), server), log_level="warning") as url:
             yield Local(url, server, root, alice, tokens)
     finally:
         server.close()
@@ -178,7 +179,8 @@ def serving_here(
     root: Path, *, cors: Sequence[str] = (), max_body: int = 20000, model: Model | None = None
 ) -> Iterator[Here]:
     from olav.core.config import Workspace
-    from olav.serve.app import Server, _Auth, create_app
+    from olav.serve.app import Server, create_app
+    from olav.serve.gate import guarded
 
     model = model or Model()
     state = StubState(chat_reply=model.reply)
@@ -188,7 +190,7 @@ def serving_here(
         api = create_app(server, cors=cors)
         try:
             # log_config None: uvicorn's records go to the root logger, where caplog sees them
-            with _uvicorn(_Auth(api, server), log_config=None) as base:
+            with _uvicorn(guarded(api, server), log_config=None) as base:
                 try:
                     yield Here(base, ws, server, api, state, alice, tokens)
                 finally:

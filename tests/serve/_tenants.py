@@ -204,7 +204,8 @@ def planted(template: Path, root: Path) -> Iterator[World]:
     from olav.core.config import Workspace
     from olav.llm.models import ScriptedChatModel
     from olav.mcp.service import MemoryService
-    from olav.serve.app import Server, _Auth, create_app
+    from olav.serve.app import Server, create_app
+    from olav.serve.gate import guarded
     from olav.serve.pool import operator_workspace
     from olav.serve.tokens import TokenStore
 
@@ -215,7 +216,7 @@ def planted(template: Path, root: Path) -> Iterator[World]:
     server = Server(ws, model=model, tokens=TokenStore.for_workspace(ws, touch_interval=None))
     try:
         with (
-            _uvicorn(_Auth(create_app(server), server), log_level="warning") as url,
+            _uvicorn(guarded(create_app(server), server), log_level="warning") as url,
             contextlib.ExitStack() as stack,
         ):
             local = Local(url, server, root, alice, tokens)

@@ -1,7 +1,7 @@
 """The console's routes and its guard: a logged-in session for every page, and for every POST
 the session, its CSRF token and the console's own origin.
 
-The server's request guard (:class:`olav.serve.app._Auth`) hands the console the requests
+The server's request guard (:mod:`olav.serve.gate`) hands the console the requests
 :func:`handles` names and checks a token on every other one: the session cookie never
 authenticates an API route, so a page of another site cannot drive the API with it. A page's
 JSON twin (``?format=json``) also takes an API token, for scripts; a POST never does, since a
