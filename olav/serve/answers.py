@@ -89,6 +89,7 @@ class Assistant(Answer):
 class Graph(Answer):
     nodes: list[Any]
     edges: list[Any]
+    name: str = ""
 
 
 class AssistantSchemas(Answer):
@@ -186,6 +187,8 @@ class Draft(Answer):
 class Model(Answer):
     id: str
     object: Literal["model"]
+    created: int = 0
+    owned_by: str = ""
 
 
 class Models(Answer):

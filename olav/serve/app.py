@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -88,7 +89,7 @@ def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
             else:  # off the event loop: a state read may build a session (a second or more)
                 result = await anyio.to_thread.run_sync(handler, *given)
             if not isinstance(result, Response):
-                result = JSONResponse(result)
+                result = JSONResponse(plain(result))
         except HTTPError as exc:
             shape = oai_error if op.openai else error_response
             return shape(exc.status, exc.detail, headers=exc.headers)
@@ -99,6 +100,16 @@ def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
         return result
 
     return endpoint
+
+
+def plain(answer: Any) -> Any:
+    """An answer as JSON: a model with the fields it was given (a thread read without its
+    values has none), a list of them, or JSON already."""
+    if isinstance(answer, BaseModel):
+        return answer.model_dump(mode="json", exclude_unset=True)
+    if isinstance(answer, list):
+        return [plain(item) for item in answer]
+    return answer
 
 
 def _status_of(exc: OlavError) -> int:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from olav.serve import answers as A
 from olav.serve import openai_tools
@@ -107,12 +107,12 @@ class _Refusal(Exception):
 
 
 @V1.get("/v1/models", "every agent as a model olav/<agent>", Reply("the models", A.Models))
-def models(server: Server, request: Request, operator: str) -> Any:
-    data = [
-        {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
-        for name in sorted(server.agents)
-    ]
-    return {"object": "list", "data": data}
+def models(server: Server, request: Request, operator: str) -> A.Models:
+    return A.Models(object="list", data=[_model(name) for name in sorted(server.agents)])
+
+
+def _model(name: str) -> A.Model:
+    return A.Model(id=PREFIX + name, object="model", created=CREATED, owned_by="olav")
 
 
 @V1.get(
@@ -125,13 +125,13 @@ def models(server: Server, request: Request, operator: str) -> Any:
     errors=(404, 422),
     openai=True,
 )
-def model_get(server: Server, request: Request, operator: str) -> Any:
+def model_get(server: Server, request: Request, operator: str) -> A.Model | Response:
     """One agent as a model (``GET /v1/models/{id}``: the SDKs' ``models.retrieve``)."""
     name = str(request.path_params["model"])
     wanted = PREFIX + name if request.url.path.startswith("/v1/models/" + PREFIX) else name
     if name not in server.agents:
         return _oai_error(404, f"no model {shown(wanted, 80)!r}; the models are: {_names(server)}")
-    return {"id": PREFIX + name, "object": "model", "created": CREATED, "owned_by": "olav"}
+    return _model(name)
 
 
 def _agent(server: Server, model: Any) -> str:
@@ -183,7 +183,9 @@ ANSWER = Reply(
     body_required=True,
     openai=True,
 )
-async def completions(server: Server, request: Request, operator: str, chat: ChatRequest) -> Any:
+async def completions(
+    server: Server, request: Request, operator: str, chat: ChatRequest
+) -> A.ChatCompletion | Response:
     try:
         client_loop = openai_tools.wanted(server, chat)
         _refused(chat.model_dump(exclude_unset=True), client_loop=client_loop)
@@ -220,20 +222,20 @@ async def completions(server: Server, request: Request, operator: str, chat: Cha
     await run.ended()
     if run.status != "success":
         return _oai_error(502, f"the run failed: {run.error or run.status}")
-    return {
-        "id": f"chatcmpl-{run.run_id}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": chat.model,
-        "choices": [
+    return A.ChatCompletion(
+        id=f"chatcmpl-{run.run_id}",
+        object="chat.completion",
+        created=int(time.time()),
+        model=chat.model,
+        choices=[
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": run.answer},
                 "finish_reason": _finish(run),
             }
         ],
-        "usage": _usage(run),
-    }
+        usage=_usage(run),
+    )
 
 
 def _usage(run: Run) -> dict[str, int]:

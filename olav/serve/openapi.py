@@ -12,10 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
+from starlette.requests import Request
 
 from olav.serve.answers import Error, Ok, OpenAIError
 from olav.serve.http import MAX_ID
 from olav.serve.routing import Op, Param, Reply, Routes
+from olav.serve.server import Server
 
 REF = "#/components/schemas/{model}"
 ERRORS = {
@@ -42,12 +44,12 @@ OWN = Routes()  # the server's own: its health, and this document
 
 
 @OWN.get("/ok", "health (no token)", Reply("the server answers", Ok), open=True)
-def _ok(server: Any, request: Any, operator: str) -> Any:
-    return {"ok": True}
+def _ok(server: Server, request: Request, operator: str) -> Ok:
+    return Ok(ok=True)
 
 
 @OWN.get("/openapi.json", "this document", Reply("OpenAPI 3.1", dict[str, Any]))
-def _openapi(server: Any, request: Any, operator: str) -> Any:
+def _openapi(server: Server, request: Request, operator: str) -> dict[str, Any]:
     from olav import __version__
 
     return document(__version__)

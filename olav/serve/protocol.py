@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from olav.core.errors import OlavError
+from olav.runtime.threads.model import ThreadInfo
 from olav.serve import answers as A
 from olav.serve.http import (
     MAX_LIMIT,
@@ -60,19 +61,19 @@ RUNS = (404, 409, 413, 422)
 
 
 @API.get("/info", "the version and the request's operator", Reply("the server", A.Info))
-def info(server: Server, request: Request, operator: str) -> dict[str, Any]:
+def info(server: Server, request: Request, operator: str) -> A.Info:
     from importlib.metadata import version
 
     from olav import __version__
 
-    return {
-        "version": __version__,
-        "langgraph_py_version": version("langgraph"),
-        "olav": True,
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
-        "metadata": {},
-        "operator": operator,
-    }
+    return A.Info(
+        version=__version__,
+        langgraph_py_version=version("langgraph"),
+        olav=True,
+        flags={"assistants": True, "crons": False, "langsmith": False},
+        metadata={},
+        operator=operator,
+    )
 
 
 @API.post(
@@ -84,7 +85,7 @@ def info(server: Server, request: Request, operator: str) -> dict[str, Any]:
 )
 def assistants_search(
     server: Server, request: Request, operator: str, body: AssistantSearch
-) -> Any:
+) -> list[A.Assistant]:
     names = [n for n in sorted(server.agents) if body.graph_id in (None, n)]
     return [server.assistant(n) for n in names[body.offset : body.offset + body.limit]]
 
@@ -92,7 +93,7 @@ def assistants_search(
 @API.get(
     "/assistants/{assistant_id}", "one agent", Reply("the agent", A.Assistant), errors=(404, 422)
 )
-def assistant_get(server: Server, request: Request, operator: str) -> Any:
+def assistant_get(server: Server, request: Request, operator: str) -> A.Assistant:
     return server.assistant(server.agent(request.path_params["assistant_id"]))
 
 
@@ -102,18 +103,18 @@ def assistant_get(server: Server, request: Request, operator: str) -> Any:
     Reply("nodes and edges", A.Graph),
     errors=(404, 422),
 )
-def assistant_graph(server: Server, request: Request, operator: str) -> Any:
+def assistant_graph(server: Server, request: Request, operator: str) -> A.Graph:
     name = server.agent(request.path_params["assistant_id"])
-    return {
-        "nodes": [{"id": "__start__"}, {"id": "model"}, {"id": "tools"}, {"id": "__end__"}],
-        "edges": [
+    return A.Graph(
+        nodes=[{"id": "__start__"}, {"id": "model"}, {"id": "tools"}, {"id": "__end__"}],
+        edges=[
             {"source": "__start__", "target": "model"},
             {"source": "model", "target": "tools", "conditional": True},
             {"source": "tools", "target": "model"},
             {"source": "model", "target": "__end__", "conditional": True},
         ],
-        "name": name,
-    }
+        name=name,
+    )
 
 
 @API.get(
@@ -122,18 +123,18 @@ def assistant_graph(server: Server, request: Request, operator: str) -> Any:
     Reply("schemas", A.AssistantSchemas),
     errors=(404, 422),
 )
-def assistant_schemas(server: Server, request: Request, operator: str) -> Any:
+def assistant_schemas(server: Server, request: Request, operator: str) -> A.AssistantSchemas:
     name = server.agent(request.path_params["assistant_id"])
     messages = {"type": "array", "items": {"type": "object"}}
     state = {"type": "object", "properties": {"messages": messages}}
-    return {
-        "graph_id": name,
-        "input_schema": state,
-        "output_schema": state,
-        "state_schema": state,
-        "config_schema": {"type": "object", "properties": {}},
-        "context_schema": {"type": "object", "properties": {}},
-    }
+    return A.AssistantSchemas(
+        graph_id=name,
+        input_schema=state,
+        output_schema=state,
+        state_schema=state,
+        config_schema={"type": "object", "properties": {}},
+        context_schema={"type": "object", "properties": {}},
+    )
 
 
 # -- threads ------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def assistant_schemas(server: Server, request: Request, operator: str) -> Any:
 )
 async def threads_create(
     server: Server, request: Request, operator: str, body: ThreadCreate
-) -> Any:
+) -> A.Thread:
     metadata, thread_id = body.metadata, body.thread_id
     agent = metadata.get("graph_id") or metadata.get("assistant_id") or ""
     if agent:
@@ -161,11 +162,13 @@ async def threads_create(
     if not made:  # the operator's own thread, left as it was
         if body.if_exists != "do_nothing":
             raise HTTPError(409, f"thread {thread_id!r} exists")
-        return await anyio.to_thread.run_sync(lambda: server.thread_json(info, operator=operator))
-    return server.thread_json(info, with_values=False)
+        return await anyio.to_thread.run_sync(lambda: server.thread_answer(info, operator=operator))
+    return server.thread_answer(info, with_values=False)
 
 
-def _matching(server: Server, body: ThreadCount, operator: str) -> list[tuple[Any, dict]]:
+def _matching(
+    server: Server, body: ThreadCount, operator: str
+) -> list[tuple[ThreadInfo, A.Thread]]:
     """The operator's threads that a search or a count body's filters keep (``metadata``,
     ``status``, ``ids``), each with its JSON (no values)."""
     metadata, status, ids = body.metadata, body.status, getattr(body, "ids", None)
@@ -183,12 +186,12 @@ def _matching(server: Server, body: ThreadCount, operator: str) -> list[tuple[An
     for info in found:
         if ids is not None and info.known_as not in ids:
             continue
-        data = server.thread_json(info, with_values=False)
-        if any(data["metadata"].get(k) != v for k, v in wanted.items()):
+        thread = server.thread_answer(info, with_values=False)
+        if any(thread.metadata.get(k) != v for k, v in wanted.items()):
             continue
-        if status and data["status"] != status:
+        if status and thread.status != status:
             continue
-        out.append((info, data))
+        out.append((info, thread))
     return out
 
 
@@ -201,17 +204,23 @@ def _matching(server: Server, body: ThreadCount, operator: str) -> list[tuple[An
 )
 async def threads_search(
     server: Server, request: Request, operator: str, body: ThreadSearch
-) -> Any:
+) -> list[A.Thread]:
     select = tuple(body.select or THREAD_FIELDS)
     sort_by, order = body.sort_by or "updated_at", body.sort_order or "desc"
     out = _matching(server, body, operator)
-    out.sort(key=lambda pair: pair[1][sort_by] or "", reverse=order == "desc")
+    out.sort(key=lambda pair: getattr(pair[1], sort_by) or "", reverse=order == "desc")
     page = out[body.offset : body.offset + body.limit]
     if "values" in select or "interrupts" in select:  # the state, of this page's threads only
         page = await anyio.to_thread.run_sync(
-            lambda: [(info, server.thread_json(info, operator=operator)) for info, _ in page]
+            lambda: [(info, server.thread_answer(info, operator=operator)) for info, _ in page]
         )
-    return [{k: data[k] for k in select if k in data} for _, data in page]
+    return [_only(thread, select) for _, thread in page]
+
+
+def _only(thread: A.Thread, select: tuple[str, ...]) -> A.Thread:
+    """The thread with the fields a search selects (those it has)."""
+    kept = {k: getattr(thread, k) for k in select if k in thread.model_fields_set}
+    return A.Thread.model_construct(_fields_set=set(kept), **kept)
 
 
 @API.post(
@@ -221,7 +230,7 @@ async def threads_search(
     errors=BODY,
     body=ThreadCount,
 )
-def threads_count(server: Server, request: Request, operator: str, body: ThreadCount) -> Any:
+def threads_count(server: Server, request: Request, operator: str, body: ThreadCount) -> int:
     """How many of the operator's threads the filters keep (``POST /threads/count``)."""
     return len(_matching(server, body, operator))
 
@@ -232,9 +241,9 @@ def threads_count(server: Server, request: Request, operator: str, body: ThreadC
     Reply("the thread", A.Thread),
     errors=(404, 422),
 )
-def thread_get(server: Server, request: Request, operator: str) -> Any:
+def thread_get(server: Server, request: Request, operator: str) -> A.Thread:
     info = server.thread(operator, request.path_params["thread_id"])
-    return server.thread_json(info, operator=operator)
+    return server.thread_answer(info, operator=operator)
 
 
 @API.add(
@@ -246,14 +255,13 @@ def thread_get(server: Server, request: Request, operator: str) -> Any:
     body=ThreadPatch,
     body_required=True,
 )
-def thread_patch(server: Server, request: Request, operator: str, body: ThreadPatch) -> Any:
+def thread_patch(server: Server, request: Request, operator: str, body: ThreadPatch) -> A.Thread:
     info = server.thread(operator, request.path_params["thread_id"])
     metadata = body.metadata.model_dump(exclude_unset=True)
     bounded_object({**info.metadata, **metadata}, "metadata, merged with the thread's,")
-    text_field(metadata.get("name"), "metadata.name", MAX_NAME)
     if isinstance(metadata.get("name"), str):
         server.threads.rename(info.id, metadata["name"])
-    return server.thread_json(server.threads.set_metadata(info.id, metadata), with_values=False)
+    return server.thread_answer(server.threads.set_metadata(info.id, metadata), with_values=False)
 
 
 @API.add(
@@ -263,7 +271,7 @@ def thread_patch(server: Server, request: Request, operator: str, body: ThreadPa
     {204: Reply("deleted")},
     errors=(404, 409, 422),
 )
-def thread_delete(server: Server, request: Request, operator: str) -> Any:
+def thread_delete(server: Server, request: Request, operator: str) -> Response:
     info = server.thread(operator, request.path_params["thread_id"])
     if server.runs.active(info.id) is not None:
         raise HTTPError(409, f"thread {info.known_as} has a run in progress; cancel it first")
@@ -282,14 +290,14 @@ VALUES = Reply("the values", A.Values)
 @API.post(
     "/threads/{thread_id}/runs", "start a run in the background", Reply("the run", A.Run), **STARTS
 )
-async def run_create(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
+async def run_create(server: Server, request: Request, operator: str, body: RunCreate) -> A.Run:
     run = server.start(server.new_run(operator, body, request.path_params["thread_id"]))
-    return run.to_json()
+    return A.Run(**run.to_json())
 
 
 @API.post("/threads/{thread_id}/runs/stream", "start a run and stream its events", EVENTS, **STARTS)
 @API.post("/runs/stream", "start a run and stream its events", EVENTS, **STARTS)
-async def run_stream(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
+async def run_stream(server: Server, request: Request, operator: str, body: RunCreate) -> Response:
     thread_id = request.path_params.get("thread_id")
     run = server.start(server.new_run(operator, body, thread_id))
     location = f"/threads/{run.known_as}/runs/{run.run_id}/stream"
@@ -307,12 +315,14 @@ async def run_stream(server: Server, request: Request, operator: str, body: RunC
     **STARTS,
 )
 @API.post("/runs/wait", "start a run and return the thread's values when it ends", VALUES, **STARTS)
-async def run_wait(server: Server, request: Request, operator: str, body: RunCreate) -> Any:
+async def run_wait(
+    server: Server, request: Request, operator: str, body: RunCreate
+) -> A.Values | Response:
     run = server.start(server.new_run(operator, body, request.path_params.get("thread_id")))
     await run.ended()
     if run.status == "error":
         return JSONResponse({"__error__": {"error": "RunError", "message": run.error}})
-    return run.values
+    return A.Values.model_validate(run.values)
 
 
 def _run_of(server: Server, request: Request, operator: str) -> tuple[Any, Any]:
@@ -329,8 +339,8 @@ def _run_of(server: Server, request: Request, operator: str) -> tuple[Any, Any]:
 @API.get(
     "/threads/{thread_id}/runs/{run_id}", "one run", Reply("the run", A.Run), errors=(404, 422)
 )
-def run_get(server: Server, request: Request, operator: str) -> Any:
-    return _run_of(server, request, operator)[1].to_json()
+def run_get(server: Server, request: Request, operator: str) -> A.Run:
+    return A.Run(**_run_of(server, request, operator)[1].to_json())
 
 
 @API.get(
@@ -344,7 +354,7 @@ def run_get(server: Server, request: Request, operator: str) -> Any:
         Param("status", "query", Literal[STATUSES]),
     ),
 )
-def runs_list(server: Server, request: Request, operator: str) -> Any:
+def runs_list(server: Server, request: Request, operator: str) -> list[A.Run]:
     info = server.thread(operator, request.path_params["thread_id"])
     query = request.query_params
     limit, offset = window(
@@ -358,7 +368,7 @@ def runs_list(server: Server, request: Request, operator: str) -> Any:
     runs = server.runs.thread_runs(
         info.id, operator, known_as=info.known_as, limit=limit, offset=offset, status=status
     )
-    return [r.to_json() for r in runs]
+    return [A.Run(**r.to_json()) for r in runs]
 
 
 async def _follow(server: Server, operator: str, info: Any, run: Any) -> None:
@@ -389,13 +399,13 @@ _FOLLOWING: set[asyncio.Task[None]] = set()  # the streams' followers, kept from
     VALUES,
     errors=(404, 422),
 )
-async def run_join(server: Server, request: Request, operator: str) -> Any:
+async def run_join(server: Server, request: Request, operator: str) -> A.Values:
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:
         await _follow(server, operator, info, run)
     else:
         await run.ended()
-    return run.values
+    return A.Values.model_validate(run.values)
 
 
 @API.get(
@@ -409,7 +419,7 @@ async def run_join(server: Server, request: Request, operator: str) -> Any:
         Param("cancel_on_disconnect", "query", Literal["0", "1", "true", "false"]),
     ),
 )
-async def run_join_stream(server: Server, request: Request, operator: str) -> Any:
+async def run_join_stream(server: Server, request: Request, operator: str) -> Response:
     """The run's events again (after ``Last-Event-ID``); ``stream_mode`` (repeatable) keeps
     those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
     away."""
@@ -438,7 +448,7 @@ async def run_join_stream(server: Server, request: Request, operator: str) -> An
         Param("action", "query", Literal["interrupt"]),
     ),
 )
-async def run_cancel(server: Server, request: Request, operator: str) -> Any:
+async def run_cancel(server: Server, request: Request, operator: str) -> Response:
     """Cancel the run: ``204`` once it has ended (``wait=1`` waits for that), ``202`` while it
     is ending; no body either way, which every SDK reads as nothing (the JavaScript one parses
     any other answer as JSON). ``action=interrupt`` only: olav keeps what the run did."""

@@ -18,6 +18,7 @@ from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
 from olav.memory.store.roles import Operator
 from olav.runtime.threads.model import ThreadInfo
+from olav.serve import answers as A
 from olav.serve.approvals import AnswerError, check_answer, command_of, read_answer
 from olav.serve.http import (
     HTTPError,
@@ -151,20 +152,20 @@ class Server:
             raise HTTPError(404, f"no assistant {assistant_id!r}; the assistants are: {known}")
         return assistant_id
 
-    def assistant(self, name: str) -> dict[str, Any]:
+    def assistant(self, name: str) -> A.Assistant:
         a = self.agents[name]
-        return {
-            "assistant_id": name,
-            "graph_id": name,
-            "name": name,
-            "description": a.spec.description,
-            "config": {},
-            "context": {},
-            "metadata": {"created_by": "olav", "tools": list(a.spec.tools)},
-            "version": 1,
-            "created_at": self.started,
-            "updated_at": self.started,
-        }
+        return A.Assistant(
+            assistant_id=name,
+            graph_id=name,
+            name=name,
+            description=a.spec.description,
+            config={},
+            context={},
+            metadata={"created_by": "olav", "tools": list(a.spec.tools)},
+            version=1,
+            created_at=self.started,
+            updated_at=self.started,
+        )
 
     def thread(self, operator: str, thread_id: str) -> ThreadInfo:
         """The operator's thread with this id (404 when they have none)."""
@@ -187,31 +188,33 @@ class Server:
         nothing: the thread's next run takes it over."""
         return bool(info.running) and bool(self.threads.held(info.id))
 
-    def thread_json(
-        self, info: Any, *, with_values: bool = True, operator: str = ""
-    ) -> dict[str, Any]:
+    def thread_answer(
+        self, info: ThreadInfo, *, with_values: bool = True, operator: str = ""
+    ) -> A.Thread:
+        """The thread as the Agent Protocol shows it; ``with_values``: with its state (and,
+        when it waits for an approval, ``interrupted`` and what it waits on)."""
         active = self.runs.active(info.id)
-        out: dict[str, Any] = {
-            "thread_id": info.known_as,
-            "created_at": iso(info.created_at),
-            "updated_at": iso(info.updated_at),
-            "metadata": {
+        out = A.Thread(
+            thread_id=info.known_as,
+            created_at=iso(info.created_at),
+            updated_at=iso(info.updated_at),
+            metadata={
                 **info.metadata,
                 "graph_id": info.agent,
                 "assistant_id": info.agent,
                 "owner": info.owner,
                 "name": info.name,
             },
-            "status": "busy" if active is not None or self.claimed(info) else "idle",
-            "interrupts": {},
-        }
+            status="busy" if active is not None or self.claimed(info) else "idle",
+            interrupts={},
+        )
         if with_values:
             found = self.snapshots(operator or info.owner, info)
-            out["values"] = dump_values(found[0].values) if found else {}
+            out.values = dump_values(found[0].values) if found else {}
             waiting = list(found[0].interrupts or ()) if found else []
-            if waiting and out["status"] == "idle":
-                out["status"] = "interrupted"
-                out["interrupts"] = {i.id: [{"value": i.value, "id": i.id}] for i in waiting}
+            if waiting and out.status == "idle":
+                out.status = "interrupted"
+                out.interrupts = {i.id: [{"value": i.value, "id": i.id}] for i in waiting}
         return out
 
     def snapshots(
@@ -250,46 +253,33 @@ class Server:
         found = self.snapshots(operator, info)
         return dump_values(found[0].values) if found else {}
 
-    def state_json(self, thread_id: str, snap: Any) -> dict[str, Any]:
-        """A checkpoint as the Agent Protocol shows it; ``thread_id``: the id its owner knows
-        (``info.known_as``), which its config and its parent's name instead of the key."""
+    def state_answer(self, thread_id: str, snap: Any) -> A.ThreadState:
+        """A checkpoint as the Agent Protocol shows it (None: a thread with none yet);
+        ``thread_id``: the id its owner knows (``info.known_as``), which its config and its
+        parent's name instead of the key."""
         if snap is None:
-            return {
-                "values": {},
-                "next": [],
-                "tasks": [],
-                "metadata": {},
-                "created_at": None,
-                "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
-                "parent_checkpoint": None,
-                "interrupts": [],
-            }
+            return A.ThreadState(
+                values={},
+                next=[],
+                tasks=[],
+                metadata={},
+                created_at=None,
+                checkpoint=A.Checkpoint(thread_id=thread_id, checkpoint_ns="", checkpoint_id=None),
+                parent_checkpoint=None,
+                interrupts=[],
+            )
         cfg = (snap.config or {}).get("configurable", {})
         parent = (snap.parent_config or {}).get("configurable") if snap.parent_config else None
-        waiting = [{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())]
-        tasks = [_task_json(t) for t in (snap.tasks or ())]
-        return {
-            "values": dump_values(snap.values),
-            "next": list(snap.next or ()),
-            "tasks": tasks,
-            "metadata": jsonsafe(dict(snap.metadata or {})),
-            "created_at": snap.created_at,
-            "checkpoint": {
-                "thread_id": thread_id,
-                "checkpoint_ns": cfg.get("checkpoint_ns", ""),
-                "checkpoint_id": cfg.get("checkpoint_id"),
-            },
-            "parent_checkpoint": (
-                {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": parent.get("checkpoint_ns", ""),
-                    "checkpoint_id": parent.get("checkpoint_id"),
-                }
-                if parent
-                else None
-            ),
-            "interrupts": waiting,
-        }
+        return A.ThreadState(
+            values=dump_values(snap.values),
+            next=list(snap.next or ()),
+            tasks=[_task_json(t) for t in (snap.tasks or ())],
+            metadata=jsonsafe(dict(snap.metadata or {})),
+            created_at=snap.created_at,
+            checkpoint=_checkpoint(thread_id, cfg),
+            parent_checkpoint=_checkpoint(thread_id, parent) if parent else None,
+            interrupts=[{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())],
+        )
 
     def new_run(
         self,
@@ -422,6 +412,14 @@ def _checkpoint_of(body: RunCreate) -> str | None:
     if found is not None and (found.model_extra or {}).get("checkpoint_ns"):
         raise HTTPError(422, "checkpoint.checkpoint_ns: a run starts from the agent's own graph")
     return (found.checkpoint_id if found else None) or body.checkpoint_id
+
+
+def _checkpoint(thread_id: str, cfg: dict[str, Any]) -> A.Checkpoint:
+    return A.Checkpoint(
+        thread_id=thread_id,
+        checkpoint_ns=cfg.get("checkpoint_ns", ""),
+        checkpoint_id=cfg.get("checkpoint_id"),
+    )
 
 
 def _no_constant(name: str) -> Any:

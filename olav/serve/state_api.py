@@ -33,10 +33,10 @@ def integer_of(name: str, text: str) -> Any:
 
 
 @STATE.get("/threads/{thread_id}/state", "the thread's state", STATE_OF, errors=(404, 422))
-def thread_state(server: Server, request: Request, operator: str) -> Any:
+def thread_state(server: Server, request: Request, operator: str) -> A.ThreadState:
     info = server.thread(operator, request.path_params["thread_id"])
     found = server.snapshots(operator, info)
-    return server.state_json(info.known_as, found[0] if found else None)
+    return server.state_answer(info.known_as, found[0] if found else None)
 
 
 @STATE.post("/threads/{thread_id}/history", HISTORY, STATES, errors=(404, 413, 422), body=History)
@@ -49,7 +49,7 @@ def thread_state(server: Server, request: Request, operator: str) -> Any:
 )
 async def thread_history(
     server: Server, request: Request, operator: str, body: History | None = None
-) -> Any:
+) -> list[A.ThreadState]:
     """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
     checkpoint starts one): each names its parent, which is how a client draws the branches.
     ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
@@ -73,7 +73,7 @@ async def thread_history(
     snaps = await anyio.to_thread.run_sync(
         lambda: server.snapshots(operator, info, limit, before=before, metadata=metadata)
     )
-    return [server.state_json(info.known_as, snap) for snap in snaps]
+    return [server.state_answer(info.known_as, snap) for snap in snaps]
 
 
 _FILTER_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -84,11 +84,11 @@ def _checkpoint_id(value: str | CheckpointRef | None) -> str | None:
     return value.checkpoint_id if isinstance(value, CheckpointRef) else value
 
 
-def _at(server: Server, operator: str, info: Any, checkpoint: str) -> dict[str, Any]:
+def _at(server: Server, operator: str, info: Any, checkpoint: str) -> A.ThreadState:
     found = server.snapshots(operator, info, checkpoint=checkpoint)
     if not found:
         raise HTTPError(404, f"thread {info.known_as} has no checkpoint {checkpoint!r}")
-    return server.state_json(info.known_as, found[0])
+    return server.state_answer(info.known_as, found[0])
 
 
 @STATE.get(
@@ -97,7 +97,7 @@ def _at(server: Server, operator: str, info: Any, checkpoint: str) -> dict[str, 
     STATE_OF,
     errors=(404, 422),
 )
-async def thread_state_at(server: Server, request: Request, operator: str) -> Any:
+async def thread_state_at(server: Server, request: Request, operator: str) -> A.ThreadState:
     """The thread's state at one of its checkpoints (``GET …/state/{checkpoint_id}``)."""
     info = server.thread(operator, request.path_params["thread_id"])
     checkpoint = str(ident(request.path_params["checkpoint_id"], "checkpoint_id"))
@@ -113,14 +113,14 @@ async def thread_state_at(server: Server, request: Request, operator: str) -> An
 )
 async def thread_state_checkpoint(
     server: Server, request: Request, operator: str, body: StateAt
-) -> Any:
+) -> A.ThreadState:
     """The same, the checkpoint in the body (``{"checkpoint": {"checkpoint_id": …}}``), as
     RemoteGraph's ``get_state`` sends it; a checkpoint without an id is the head."""
     info = server.thread(operator, request.path_params["thread_id"])
     checkpoint = _checkpoint_id(body.checkpoint)
     if checkpoint is None:
         found = await anyio.to_thread.run_sync(lambda: server.snapshots(operator, info))
-        return server.state_json(info.known_as, found[0] if found else None)
+        return server.state_answer(info.known_as, found[0] if found else None)
     return await anyio.to_thread.run_sync(_at, server, operator, info, checkpoint)
 
 
@@ -134,7 +134,7 @@ async def thread_state_checkpoint(
 )
 async def thread_update_state(
     server: Server, request: Request, operator: str, body: StateUpdate
-) -> Any:
+) -> A.NewCheckpoint:
     """Write ``values`` into the thread as a new checkpoint (``POST …/state``): the messages a
     client adds go through the graph's own reducer, so the next run continues from them.
     ``checkpoint`` (or ``checkpoint_id``) writes on top of an earlier checkpoint: a branch."""
@@ -160,7 +160,7 @@ def update_state(
     *,
     as_node: str | None = None,
     checkpoint: str | None = None,
-) -> dict[str, Any]:
+) -> A.NewCheckpoint:
     """Write ``values`` into the thread through its agent's graph, as a new checkpoint (on
     top of ``checkpoint`` when given), holding the thread as a run does so that no run
     writes beside it; the thread's turns are indexed again. Returns the new checkpoint."""
@@ -198,13 +198,13 @@ def update_state(
     finally:
         server.threads.release(info.id, holder)
     cfg = made.get("configurable", {})
-    return {
-        "checkpoint": {
-            "thread_id": info.known_as,
-            "checkpoint_ns": cfg.get("checkpoint_ns", ""),
-            "checkpoint_id": cfg.get("checkpoint_id"),
-        }
-    }
+    return A.NewCheckpoint(
+        checkpoint=A.Checkpoint(
+            thread_id=info.known_as,
+            checkpoint_ns=cfg.get("checkpoint_ns", ""),
+            checkpoint_id=cfg.get("checkpoint_id"),
+        )
+    )
 
 
 MAX_MESSAGES = 100

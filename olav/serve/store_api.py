@@ -119,24 +119,24 @@ class _Reading(_Operator):
         super().__init__(server, operator)
         self.store = _memory(server)
 
-    def item(self, rec: Any, score: float | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "namespace": self.namespace(rec.scope, rec.category),
-            "key": rec.id,
-            "value": {
-                "text": rec.text,
-                "category": rec.category,
-                "scope": rec.scope,
-                "origin": rec.origin,
-                "confidence": rec.confidence,
-                "tags": list(rec.tags),
-                "metadata": jsonsafe(rec.metadata),
-            },
-            "created_at": _iso(rec.created_at),
-            "updated_at": _iso(rec.updated_at or rec.created_at),
-        }
+    def item(self, rec: Any, score: float | None = None) -> A.StoreItem:
+        out = A.StoreItem(
+            namespace=self.namespace(rec.scope, rec.category),
+            key=rec.id,
+            value=A.StoredValue(
+                text=rec.text,
+                category=rec.category,
+                scope=rec.scope,
+                origin=rec.origin,
+                confidence=rec.confidence,
+                tags=list(rec.tags),
+                metadata=jsonsafe(rec.metadata),
+            ),
+            created_at=_iso(rec.created_at),
+            updated_at=_iso(rec.updated_at or rec.created_at),
+        )
         if score is not None:
-            out["score"] = score
+            out.score = score
         return out
 
     def live(self, where: Where | None = None, **fields: Any) -> Any:
@@ -303,7 +303,7 @@ def _filter_where(value: StoreFilter | None) -> Where:
     body=StorePut,
     body_required=True,
 )
-async def put_item(server: Server, request: Request, operator: str, body: StorePut) -> Any:
+async def put_item(server: Server, request: Request, operator: str, body: StorePut) -> Response:
     namespace, key = body.namespace, body.key
     text, tags = _text_of(body.value)
     draft = await anyio.to_thread.run_sync(_draft, server, operator, namespace, key, text, tags)
@@ -353,7 +353,7 @@ def _draft(
         Param("key", "query", Ident, required=True),
     ),
 )
-def get_item(server: Server, request: Request, operator: str) -> Any:
+def get_item(server: Server, request: Request, operator: str) -> A.StoreItem:
     params = request.query_params
     raw = params.get("namespace", "")
     namespace = _labels([label for label in raw.split(".") if label], "namespace")
@@ -371,7 +371,7 @@ def get_item(server: Server, request: Request, operator: str) -> Any:
     body=StoreDelete,
     body_required=True,
 )
-def delete_item(server: Server, request: Request, operator: str, body: StoreDelete) -> Any:
+def delete_item(server: Server, request: Request, operator: str, body: StoreDelete) -> Response:
     _delete(server, operator, body.namespace, body.key)
     return Response(status_code=204)
 
@@ -402,7 +402,9 @@ def _delete(server: Server, operator: str, namespace: list[str], key: str) -> No
     errors=(413, 422),
     body=StoreSearch,
 )
-def search_items(server: Server, request: Request, operator: str, body: StoreSearch) -> Any:
+def search_items(
+    server: Server, request: Request, operator: str, body: StoreSearch
+) -> A.StoreItems:
     # a query is refused beyond MAX_QUERY (the model's bound), never cut: a client that sends
     # a page as a query should hear so (the embedder cuts what it embeds to its own window)
     query = (body.query or "").strip()
@@ -420,20 +422,22 @@ def _search(
     query: str,
     limit: int,
     offset: int,
-) -> dict[str, Any]:
+) -> A.StoreItems:
     from olav.memory.store.filters import NEWEST
 
     reading = _Reading(server, operator)
     under = _prefix_where(prefix, reading)
     if under is None:
-        return {"items": []}
+        return A.StoreItems(items=[])
     chosen = reading.live(under.merged(conditions))
     if query:
         hits = reading.store.search(query, k=offset + limit, filter=chosen)
         picked = hits[offset : offset + limit]
-        return {"items": [reading.item(h.record, round(float(h.score), 6)) for h in picked]}
+        return A.StoreItems(
+            items=[reading.item(h.record, round(float(h.score), 6)) for h in picked]
+        )
     rows = reading.store.rows(chosen, order=NEWEST, offset=offset, limit=limit)
-    return {"items": [reading.item(r) for r in rows]}
+    return A.StoreItems(items=[reading.item(r) for r in rows])
 
 
 @STORE.post(
@@ -443,7 +447,9 @@ def _search(
     errors=(413, 422),
     body=StoreNamespaces,
 )
-def list_namespaces(server: Server, request: Request, operator: str, body: StoreNamespaces) -> Any:
+def list_namespaces(
+    server: Server, request: Request, operator: str, body: StoreNamespaces
+) -> A.Namespaces:
     return _namespaces(
         server, operator, body.prefix, body.suffix, body.max_depth, body.limit, body.offset
     )
@@ -457,10 +463,10 @@ def _namespaces(
     depth: int | None,
     limit: int,
     offset: int,
-) -> dict[str, Any]:
+) -> A.Namespaces:
     reading = _Reading(server, operator)
     if reading.store.size() == 0:
-        return {"namespaces": []}
+        return A.Namespaces(namespaces=[])
     rows = reading.store.values(["scope", "category"], reading.live()).to_pylist()
     found = sorted({tuple(reading.namespace(r["scope"], r["category"])) for r in rows})
     out: list[list[str]] = []
@@ -471,4 +477,4 @@ def _namespaces(
         ns = ns[:depth] if depth else ns
         if ns not in out:
             out.append(ns)
-    return {"namespaces": out[offset : offset + limit]}
+    return A.Namespaces(namespaces=out[offset : offset + limit])

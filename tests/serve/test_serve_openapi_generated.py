@@ -13,8 +13,8 @@ from olav.serve.openapi import document
 
 BEFORE = Path(__file__).parent / "data" / "openapi_handwritten.json"
 
-# what differs from the hand-written document, and why: each is what the server read before
-# without the document saying so (the declaration now says what the route reads)
+# what differs from the hand-written document, and why: each is what the server read or sent
+# before without the document saying so (the declaration now says it)
 INTENDED = {
     ("GET /threads/{thread_id}/history", "parameter", "limit"): "the GET reads ?limit too",
     ("POST /threads/count", "field", "values"): "a non-empty one is a 422 that says so",
@@ -24,6 +24,13 @@ INTENDED = {
     ("POST /v1/chat/completions", "field", "frequency_penalty"): "passed to the engine",
     ("POST /v1/chat/completions", "field", "user"): "recorded in the run's audit",
     ("POST /threads/{thread_id}/state", "200 requires", "checkpoint"): "always answered",
+    # fields of an answer the server always sent, which the answer's model now declares
+    ("GET /assistants/{assistant_id}/graph", "200 field", "name"): "the agent's name",
+    **{
+        (route, "200 field", name): "OpenAI's model object has it"
+        for route in ("GET /v1/models/{model}", "GET /v1/models/olav/{model}")
+        for name in ("created", "owned_by")
+    },
 }
 
 
