@@ -35,6 +35,8 @@ from tests.helpers import (
     write_config,
 )
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 OLD = datetime.now(UTC) - timedelta(days=90)
 
 

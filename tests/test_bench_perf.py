@@ -11,6 +11,8 @@ import pytest
 
 from benchmarks import perf, waits
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 SIZES = (60, 120)
 QUERIES = 4
 CAPTURES = 2

@@ -22,6 +22,8 @@ from olav.memory.recall import calibration
 from olav.memory.store.embedders import E5Embedder, EmbedderProxy
 from olav.memory.store.textvectors import query_key, text_key
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 E5 = "e5:multilingual-e5-small"
 DEFAULTS = {s.key: s.default for s in SETTINGS}
 

@@ -12,6 +12,8 @@ import pytest
 from olav.memory.recall import learned
 from olav.memory.recall.relevance import Signals
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 
 def _pool(margins: list[float], keywords: list[tuple[str, ...]]) -> list[learned.Candidate]:
     return [

@@ -23,6 +23,8 @@ from olav.memory.store.scopes import EVERYONE, Reader
 from olav.memory.store.timeq import Period
 from tests.helpers import hash_store, rec
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 USERS = ("alice", "bob", "carol")
 TEAMS = ("x", "y")
 SCOPES = ("global", "netops", *(f"user:{u}" for u in USERS), *(f"team:{t}" for t in TEAMS))

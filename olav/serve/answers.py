@@ -3,9 +3,9 @@ document (``/openapi.json``) is made from, and that the routes answer in."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from olav.serve.run import STATUSES
 
@@ -68,8 +68,8 @@ class Info(Answer):
     version: str = Field(description="olav's version")
     langgraph_py_version: str
     olav: Literal[True]
-    flags: dict[str, Any]
-    metadata: dict[str, Any]
+    flags: dict[str, JsonValue]
+    metadata: dict[str, JsonValue]
     operator: str
 
 
@@ -78,39 +78,39 @@ class Assistant(Answer):
     graph_id: str
     name: str
     description: str | None = None
-    config: dict[str, Any] = {}
-    context: dict[str, Any] = {}
-    metadata: dict[str, Any]
+    config: dict[str, JsonValue] = {}
+    context: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue]
     version: int = 1
     created_at: Stamp
     updated_at: Stamp = ""
 
 
 class Graph(Answer):
-    nodes: list[Any]
-    edges: list[Any]
+    nodes: list[JsonValue]
+    edges: list[JsonValue]
     name: str = ""
 
 
 class AssistantSchemas(Answer):
     graph_id: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] = {}
-    state_schema: dict[str, Any]
-    config_schema: dict[str, Any] = {}
-    context_schema: dict[str, Any] = {}
+    input_schema: dict[str, JsonValue]
+    output_schema: dict[str, JsonValue] = {}
+    state_schema: dict[str, JsonValue]
+    config_schema: dict[str, JsonValue] = {}
+    context_schema: dict[str, JsonValue] = {}
 
 
 class Thread(Answer):
     thread_id: str
     created_at: Stamp
     updated_at: Stamp
-    metadata: dict[str, Any] = Field(
+    metadata: dict[str, JsonValue] = Field(
         description="the client's labels, and graph_id, assistant_id, owner, name"
     )
     status: Literal["idle", "busy", "interrupted"]
-    interrupts: dict[str, Any] = {}
-    values: dict[str, Any] = Field(default={}, description="the thread's state (GET only)")
+    interrupts: dict[str, JsonValue] = {}
+    values: dict[str, JsonValue] = Field(default={}, description="the thread's state (GET only)")
 
 
 class Checkpoint(Answer):
@@ -120,14 +120,14 @@ class Checkpoint(Answer):
 
 
 class ThreadState(Answer):
-    values: dict[str, Any]
+    values: dict[str, JsonValue]
     next: list[str]
-    tasks: list[Any]
-    metadata: dict[str, Any] = {}
+    tasks: list[JsonValue]
+    metadata: dict[str, JsonValue] = {}
     created_at: str | None = None
     checkpoint: Checkpoint
     parent_checkpoint: Checkpoint | None = None
-    interrupts: list[Any]
+    interrupts: list[JsonValue]
 
 
 class NewCheckpoint(Answer):
@@ -141,8 +141,8 @@ class Run(Answer):
     created_at: Stamp
     updated_at: Stamp = ""
     status: Literal[STATUSES]  # type: ignore[valid-type]
-    metadata: dict[str, Any] = {}
-    kwargs: dict[str, Any] = {}
+    metadata: dict[str, JsonValue] = {}
+    kwargs: dict[str, JsonValue] = {}
     multitask_strategy: Literal["reject", "enqueue"] = "reject"
     error: str | None = Field(default=None, description="why it failed, or empty")
 
@@ -158,7 +158,7 @@ class StoredValue(Answer):
     origin: str = ""
     confidence: float = 0.0
     tags: list[str] = []
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, JsonValue] = {}
 
 
 class StoreItem(Answer):
@@ -201,5 +201,5 @@ class ChatCompletion(Answer):
     object: Literal["chat.completion"]
     created: int = 0
     model: str
-    choices: list[Any]
-    usage: dict[str, Any] = {}
+    choices: list[JsonValue]
+    usage: dict[str, JsonValue] = {}

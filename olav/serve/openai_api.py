@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from pydantic import JsonValue
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -238,7 +239,7 @@ async def completions(
     )
 
 
-def _usage(run: Run) -> dict[str, int]:
+def _usage(run: Run) -> dict[str, JsonValue]:
     prompt = int(run.usage.get("tokens_in") or 0)
     completion = int(run.usage.get("tokens_out") or 0)
     return {

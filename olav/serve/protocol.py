@@ -15,7 +15,7 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 import anyio
-from pydantic import Field
+from pydantic import Field, JsonValue
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -125,8 +125,8 @@ def assistant_graph(server: Server, request: Request, operator: str) -> A.Graph:
 )
 def assistant_schemas(server: Server, request: Request, operator: str) -> A.AssistantSchemas:
     name = server.agent(request.path_params["assistant_id"])
-    messages = {"type": "array", "items": {"type": "object"}}
-    state = {"type": "object", "properties": {"messages": messages}}
+    messages: dict[str, JsonValue] = {"type": "array", "items": {"type": "object"}}
+    state: dict[str, JsonValue] = {"type": "object", "properties": {"messages": messages}}
     return A.AssistantSchemas(
         graph_id=name,
         input_schema=state,
@@ -151,9 +151,8 @@ async def threads_create(
     server: Server, request: Request, operator: str, body: ThreadCreate
 ) -> A.Thread:
     metadata, thread_id = body.metadata, body.thread_id
-    agent = metadata.get("graph_id") or metadata.get("assistant_id") or ""
-    if agent:
-        server.agent(agent)
+    named = metadata.get("graph_id") or metadata.get("assistant_id")
+    agent = server.agent(named) if named else ""
     name = text_field(metadata.get("name"), "metadata.name", MAX_NAME) or ""
     # thread ids are per operator: another operator's thread with this id changes nothing
     # (ThreadStore.insert); of two of this operator's requests that make it at once, one

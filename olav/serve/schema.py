@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
 from pydantic import ValidationInfo as Info
 
 from olav.serve.http import (
@@ -153,7 +154,7 @@ Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT), _check(_window(1, MAX_LIMIT))]
 Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), _check(_window(0, MAX_OFFSET))]
 StoreOffset = Annotated[int, Field(ge=0, le=MAX_STORE_OFFSET), _check(_window(0, MAX_STORE_OFFSET))]
 Metadata = Annotated[
-    dict[str, Any],
+    dict[str, JsonValue],
     Field(max_length=MAX_KEYS, description="labels: " + BOUNDED),
     _check(bounded_object),
 ]
@@ -197,7 +198,7 @@ class ThreadCreate(Body):
 class ThreadCount(Body):
     metadata: Metadata = {}
     status: ThreadStatus | None = None
-    values: dict[str, Any] | None = Field(
+    values: dict[str, JsonValue] | None = Field(
         default=None, description="not supported: filter by metadata"
     )
 
@@ -209,7 +210,7 @@ class ThreadSearch(ThreadCount):
     sort_by: SortKey | None = None
     sort_order: Literal["asc", "desc"] | None = None
     select: Annotated[list[ThreadField], Field(min_length=1)] | None = None
-    extract: dict[str, Any] | None = Field(default=None, description="not supported")
+    extract: dict[str, JsonValue] | None = Field(default=None, description="not supported")
 
 
 class Renaming(BaseModel):
@@ -237,7 +238,7 @@ class CheckpointRef(BaseModel):
 
 class Messages(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
-    messages: list[Any] | dict[str, Any]
+    messages: list[JsonValue] | dict[str, JsonValue]
 
 
 class StateUpdate(Body):
@@ -273,7 +274,7 @@ class Command(BaseModel):
     """The answer to an approval (``resume``), or the end of the wait (``goto``)."""
 
     model_config = ConfigDict(extra="allow")
-    resume: Any = None
+    resume: JsonValue = None
 
 
 def _command(value: Any, field: str) -> Any:
@@ -295,7 +296,7 @@ class RunCreate(Body):
 
     model_config = ConfigDict(strict=True, extra="ignore")
     assistant_id: Annotated[str, Field(min_length=1, max_length=MAX_ID), _check(_named)]
-    input: dict[str, Any] | str | None = Field(
+    input: dict[str, JsonValue] | str | None = Field(
         default=None, description='the request: {"messages": [{"role": "user", "content": …}]}'
     )
     command: Annotated[Command | None, _check(_command)] = Field(
@@ -320,8 +321,8 @@ class RunRequest(RunCreate):
     """A run as olav's own front ends start it (the console, ``/v1``): the wire body, and
     what only they say, never read from a client's body."""
 
-    history: list[Any] = []  # turns put into the new thread first (/v1 sends them all)
-    asked: dict[str, Any] = {}  # the client's model settings (max_tokens, temperature…)
+    history: list[BaseMessage] = []  # turns put into the new thread first (/v1 sends them all)
+    asked: dict[str, JsonValue] = {}  # the client's model settings (max_tokens, temperature…)
     interruptible: bool = True  # False: a tool that asks for approval is refused instead
 
 
@@ -355,8 +356,8 @@ class StorePut(Body):
         ),
         _check(_value),
     ]
-    index: Any = Field(default=None, description="ignored: olav indexes the text")
-    ttl: Any = Field(default=None, description="ignored: the category's expiry applies")
+    index: JsonValue = Field(default=None, description="ignored: olav indexes the text")
+    ttl: JsonValue = Field(default=None, description="ignored: the category's expiry applies")
 
 
 class StoreDelete(Body):
@@ -406,8 +407,8 @@ class StoreNamespaces(Body):
 class ChatMessage(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[Any] | None = None
-    tool_calls: list[Any] | None = Field(default=None, description="an assistant's calls")
+    content: str | list[JsonValue] | None = None
+    tool_calls: list[JsonValue] | None = Field(default=None, description="an assistant's calls")
     tool_call_id: str | None = Field(default=None, description="a tool result's")
 
 
@@ -415,7 +416,7 @@ class ChatFunction(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: dict[str, JsonValue] | None = None
 
 
 class ChatTool(BaseModel):
@@ -427,7 +428,7 @@ class ChatTool(BaseModel):
 class NamedChoice(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow")
     type: Literal["function"]
-    function: dict[str, Any]
+    function: dict[str, JsonValue]
 
 
 class StreamOptions(BaseModel):

@@ -21,6 +21,8 @@ import pytest
 
 from tests.serve._inprocess import Local, human, local_server, sse, tokens_for
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 IDS = ("t-a", "t-b", "t-c")
 SEQUENCES = 3
 STEPS = 8

@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.serve._tenants import World, _do, _ops, planted
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 SEQUENCES = 1_000
 
 

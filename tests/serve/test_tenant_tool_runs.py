@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from tests.serve._tenants import World, _do, _text, _value, planted
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def world(_hash_ws_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
