@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, JsonValue, TypeAdapter
 from starlette.requests import Request
 
 from olav.serve.answers import Error, Ok, OpenAIError
@@ -48,8 +48,8 @@ def _ok(server: Server, request: Request, operator: str) -> Ok:
     return Ok(ok=True)
 
 
-@OWN.get("/openapi.json", "this document", Reply("OpenAPI 3.1", dict[str, Any]))
-def _openapi(server: Server, request: Request, operator: str) -> dict[str, Any]:
+@OWN.get("/openapi.json", "this document", Reply("OpenAPI 3.1", dict[str, JsonValue]))
+def _openapi(server: Server, request: Request, operator: str) -> dict[str, JsonValue]:
     from olav import __version__
 
     return document(__version__)
