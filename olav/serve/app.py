@@ -74,30 +74,21 @@ def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
     handler = op.handler
 
     async def endpoint(request: Request) -> Response:
-        operator = request.state.operator
-        try:
-            for name, value in request.path_params.items():
-                if len(value) > MAX_ID:  # an id no store holds: said so, never looked up
-                    raise HTTPError(
-                        422, f"{name} is {len(value)} characters long; the most is {MAX_ID}"
-                    )
-            given: tuple[Any, ...] = (server, request, operator)
-            if op.body is not None:
-                given += (read(op.body, await server.body(request)),)
-            if asyncio.iscoroutinefunction(handler):
-                result = await handler(*given)
-            else:  # off the event loop: a state read may build a session (a second or more)
-                result = await anyio.to_thread.run_sync(handler, *given)
-            if not isinstance(result, Response):
-                result = JSONResponse(plain(result))
-        except HTTPError as exc:
-            shape = oai_error if op.openai else error_response
-            return shape(exc.status, exc.detail, headers=exc.headers)
-        except OlavError as exc:
-            return error_response(_status_of(exc), exc.one_line())
-        except Exception as exc:  # olav's own bug: a 500 here, never re-raised past the app,
-            return crashed(request, exc)  # so that the connection stays open (olav.serve.gate)
-        return result
+        """The route's handler on the request (an error it raises is answered by the app's
+        exception handlers: :func:`create_app`)."""
+        for name, value in request.path_params.items():
+            if len(value) > MAX_ID:  # an id no store holds: said so, never looked up
+                raise HTTPError(
+                    422, f"{name} is {len(value)} characters long; the most is {MAX_ID}"
+                )
+        given: tuple[Any, ...] = (server, request, request.state.operator)
+        if op.body is not None:
+            given += (read(op.body, await server.body(request)),)
+        if asyncio.iscoroutinefunction(handler):
+            result = await handler(*given)
+        else:  # off the event loop: a state read may build a session (a second or more)
+            result = await anyio.to_thread.run_sync(handler, *given)
+        return result if isinstance(result, Response) else JSONResponse(plain(result))
 
     return endpoint
 
@@ -110,6 +101,12 @@ def plain(answer: Any) -> Any:
     if isinstance(answer, list):
         return [plain(item) for item in answer]
     return answer
+
+
+def _shape(request: Request) -> Callable[..., Response]:
+    """The error body of a route: OpenAI's under ``/v1`` (every OpenAI client shows its
+    message), olav's ``{"detail": …}`` everywhere else."""
+    return oai_error if request.url.path.startswith("/v1/") else error_response
 
 
 def _status_of(exc: OlavError) -> int:
@@ -150,9 +147,21 @@ def create_app(server: Server, *, cors: Sequence[str] = ()) -> Starlette:
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
 
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPError)
+        return _shape(request)(exc.status, exc.detail, headers=exc.headers)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, OlavError)
+        return _shape(request)(_status_of(exc), exc.one_line())
+
     async def bug(request: Request, exc: Exception) -> Response:
+        # olav's own bug: Starlette sends this 500 and raises the error again, which the
+        # gate's Audited layer ends (olav.serve.gate), so that the connection stays usable
         return crashed(request, exc)
 
+    app.add_exception_handler(HTTPError, refused)
+    app.add_exception_handler(OlavError, failed)
     app.add_exception_handler(Exception, bug)
     return app
 

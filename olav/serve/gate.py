@@ -127,14 +127,14 @@ class TokenChecked:
         if scope["type"] != "http" or scope.get("path") in OPEN_PATHS or self.preflight(scope):
             await self.app(scope, receive, send)
             return
+        shape = oai_error if scope.get("path", "").startswith("/v1/") else error_response
         try:
             token = self.server.token_of(Request(scope, receive))
         except HTTPError as exc:
-            shape = oai_error if scope.get("path", "").startswith("/v1/") else error_response
             await shape(exc.status, exc.detail, headers=exc.headers)(scope, receive, send)
             return
         except OlavError as exc:  # tokens.json unreadable: nobody can be checked
-            await error_response(503, exc.one_line())(scope, receive, send)
+            await shape(503, exc.one_line())(scope, receive, send)
             return
         state["operator"] = Operator(token.operator, token.role)
 

@@ -107,7 +107,9 @@ class _Refusal(Exception):
         self.field, self.message = field, message
 
 
-@V1.get("/v1/models", "every agent as a model olav/<agent>", Reply("the models", A.Models))
+@V1.get(
+    "/v1/models", "every agent as a model olav/<agent>", Reply("the models", A.Models), openai=True
+)
 def models(server: Server, request: Request, operator: str) -> A.Models:
     return A.Models(object="list", data=[_model(name) for name in sorted(server.agents)])
 
