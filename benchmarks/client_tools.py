@@ -187,7 +187,7 @@ def corpus_items(path: Path) -> list[Item]:
 def run_client_tools(limit: int | None = None, corpus: Path | None = None) -> dict[str, Any]:
     import openai
 
-    from olav.serve.tokens import TokenStore
+    from olav.access.tokens import TokenStore
 
     every = (corpus_items(corpus) if corpus else suite_items())[:limit]
     engine = Engine([f.output for f in every])

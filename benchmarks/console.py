@@ -74,10 +74,10 @@ def run_console_bench(rows: int = ROWS, requests: int = REQUESTS) -> dict[str, A
     from benchmarks.perf_data import make_queries
     from benchmarks.serve import _start
     from benchmarks.threads import echo_workspace
+    from olav.access.tokens import TokenStore
     from olav.llm.tiers import model_tier
     from olav.memory.recall.recaller import Recaller
     from olav.memory.store.table import MemoryStore
-    from olav.serve.tokens import TokenStore
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"

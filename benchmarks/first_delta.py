@@ -82,8 +82,8 @@ def run_first_delta(home: Path, rounds: int = 5, *, real: bool = False) -> dict[
     import httpx
 
     from benchmarks.client_tools import Engine, workspace
+    from olav.access.tokens import TokenStore
     from olav.admin import engine
-    from olav.serve.tokens import TokenStore
 
     stub = None if real else Engine([ANSWER], word_delay=0.005)
     found = engine.start(home, port=PORT) if real else None

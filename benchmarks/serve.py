@@ -58,8 +58,8 @@ def _start(root: Path) -> tuple[subprocess.Popen[str], str]:
 def run_serve_bench(runs: int = RUNS, concurrent: int = CONCURRENT) -> dict[str, Any]:
     import httpx
 
+    from olav.access.tokens import TokenStore
     from olav.compose import agent_session
-    from olav.serve.tokens import TokenStore
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
@@ -157,7 +157,7 @@ def _modes(root: Path, runs: int) -> dict[str, Any]:
     import httpx
     import yaml
 
-    from olav.serve.tokens import TokenStore
+    from olav.access.tokens import TokenStore
 
     ws = echo_workspace(root, turns=1)
     call = {"content": "", "tool_calls": [{"name": "ls", "args": {"path": "/"}}]}

@@ -220,7 +220,7 @@ def _under(
 
 
 def run_fairness_bench(progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from olav.serve.tokens import TokenStore
+    from olav.access.tokens import TokenStore
 
     say = progress or (lambda _m: None)
     heads = heads_possible()

@@ -164,7 +164,7 @@ def run_hostile_bench(
     progress: Callable[[str], None] | None = None, samples: int = OK_SAMPLES
 ) -> dict[str, Any]:
     from benchmarks.serve import _start
-    from olav.serve.tokens import TokenStore
+    from olav.access.tokens import TokenStore
 
     say = progress or (lambda _m: None)
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,11 +20,11 @@ import httpx2
 from mcp import Client, StdioServerParameters, types
 from mcp.client.streamable_http import streamable_http_client
 
+from olav.access.tokens import TokenStore
 from olav.audit.recorder import AuditRecorder
 from olav.core.config import Workspace
 from olav.memory.store.scopes import user_name
 from olav.memory.store.table import MemoryStore
-from olav.serve.tokens import TokenStore
 from tests.helpers import clean_env
 
 OLAV = [sys.executable, "-c", "from olav.cli.app import main; main()"]

@@ -14,10 +14,10 @@ import httpx
 import pytest
 from mcp import Client, MCPError, types
 
+from olav.access.tokens import TokenStore
 from olav.audit.queries import runs_to_learn
 from olav.core.config import Workspace
 from olav.memory.store.scopes import EVERYONE, private_scope
-from olav.serve.tokens import TokenStore
 from tests.helpers import wait_until
 from tests.mcp_support import (
     BACKUP,

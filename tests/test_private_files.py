@@ -86,9 +86,9 @@ def test_a_run_and_a_served_request_leave_nothing_another_user_can_read(
 ) -> None:
     from starlette.testclient import TestClient
 
+    from olav.access.tokens import TokenStore
     from olav.serve.app import Server, create_app
     from olav.serve.gate import guarded
-    from olav.serve.tokens import TokenStore
 
     ws = scripted_ws(hash_ws, EXPORT_TURNS * 3)
     res = olav_here(hash_ws, "ask", "save the report")

@@ -1,4 +1,4 @@
-"""The operators' tokens of `olav serve` (olav.serve.tokens) and the `olav serve` command line:
+"""The operators' tokens of `olav serve` (olav.access.tokens) and the `olav serve` command line:
 hashed storage, verification, revocation seen across processes, the file's safety, and the
 refusal to bind a network address without a token."""
 
@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from olav.core.errors import OlavError
-from olav.serve.tokens import (
+from olav.access.tokens import (
     TOKEN_LEN,
     TokenFileError,
     TokenInfo,
@@ -24,6 +23,7 @@ from olav.serve.tokens import (
     is_loopback_host,
     operator_name,
 )
+from olav.core.errors import OlavError
 from tests.helpers import OlavCli, OlavMain, clean_env
 
 TOKEN_RE = re.compile(r"olav_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
@@ -140,7 +140,7 @@ def test_concurrent_creates_from_four_processes_all_survive(hash_ws: Path) -> No
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from olav.serve.tokens import TokenStore\n"
+        "from olav.access.tokens import TokenStore\n"
         "store = TokenStore(Path(sys.argv[1]))\n"
         "for i in range(5):\n"
         "    print(store.create(sys.argv[2], note=str(i))[1], flush=True)\n"
@@ -195,7 +195,7 @@ def test_a_failed_write_leaves_the_old_file(hash_ws: Path, monkeypatch: pytest.M
     def crash(*_: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("olav.serve.tokens.os.replace", crash)
+    monkeypatch.setattr("olav.access.tokens.os.replace", crash)
     with pytest.raises(TokenFileError, match=r"cannot write .*No space left"):
         store.create("bob")
     with pytest.raises(TokenFileError):
@@ -261,7 +261,7 @@ def test_operator_names_are_normalised_like_memory_scopes() -> None:
 
 def test_revoke_needs_one_match(hash_ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ids = iter(["aaaaaaaaaaa1", "aaaaaaaaaaa2"])
-    monkeypatch.setattr("olav.serve.tokens.secrets.token_hex", lambda _n: next(ids))
+    monkeypatch.setattr("olav.access.tokens.secrets.token_hex", lambda _n: next(ids))
     store = _store(hash_ws)
     one, token = store.create("alice")
     store.create("bob")

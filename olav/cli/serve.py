@@ -1,4 +1,4 @@
-"""``olav serve``: the HTTP server (olav.serve.app) and the operators' tokens (olav.serve.tokens).
+"""``olav serve``: the HTTP server (olav.serve.app) and the operators' tokens (olav.access.tokens).
 
 The server and its libraries (Starlette, uvicorn) are imported only once every check has
 passed, so ``olav serve --help`` and ``olav serve token ...`` stay fast."""
@@ -30,7 +30,7 @@ app.add_typer(
 
 
 def open_tokens(ws: Any) -> Any:
-    from olav.serve.tokens import TokenStore
+    from olav.access.tokens import TokenStore
 
     return TokenStore.for_workspace(ws, touch_interval=None)
 
@@ -62,7 +62,7 @@ def serve(
     Every request but /ok needs a token: `olav serve token create NAME`."""
     if ctx.invoked_subcommand is not None:
         return
-    from olav.serve.tokens import check_bind
+    from olav.access.tokens import check_bind
 
     ws = open_workspace()
     check_bind(host, open_tokens(ws))  # before the server's code is even imported

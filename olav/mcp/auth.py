@@ -22,12 +22,12 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl
 
+from olav.access.tokens import TokenFileError, TokenStore
 from olav.core.config import Workspace
 from olav.core.log import get_logger
 from olav.mcp.service import MemoryService, check_agent
 from olav.memory.store.roles import OPERATOR, Operator
 from olav.serve.pool import operator_workspace
-from olav.serve.tokens import TokenFileError, TokenStore
 
 log = get_logger("mcp.auth")
 SCOPE = "olav:memory"  # the one scope a live token carries

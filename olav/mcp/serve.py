@@ -36,8 +36,8 @@ def serve(
             on_ready(f"olav mcp: serving agent {agent} ({mode}) on stdio")
         server.run("stdio")
         return
+    from olav.access.tokens import TokenStore
     from olav.mcp.auth import Operators, ServeTokens, auth_settings
-    from olav.serve.tokens import TokenStore
 
     tokens = TokenStore.for_workspace(ws)
     operators = Operators(ws, agent=agent, tier=tier)

@@ -53,11 +53,11 @@ class Server:
         model: Any = None,
         tokens: Any = None,
     ) -> None:
+        from olav.access.tokens import TokenStore
         from olav.audit.db import migrate
         from olav.audit.recorder import settle_orphans
         from olav.runtime.skills import load_agents
         from olav.runtime.threads import ThreadStore
-        from olav.serve.tokens import TokenStore
 
         self.ws = ws
         self.max_body = max_body
@@ -89,7 +89,7 @@ class Server:
         return Operator(info.operator, info.role)
 
     def token_of(self, request: Request) -> Any:
-        """The live token the request presents (its :class:`~olav.serve.tokens.TokenInfo`)."""
+        """The live token the request presents (its :class:`~olav.access.tokens.TokenInfo`)."""
         header = request.headers.get("authorization", "")
         presented = header[7:].strip() if header.lower().startswith("bearer ") else ""
         presented = presented or request.headers.get("x-api-key", "").strip()

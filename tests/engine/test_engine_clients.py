@@ -56,8 +56,8 @@ def test_the_chat_streams_the_engines_answer_and_ctrl_c_hangs_up_on_it(
 def test_olav_serve_streams_the_engines_answer_to_the_javascript_sdk(
     engine: str, tmp_path: Path
 ) -> None:
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
-    from olav.serve.tokens import TokenStore
     from tests.serve._support import start_server, stop_server
 
     node = shutil.which("node")
@@ -152,8 +152,8 @@ def test_a_clients_tools_and_json_schema_reach_the_real_engine(engine: str, tmp_
     500) is held by json_object and the schema instead, the answer valid under the schema."""
     import openai
 
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
-    from olav.serve.tokens import TokenStore
     from tests.serve._support import start_server, stop_server
 
     ws = workspace(tmp_path / "ws", engine, "  num_predict: 96\n")

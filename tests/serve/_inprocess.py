@@ -80,9 +80,9 @@ class Local:
 
 def tokens_for(root: Path, *operators: str) -> tuple[str, dict[str, str]]:
     """Tokens of the workspace's own operator and of ``operators``: (its name, tokens)."""
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
     from olav.memory.store.scopes import user_name
-    from olav.serve.tokens import TokenStore
 
     ws = Workspace.open(root)
     alice = user_name(ws.config)
@@ -104,10 +104,10 @@ def echo_model() -> Any:
 def local_server(root: Path, tokens: dict[str, str], alice: str) -> Iterator[Local]:
     """A Server on the workspace at ``root`` (its own thread store and session pool),
     listening on a free port until the block ends."""
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
     from olav.serve.app import Server, create_app
     from olav.serve.gate import guarded
-    from olav.serve.tokens import TokenStore
 
     ws = Workspace.open(root)
     server = Server(

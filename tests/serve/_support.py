@@ -183,9 +183,9 @@ def stop_server(proc: subprocess.Popen[str]) -> str:
 def make_workspace(root: Path, url: str) -> tuple[Path, str, dict[str, str], dict[str, str]]:
     """A workspace on the stub at ``url``, with tokens for its operator (an admin), bob and carol
     (operators)."""
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
     from olav.memory.store.scopes import user_name
-    from olav.serve.tokens import TokenStore
 
     ws = ollama_workspace(root, url, NO_NUDGE)
     alice = user_name(Workspace.open(ws).config)

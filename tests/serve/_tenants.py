@@ -201,13 +201,13 @@ def _plant_as(w: World, alice: httpx.Client) -> None:
 def planted(template: Path, root: Path) -> Iterator[World]:
     """alice's canaries planted on a copy of the workspace ``template`` at ``root``, and bob's
     clients on its in-process server (the HTTP API, the console, MCP, his bound tools)."""
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
     from olav.llm.models import ScriptedChatModel
     from olav.mcp.service import MemoryService
     from olav.serve.app import Server, create_app
     from olav.serve.gate import guarded
     from olav.serve.pool import operator_workspace
-    from olav.serve.tokens import TokenStore
 
     shutil.copytree(template, root)
     alice, tokens = tokens_for(root, "bob")

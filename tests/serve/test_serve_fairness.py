@@ -299,8 +299,8 @@ def test_accept_errors_out_of_files_are_logged_sparsely() -> None:
 
 
 def test_revoking_a_token_ends_its_open_stream(tmp_path: Path) -> None:
+    from olav.access.tokens import TokenStore
     from olav.core.config import Workspace
-    from olav.serve.tokens import TokenStore
 
     with serving(tmp_path) as served, served.model.hold("long stream") as gate:
         tid = uuid.uuid4().hex

@@ -1,6 +1,6 @@
 """Who is logged in to the console, and the checks a form that changes something passes.
 
-A person logs in with an operator's token (the API's :class:`~olav.serve.tokens.TokenStore`).
+A person logs in with an operator's token (the API's :class:`~olav.access.tokens.TokenStore`).
 The browser then holds a random session id in an HttpOnly, SameSite=Strict cookie; the token
 itself is never in the cookie and never in a page. The server keeps, per session, the
 operator, the token it was opened with (a revoked token ends its sessions at the next request),
