@@ -13,6 +13,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from olav.audit.requests import RequestAudit
 from olav.core.config import Workspace
 from olav.core.log import flush as flush_log
 from olav.core.log import get_logger
@@ -31,7 +32,6 @@ from olav.serve.http import (
 )
 from olav.serve.limits import Limits, OperatorSlots, TooMany
 from olav.serve.pool import SessionPool
-from olav.serve.request_audit import RequestAudit
 from olav.serve.run import Run, dump_values, now_iso
 from olav.serve.runs import BusyError, RunManager
 from olav.serve.schema import RunCreate, RunRequest

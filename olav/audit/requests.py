@@ -13,7 +13,7 @@ from typing import Any
 from olav.audit.events import HTTP_REQUEST_EVENT
 from olav.core.log import get_logger
 
-log = get_logger("serve")
+log = get_logger("serve")  # the server's log: its requests are what it audits
 
 
 class RequestAudit:
