@@ -125,6 +125,12 @@ def _check(check: Callable[[Any, str], Any]) -> BeforeValidator:
     return BeforeValidator(lambda v, info: v if v is None else check(v, _field(info)))
 
 
+def _or_empty(check: Callable[[Any, str], Any], empty: Callable[[], Any]) -> BeforeValidator:
+    """A validator like :func:`_check`, which reads null as empty (``empty()``): a client that
+    sends ``"metadata": null`` means none, as olav has always read it."""
+    return BeforeValidator(lambda v, info: empty() if v is None else check(v, _field(info)))
+
+
 def _field(info: Info) -> str:
     return str(info.field_name or "value")
 
@@ -156,12 +162,12 @@ StoreOffset = Annotated[int, Field(ge=0, le=MAX_STORE_OFFSET), _check(_window(0,
 Metadata = Annotated[
     dict[str, JsonValue],
     Field(max_length=MAX_KEYS, description="labels: " + BOUNDED),
-    _check(bounded_object),
+    _or_empty(bounded_object, dict),
 ]
 Labels = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=MAX_ID)]],
     Field(max_length=MAX_LABELS),
-    _check(_labels),
+    _or_empty(_labels, list),
 ]
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 ThreadField = Literal[

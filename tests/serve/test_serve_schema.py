@@ -76,3 +76,12 @@ def test_a_refusal_says_what_the_field_takes(
     with pytest.raises(HTTPError) as refused:
         schema.read(model, body)
     assert says in refused.value.detail, refused.value.detail
+
+
+def test_null_metadata_and_labels_read_as_none_given() -> None:
+    """``"metadata": null`` (and a store search's ``"namespace_prefix": null``) mean none, as
+    olav has always read them; a put's namespace must still name one label."""
+    assert schema.read(schema.RunCreate, {"assistant_id": "a", "metadata": None}).metadata == {}
+    assert schema.read(schema.StoreSearch, {"namespace_prefix": None}).namespace_prefix == []
+    with pytest.raises(HTTPError, match="namespace must have at least 1 item"):
+        schema.read(schema.StorePut, {"namespace": None, "key": "k", "value": {"text": "t"}})
