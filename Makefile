@@ -76,10 +76,12 @@ fmt: $(STAMP)
 # written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as container images
 # set it): the workers and the hundreds of `olav` processes the tests start then compile olav
 # and the tests once, not each on its own (pytest's rewritten test modules are cached the same
-# way)
+# way). The files are handed out in the order tests/conftest.py gives them (the long ones first),
+# not re-sorted by how many tests each has, which put the long files of one test last
 TEST_WORKERS ?= auto
 test: lint browser postgres $(REFERENCE)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder
 
 # a real engine for make test-engine: llama-cpp-python's OpenAI-compatible server, built from
 # its PyPI source once (about 7 minutes on 2 cores; the wheel stays under .cache/engine), in a

@@ -47,10 +47,11 @@ def _build_the_cli_once() -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules with a ``slow`` test run first, in the order pytest-randomly gave them,
-    then the rest in theirs. pytest-xdist hands out whole files in this order (--dist
-    loadfile), so the long ones start early and the many short ones fill the end, where a
-    long file would leave the other core idle."""
+    """The modules with a ``slow`` test run first, then the rest, each group in the order
+    pytest collected it. pytest-xdist hands out whole files in this order (``--dist loadfile
+    --no-loadscope-reorder``: by default it sorts them by how many tests they hold, which puts
+    the long files of one test, the fuzz among them, last), so the long ones start early and
+    the many short ones fill the end, where a long file would leave the other core idle."""
     slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)
 
