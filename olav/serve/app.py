@@ -41,7 +41,7 @@ from olav.serve.limits import Sparse
 from olav.serve.openapi import operations
 from olav.serve.routing import Op
 from olav.serve.runs import BusyError
-from olav.serve.schema import read
+from olav.serve.schema import read, read_query
 from olav.serve.server import MAX_BODY, Server
 
 log = get_logger("serve")
@@ -84,6 +84,8 @@ def _wrap(server: Server, op: Op) -> Callable[[Request], Any]:
         given: tuple[Any, ...] = (server, request, request.state.operator)
         if op.body is not None:
             given += (read(op.body, await server.body(request)),)
+        if op.query is not None:
+            given += (read_query(op.query, request.query_params),)
         if asyncio.iscoroutinefunction(handler):
             result = await handler(*given)
         else:  # off the event loop: a state read may build a session (a second or more)

@@ -99,6 +99,18 @@ def _parameters(op: Op, schemas: _Schemas) -> list[dict[str, Any]]:
         )
     for param in op.params:
         out.append(_parameter(param, schemas))
+    if op.query is not None:
+        model = op.query.model_json_schema(ref_template=REF)
+        for name, schema in model["properties"].items():
+            entry: dict[str, Any] = {"name": name, "in": "query"}
+            if name in model.get("required", ()):
+                entry["required"] = True
+            if "description" in schema:
+                entry["description"] = schema["description"]
+            entry["schema"] = _plain(schema)
+            if schema.get("type") == "array":
+                entry |= {"style": "form", "explode": True}
+            out.append(entry)
     return out
 
 

@@ -12,7 +12,7 @@ again (regenerate) or with a new request (edit), a new branch that the history s
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 from pydantic import Field, JsonValue
@@ -32,25 +32,23 @@ from olav.serve.http import (
     sse_response,
     stream_modes,
     text_field,
-    window,
 )
 from olav.serve.records import UNFINISHED
 from olav.serve.routing import Param, Reply, Routes
-from olav.serve.run import STATUSES
 from olav.serve.schema import (
     THREAD_FIELDS,
     AssistantSearch,
-    Limit,
-    Offset,
+    CancelQuery,
+    JoinQuery,
     RunCreate,
-    StreamMode,
+    RunsQuery,
     ThreadCount,
     ThreadCreate,
     ThreadPatch,
     ThreadSearch,
 )
 from olav.serve.server import Server
-from olav.serve.state_api import STATE, integer_of
+from olav.serve.state_api import STATE
 
 API = Routes()
 BODY = (413, 422)  # what a route that reads a body may answer besides its own
@@ -347,25 +345,17 @@ def run_get(server: Server, request: Request, operator: str) -> A.Run:
     "the thread's runs, newest first",
     Reply("the runs", list[A.Run]),
     errors=(404, 422),
-    params=(
-        Param("limit", "query", Limit),
-        Param("offset", "query", Offset),
-        Param("status", "query", Literal[STATUSES]),
-    ),
+    query=RunsQuery,
 )
-def runs_list(server: Server, request: Request, operator: str) -> list[A.Run]:
+def runs_list(server: Server, request: Request, operator: str, query: RunsQuery) -> list[A.Run]:
     info = server.thread(operator, request.path_params["thread_id"])
-    query = request.query_params
-    limit, offset = window(
-        {k: integer_of(k, query[k]) for k in ("limit", "offset") if k in query}, 10
-    )
-    status = query.get("status") or None
-    if status is not None and status not in STATUSES:
-        raise HTTPError(
-            422, f"status {status!r} is not a run status; use one of: " + ", ".join(STATUSES)
-        )
     runs = server.runs.thread_runs(
-        info.id, operator, known_as=info.known_as, limit=limit, offset=offset, status=status
+        info.id,
+        operator,
+        known_as=info.known_as,
+        limit=query.limit,
+        offset=query.offset,
+        status=query.status,
     )
     return [A.Run(**r.to_json()) for r in runs]
 
@@ -412,20 +402,17 @@ async def run_join(server: Server, request: Request, operator: str) -> A.Values:
     "the run's events again, after Last-Event-ID",
     EVENTS,
     errors=(404, 422),
-    params=(
-        Param("Last-Event-ID", "header", Annotated[str, Field(pattern="^[0-9]{1,15}$")]),
-        Param("stream_mode", "query", list[StreamMode], repeated=True),
-        Param("cancel_on_disconnect", "query", Literal["0", "1", "true", "false"]),
-    ),
+    params=(Param("Last-Event-ID", "header", Annotated[str, Field(pattern="^[0-9]{1,15}$")]),),
+    query=JoinQuery,
 )
-async def run_join_stream(server: Server, request: Request, operator: str) -> Response:
+async def run_join_stream(
+    server: Server, request: Request, operator: str, query: JoinQuery
+) -> Response:
     """The run's events again (after ``Last-Event-ID``); ``stream_mode`` (repeatable) keeps
     those modes' events only, ``cancel_on_disconnect=1`` cancels the run when the client goes
     away."""
-    query = request.query_params
-    # the SDK sends an empty stream_mode= for its default: every mode
-    modes = stream_modes([m for m in query.getlist("stream_mode") if m] or None, ())
-    cancel = query.get("cancel_on_disconnect") in ("1", "true")
+    modes = stream_modes(query.stream_mode or None, ())  # none: every mode
+    cancel = query.cancel_on_disconnect in ("1", "true")
     after = last_event_id(request)
     info, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:  # the stream starts now and waits, with heartbeats, for the run's end
@@ -442,22 +429,14 @@ async def run_join_stream(server: Server, request: Request, operator: str) -> Re
     "cancel the run",
     {204: Reply("it has ended"), 202: Reply("it will end at its next step")},
     errors=(404, 409, 422),
-    params=(
-        Param("wait", "query", Literal["true", "1", "false", "0"]),
-        Param("action", "query", Literal["interrupt"]),
-    ),
+    query=CancelQuery,
 )
-async def run_cancel(server: Server, request: Request, operator: str) -> Response:
+async def run_cancel(
+    server: Server, request: Request, operator: str, query: CancelQuery
+) -> Response:
     """Cancel the run: ``204`` once it has ended (``wait=1`` waits for that), ``202`` while it
     is ending; no body either way, which every SDK reads as nothing (the JavaScript one parses
     any other answer as JSON). ``action=interrupt`` only: olav keeps what the run did."""
-    action = request.query_params.get("action") or "interrupt"
-    if action != "interrupt":
-        raise HTTPError(
-            422,
-            f"action {action[:40]!r} is not supported: olav cancels with 'interrupt' (the "
-            "thread keeps its last completed step); to go back, run from an earlier checkpoint",
-        )
     _, run = await anyio.to_thread.run_sync(_run_of, server, request, operator)
     if run.stored:
         if run.status in UNFINISHED:
@@ -466,7 +445,7 @@ async def run_cancel(server: Server, request: Request, operator: str) -> Respons
             )
         return Response(status_code=204)  # it has ended: nothing to cancel
     server.runs.cancel(run)
-    if request.query_params.get("wait") in ("1", "true"):
+    if query.wait in ("1", "true"):
         await run.ended()
     return Response(status_code=204 if run.done.is_set() else 202)
 

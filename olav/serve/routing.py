@@ -53,6 +53,7 @@ class Op:
     replies: dict[int, Reply]
     errors: tuple[int, ...] = ()
     body: Any = None  # the pydantic model the JSON body is read as
+    query: Any = None  # the pydantic model the query string is read as
     body_required: bool = False
     params: tuple[Param, ...] = ()
     openai: bool = False  # its errors have OpenAI's shape

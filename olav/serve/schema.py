@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
@@ -37,6 +38,7 @@ from olav.serve.http import (
     shown,
     stream_modes,
 )
+from olav.serve.run import STATUSES
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -114,6 +116,41 @@ def read(model: type[M], data: dict[str, Any]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise HTTPError(422, problem(exc)) from None
+
+
+def read_query(model: type[M], params: Any) -> M:
+    """A query string (Starlette's ``QueryParams``) as ``model``: a list field takes every
+    value given, an integer field its digits (else the 422 that says so), any other field its
+    last value; an empty value is none given (the SDKs send ``stream_mode=`` for all)."""
+    data: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        given = [value for value in params.getlist(name) if value]
+        if not given:
+            continue
+        kind = _kind_of(field.annotation)
+        if kind is list:
+            data[name] = given
+        elif kind is int:
+            data[name] = integer_of(name, given[-1])
+        else:
+            data[name] = given[-1]
+    return read(model, data)
+
+
+def integer_of(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise HTTPError(422, f"{name} must be an integer, not {shown(text, 40)!r}") from None
+
+
+def _kind_of(annotation: Any) -> Any:
+    """``list`` or ``int`` for a field of that kind (optional or not), else the type itself."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType) and len(args) == 1:
+        return _kind_of(args[0])
+    return origin or annotation
 
 
 # -- the fields, each with its bound ------------------------------------------------------------
@@ -330,6 +367,47 @@ class RunRequest(RunCreate):
     history: list[BaseMessage] = []  # turns put into the new thread first (/v1 sends them all)
     asked: dict[str, JsonValue] = {}  # the client's model settings (max_tokens, temperature…)
     interruptible: bool = True  # False: a tool that asks for approval is refused instead
+
+
+# -- what a query string says ------------------------------------------------------------------
+
+
+class Paging(Body):
+    limit: Limit = 10
+
+
+class RunsQuery(Body):
+    limit: Limit = 10
+    offset: Offset = 0
+    status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
+
+
+class JoinQuery(Body):
+    stream_mode: Annotated[list[StreamMode], _check(_modes)] = []
+    cancel_on_disconnect: Literal["0", "1", "true", "false"] | None = None
+
+
+def _action(value: Any, field: str) -> Any:
+    if value != "interrupt":
+        raise HTTPError(
+            422,
+            f"action {shown(str(value), 40)!r} is not supported: olav cancels with 'interrupt' "
+            "(the thread keeps its last completed step); to go back, run from an earlier "
+            "checkpoint",
+        )
+    return value
+
+
+class CancelQuery(Body):
+    wait: Literal["true", "1", "false", "0"] | None = None
+    action: Annotated[Literal["interrupt"], _check(_action)] | None = None
+
+
+class ItemQuery(Body):
+    namespace: Annotated[
+        str, Field(max_length=MAX_ID, description="the labels, joined by dots")
+    ] = ""
+    key: Ident
 
 
 # -- the store ----------------------------------------------------------------------------------

@@ -15,21 +15,14 @@ from starlette.requests import Request
 from olav.runtime.threads.model import ThreadInfo
 from olav.serve import answers as A
 from olav.serve.http import HTTPError, ident
-from olav.serve.routing import Param, Reply, Routes
-from olav.serve.schema import CheckpointRef, History, Limit, StateAt, StateUpdate, read
+from olav.serve.routing import Reply, Routes
+from olav.serve.schema import CheckpointRef, History, Paging, StateAt, StateUpdate
 from olav.serve.server import Server
 
 STATE = Routes()
 STATE_OF = Reply("the state", A.ThreadState)
 STATES = Reply("the states", list[A.ThreadState])
 HISTORY = "the thread's checkpoints, newest first (limit)"
-
-
-def integer_of(name: str, text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        raise HTTPError(422, f"{name} must be an integer, not {text!r}") from None
 
 
 @STATE.get("/threads/{thread_id}/state", "the thread's state", STATE_OF, errors=(404, 422))
@@ -39,26 +32,23 @@ def thread_state(server: Server, request: Request, operator: str) -> A.ThreadSta
     return server.state_answer(info.known_as, found[0] if found else None)
 
 
+@STATE.get("/threads/{thread_id}/history", HISTORY, STATES, errors=(404, 422), query=Paging)
+async def thread_history_get(
+    server: Server, request: Request, operator: str, query: Paging
+) -> list[A.ThreadState]:
+    """The history, as ``GET`` asks for it: ``?limit=`` only."""
+    return await thread_history(server, request, operator, History(limit=query.limit))
+
+
 @STATE.post("/threads/{thread_id}/history", HISTORY, STATES, errors=(404, 413, 422), body=History)
-@STATE.get(
-    "/threads/{thread_id}/history",
-    HISTORY,
-    STATES,
-    errors=(404, 422),
-    params=(Param("limit", "query", Limit),),
-)
 async def thread_history(
-    server: Server, request: Request, operator: str, body: History | None = None
+    server: Server, request: Request, operator: str, body: History
 ) -> list[A.ThreadState]:
     """Every checkpoint of the thread, newest first, on every branch (a run from an earlier
     checkpoint starts one): each names its parent, which is how a client draws the branches.
     ``before`` (a checkpoint, or its id) starts below it; ``metadata`` keeps the checkpoints
     whose metadata has those values."""
     info = server.thread(operator, request.path_params["thread_id"])
-    if body is None:  # GET: the limit in the query
-        query = request.query_params
-        given = {"limit": integer_of("limit", query["limit"])} if "limit" in query else {}
-        body = read(History, given)
     limit, metadata = body.limit, body.metadata
     before = _checkpoint_id(body.before)
     for key, value in metadata.items():

@@ -26,18 +26,17 @@ import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from olav.serve import answers as A
 from olav.serve.http import MAX_ID, MAX_LABELS, HTTPError, jsonsafe
-from olav.serve.routing import Param, Reply, Routes
+from olav.serve.routing import Reply, Routes
 from olav.serve.schema import (
-    Ident,
+    ItemQuery,
     StoreDelete,
     StoreFilter,
     StoreNamespaces,
@@ -339,25 +338,11 @@ def _draft(
 
 
 @STORE.get(
-    "/store/items",
-    "one item",
-    Reply("the item", A.StoreItem),
-    errors=(404, 422),
-    params=(
-        Param(
-            "namespace",
-            "query",
-            Annotated[str, Field(max_length=MAX_ID)],
-            description="the labels, joined by dots",
-        ),
-        Param("key", "query", Ident, required=True),
-    ),
+    "/store/items", "one item", Reply("the item", A.StoreItem), errors=(404, 422), query=ItemQuery
 )
-def get_item(server: Server, request: Request, operator: str) -> A.StoreItem:
-    params = request.query_params
-    raw = params.get("namespace", "")
-    namespace = _labels([label for label in raw.split(".") if label], "namespace")
-    key = _key(params.get("key"))
+def get_item(server: Server, request: Request, operator: str, query: ItemQuery) -> A.StoreItem:
+    namespace = _labels([label for label in query.namespace.split(".") if label], "namespace")
+    key = query.key
     reading = _Reading(server, operator)
     return reading.item(reading.find(namespace, key))
 
