@@ -142,16 +142,6 @@ def bounded_object(value: Any, field: str = "metadata") -> dict[str, Any]:
     return value
 
 
-def window(body: dict[str, Any], default: int, *, max_offset: int = MAX_OFFSET) -> tuple[int, int]:
-    """``limit`` (1 to :data:`MAX_LIMIT`) and ``offset`` (0 to ``max_offset``) of a listing."""
-    limit, offset = body.get("limit", default), body.get("offset", 0)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_LIMIT:
-        raise HTTPError(422, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= max_offset:
-        raise HTTPError(422, f"offset must be an integer from 0 to {max_offset}")
-    return limit, offset
-
-
 def unreadable_text(data: Any) -> str:
     """Where a parsed JSON body holds text no store can keep (``metadata.x``, or ``body``
     for the body itself), or "" where it holds none: a lone surrogate (``"\\ud800"`` is valid

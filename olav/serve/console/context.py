@@ -140,12 +140,6 @@ VISIBILITY_NOTE = (
 )
 
 
-def may_see(ctx: Ctx, operator: str | None) -> bool:
-    """Whether the operator may see a run (or a draft of one) recorded as ``operator``'s
-    (None or "": a run that names nobody): the audit reader's rule."""
-    return bool(ctx.audit.sees(operator))
-
-
 def visible_runs(ctx: Ctx, run_ids: Iterable[str]) -> set[str]:
     """Which of the audit's ``run_ids`` the operator may see (an unknown id is not one)."""
     return set(ctx.audit.visible(run_ids))
