@@ -85,3 +85,27 @@ def test_null_metadata_and_labels_read_as_none_given() -> None:
     assert schema.read(schema.StoreSearch, {"namespace_prefix": None}).namespace_prefix == []
     with pytest.raises(HTTPError, match="namespace must have at least 1 item"):
         schema.read(schema.StorePut, {"namespace": None, "key": "k", "value": {"text": "t"}})
+
+
+QUERIES = sorted(
+    {op.query for op in operations() if op.query is not None}, key=lambda m: m.__name__
+)
+
+
+@pytest.mark.parametrize("model", QUERIES, ids=lambda m: m.__name__)
+@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@given(data=st.data())
+def test_any_query_string_is_read_or_refused_in_one_line(
+    model: type[BaseModel], data: st.DataObject
+) -> None:
+    from starlette.datastructures import QueryParams
+
+    names = st.sampled_from(sorted(model.model_fields)) | st.text(max_size=6)
+    values = st.text(max_size=12) | st.integers().map(str) | st.sampled_from(["true", "1", ""])
+    pairs = data.draw(st.lists(st.tuples(names, values), max_size=6))
+    try:
+        schema.read_query(model, QueryParams(pairs))
+    except HTTPError as exc:
+        assert exc.status == 422 and "\n" not in exc.detail, exc.detail
+        named = exc.detail.split(" ")[0].split(":")[0].split("[")[0]
+        assert named in model.model_fields, exc.detail
