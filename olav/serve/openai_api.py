@@ -24,9 +24,10 @@ from olav.serve import answers as A
 from olav.serve import openai_tools
 from olav.serve.follow import follow
 from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
+from olav.serve.openai_schema import ChatMessage, ChatRequest
 from olav.serve.routing import Reply, Routes
 from olav.serve.run import Run
-from olav.serve.schema import ChatMessage, ChatRequest, RunRequest
+from olav.serve.schema import RunRequest
 from olav.serve.server import Server
 
 V1 = Routes()

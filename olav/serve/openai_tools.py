@@ -24,7 +24,7 @@ import anyio
 from starlette.responses import StreamingResponse
 
 from olav.serve.http import HTTPError, content_text, oai_error, shown
-from olav.serve.schema import ChatMessage, ChatRequest, ChatTool, NamedChoice
+from olav.serve.openai_schema import ChatMessage, ChatRequest, ChatTool, NamedChoice
 from olav.serve.server import Server
 
 

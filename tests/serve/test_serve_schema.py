@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from olav.serve import schema
 from olav.serve.http import HTTPError
+from olav.serve.openai_schema import ChatRequest
 from olav.serve.openapi import operations
 
 MODELS = sorted({op.body for op in operations() if op.body is not None}, key=lambda m: m.__name__)
@@ -61,10 +62,18 @@ def test_any_body_is_read_or_refused_in_one_line_naming_its_field(
         (schema.RunCreate, {"assistant_id": "a", "stream_mode": "x"}, "stream_mode 'x' is not"),
         (schema.StorePut, {"namespace": [], "key": "k", "value": {"text": "t"}}, "namespace"),
         (schema.StoreSearch, {"filter": {"text": "x"}}, "filter on 'text' is not supported"),
-        (schema.ChatRequest, {"model": "m", "messages": []}, "messages must have at least 1"),
-        (schema.ChatRequest, {"model": "m", "messages": [{"role": "x"}]}, "messages[0].role"),
         (
-            schema.ChatRequest,
+            ChatRequest,
+            {"model": "m", "messages": []},
+            "messages must have at least 1",
+        ),
+        (
+            ChatRequest,
+            {"model": "m", "messages": [{"role": "x"}]},
+            "messages[0].role",
+        ),
+        (
+            ChatRequest,
             {"model": "m", "messages": [{"role": "user"}], "stop": ["s"] * 5},
             "stop has more than 4 items",
         ),
