@@ -3,7 +3,7 @@ document (``/openapi.json``) is made from, and that the routes answer in."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -117,6 +117,16 @@ class Checkpoint(Answer):
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str | None
+
+    @classmethod
+    def of(cls, thread_id: str, configurable: dict[str, Any]) -> Checkpoint:
+        """The checkpoint a graph config's ``configurable`` names, under the id its owner
+        knows the thread by."""
+        return cls(
+            thread_id=thread_id,
+            checkpoint_ns=configurable.get("checkpoint_ns", ""),
+            checkpoint_id=configurable.get("checkpoint_id"),
+        )
 
 
 class ThreadState(Answer):

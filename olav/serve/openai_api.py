@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from olav.serve import answers as A
 from olav.serve import openai_tools
 from olav.serve.follow import follow
-from olav.serve.http import HTTPError, content_text, ident, oai_error, shown
+from olav.serve.http import HTTPError, content_text, oai_error, shown
 from olav.serve.openai_schema import ChatMessage, ChatRequest
 from olav.serve.routing import Reply, Routes
 from olav.serve.run import Run
@@ -138,10 +138,8 @@ def model_get(server: Server, request: Request, operator: str) -> A.Model | Resp
     return _model(name)
 
 
-def _agent(server: Server, model: Any) -> str:
-    if not isinstance(model, str) or not model:
-        raise HTTPError(422, "model is required: one of " + _names(server))
-    ident(model, "model")
+def _agent(server: Server, model: str) -> str:
+    """The agent a model id names (``ChatRequest`` has checked it is an id)."""
     name = model[len(PREFIX) :] if model.startswith(PREFIX) else model
     if name not in server.agents:
         raise HTTPError(404, f"no model {model!r}; the models are: {_names(server)}")

@@ -181,7 +181,7 @@ def _window(low: int, top: int) -> Callable[[Any, str], Any]:
     return check
 
 
-def _labels(value: Any, field: str) -> Any:
+def labels(value: Any, field: str) -> Any:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise HTTPError(422, f"{field} must be a list of non-empty strings")
     if len(value) > MAX_LABELS:
@@ -204,7 +204,7 @@ Metadata = Annotated[
 Labels = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=MAX_ID)]],
     Field(max_length=MAX_LABELS),
-    _or_empty(_labels, list),
+    _or_empty(labels, list),
 ]
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 ThreadField = Literal[

@@ -264,7 +264,7 @@ class Server:
                 tasks=[],
                 metadata={},
                 created_at=None,
-                checkpoint=A.Checkpoint(thread_id=thread_id, checkpoint_ns="", checkpoint_id=None),
+                checkpoint=A.Checkpoint.of(thread_id, {}),
                 parent_checkpoint=None,
                 interrupts=[],
             )
@@ -276,8 +276,8 @@ class Server:
             tasks=[_task_json(t) for t in (snap.tasks or ())],
             metadata=jsonsafe(dict(snap.metadata or {})),
             created_at=snap.created_at,
-            checkpoint=_checkpoint(thread_id, cfg),
-            parent_checkpoint=_checkpoint(thread_id, parent) if parent else None,
+            checkpoint=A.Checkpoint.of(thread_id, cfg),
+            parent_checkpoint=A.Checkpoint.of(thread_id, parent) if parent else None,
             interrupts=[{"value": jsonsafe(i.value), "id": i.id} for i in (snap.interrupts or ())],
         )
 
@@ -412,14 +412,6 @@ def _checkpoint_of(body: RunCreate) -> str | None:
     if found is not None and (found.model_extra or {}).get("checkpoint_ns"):
         raise HTTPError(422, "checkpoint.checkpoint_ns: a run starts from the agent's own graph")
     return (found.checkpoint_id if found else None) or body.checkpoint_id
-
-
-def _checkpoint(thread_id: str, cfg: dict[str, Any]) -> A.Checkpoint:
-    return A.Checkpoint(
-        thread_id=thread_id,
-        checkpoint_ns=cfg.get("checkpoint_ns", ""),
-        checkpoint_id=cfg.get("checkpoint_id"),
-    )
 
 
 def _no_constant(name: str) -> Any:

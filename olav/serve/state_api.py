@@ -187,14 +187,7 @@ def update_state(
             server.threads.sync(info.id, messages, since=0 if checkpoint else None)
     finally:
         server.threads.release(info.id, holder)
-    cfg = made.get("configurable", {})
-    return A.NewCheckpoint(
-        checkpoint=A.Checkpoint(
-            thread_id=info.known_as,
-            checkpoint_ns=cfg.get("checkpoint_ns", ""),
-            checkpoint_id=cfg.get("checkpoint_id"),
-        )
-    )
+    return A.NewCheckpoint(checkpoint=A.Checkpoint.of(info.known_as, made.get("configurable", {})))
 
 
 MAX_MESSAGES = 100

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from olav.serve import answers as A
-from olav.serve.http import MAX_ID, MAX_LABELS, HTTPError, jsonsafe
+from olav.serve.http import HTTPError, jsonsafe
 from olav.serve.routing import Reply, Routes
 from olav.serve.schema import (
     ItemQuery,
@@ -43,6 +43,7 @@ from olav.serve.schema import (
     StorePut,
     StoreSearch,
     StoreValue,
+    labels,
 )
 from olav.serve.server import Server
 
@@ -202,22 +203,6 @@ def _stamp(rec: Any) -> str:
 # -- reading the request ----------------------------------------------------------------------
 
 
-def _labels(value: list[str], field: str) -> list[str]:
-    if len(value) > MAX_LABELS:
-        raise HTTPError(422, f"{field} has {len(value)} labels; the most is {MAX_LABELS}")
-    if any(not v or len(v) > MAX_ID for v in value):
-        raise HTTPError(422, f"each label of {field} must be 1 to {MAX_ID} characters")
-    return value
-
-
-def _key(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise HTTPError(422, "key must be a non-empty string")
-    if len(value) > MAX_ID:
-        raise HTTPError(422, f"key is {len(value)} characters long; the most is {MAX_ID}")
-    return value
-
-
 def _text_of(value: StoreValue) -> tuple[str, list[str]]:
     """What a put's value stores: its ``text`` (else the value as JSON), and its ``tags``
     (bounded as metadata is, by the model: its size, keys and depth)."""
@@ -341,7 +326,7 @@ def _draft(
     "/store/items", "one item", Reply("the item", A.StoreItem), errors=(404, 422), query=ItemQuery
 )
 def get_item(server: Server, request: Request, operator: str, query: ItemQuery) -> A.StoreItem:
-    namespace = _labels([label for label in query.namespace.split(".") if label], "namespace")
+    namespace = labels([label for label in query.namespace.split(".") if label], "namespace")
     key = query.key
     reading = _Reading(server, operator)
     return reading.item(reading.find(namespace, key))
